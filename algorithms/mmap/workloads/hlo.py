@@ -1,0 +1,735 @@
+"""From XLA's optimized, scheduled HLO text to the buffers of an MMapGame.
+
+The text is what `jax.jit(f).lower(*args).compile(...).as_text()` prints. Four steps, one section each:
+
+1. `parse_module`: text -> frozen `HloModule` (computations, instructions in schedule order, shapes,
+   attributes, the `input_output_alias` of the module header).
+2. `flatten`: the module-scoped instruction sequence that XLA's own `HloLiveRange` uses (and prints in the
+   `*-live-range.txt` dump): the entry sequence, where a `while` is preceded by its condition's sequence,
+   then its body's; a `call` or `conditional` by its called computations in order. Fused computations are
+   never expanded: a fusion is one instruction.
+3. `analyze`: XLA's dataflow in SSA form, redone. A *value* (one tensor of the game) is named
+   `(instruction, shape index)` like XLA names it (`while.6{1}`). Forwarding instructions (tuple,
+   get-tuple-element, bitcast, opt-barrier) define no value, they add a position to their operand's value.
+   A while's carried element gets fresh *phi* values at the condition parameter, the body parameter and
+   the while itself, unless the body passes it through unchanged (then the init value flows everywhere,
+   like XLA's phi simplification). Values that must share memory form alias groups, by XLA's rules
+   (`HloAliasAnalysis`): a while's init, parameters, body root and result; donated parameters with the
+   entry outputs they alias; conditional branch roots with the conditional's result; in-place operations
+   (dynamic-update-slice, scatter, fusions rooted in them, `output_to_operand_aliasing`).
+   Live ranges follow `HloLiveRange` exactly (definition to last position or use, roots to the end of
+   their computation, a while's init to the start of the body, read-only entry parameters to the end,
+   aliased ranges trimmed one after the other), on XLA's flattened clock.
+4. `to_workload`: game steps and buffers. A *game step* is an instruction that does work: everything but
+   `NOT_STEPS` (parameters and constants are resident memory, not work; tuple, get-tuple-element, bitcast
+   and the control-flow shells only rename or route buffers). Logical time counts game steps only. A value
+   defined at a non-step (parameter, constant, phi) starts at the next step; a range ends at the last step
+   at or before XLA's end. A *buffer* is one use (operand) or one definition (output) of a tensor by a
+   step. Zero-byte values (tokens, empty arrays) are left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Iterable, Iterator
+
+Index = tuple[int, ...]
+ValueName = tuple[str, Index]  # (defining instruction, shape index), as XLA prints `name{index}`
+
+DTYPE_BYTES = {
+    "pred": 1, "s2": 1, "s4": 1, "s8": 1, "s16": 2, "s32": 4, "s64": 8, "u2": 1, "u4": 1, "u8": 1,
+    "u16": 2, "u32": 4, "u64": 8, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1, "f8e3m4": 1, "f8e4m3b11fnuz": 1,
+    "f8e4m3fnuz": 1, "f8e5m2fnuz": 1, "f8e8m0fnu": 1, "bf16": 2, "f16": 2, "f32": 4, "f64": 8, "c64": 8,
+    "c128": 16, "token": 0,
+}
+
+# Instructions that are not game steps: they move no data themselves.
+NOT_STEPS = frozenset({
+    "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "opt-barrier", "domain",
+    "add-dependency", "after-all", "while", "call", "conditional",
+})
+# Instructions that define no value of their own: their result is (part of) an operand's value.
+FORWARDING = frozenset({"tuple", "get-tuple-element", "bitcast", "opt-barrier", "domain", "add-dependency"})
+UNSUPPORTED = frozenset({
+    "async-start", "async-update", "async-done", "copy-start", "copy-done", "send", "send-done", "recv",
+    "recv-done", "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",
+    "collective-permute-start", "collective-permute-done",
+})
+
+
+class HloParseError(ValueError):
+    pass
+
+
+# ------------------------------------------------------------------------------------------------ shapes
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """An array shape (`dtype`, `dims`) or a tuple shape (`dtype is None`, `elements`)."""
+
+    dtype: str | None
+    dims: tuple[int, ...] = ()
+    elements: tuple["Shape", ...] = ()
+
+    @property
+    def is_tuple(self) -> bool:
+        return self.dtype is None
+
+    @property
+    def num_elements(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def byte_size(self) -> int:
+        if self.dtype not in DTYPE_BYTES:
+            raise HloParseError(f"unknown element type {self.dtype!r}")
+        return self.num_elements * DTYPE_BYTES[self.dtype]
+
+    def subshape(self, index: Index) -> "Shape":
+        shape = self
+        for i in index:
+            shape = shape.elements[i]
+        return shape
+
+    def indices(self, prefix: Index = ()) -> Iterator[Index]:
+        """Every shape index, tuple nodes included, in pre-order (XLA's ShapeTree order)."""
+        yield prefix
+        for i, element in enumerate(self.elements):
+            yield from element.indices(prefix + (i,))
+
+    def leaf_indices(self) -> list[Index]:
+        return [index for index in self.indices() if not self.subshape(index).is_tuple]
+
+
+_ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?")
+
+
+def parse_shape(text: str) -> Shape:
+    shape, rest = _parse_shape_prefix(text.strip())
+    if rest.strip():
+        raise HloParseError(f"trailing text after shape: {text!r}")
+    return shape
+
+
+def _parse_shape_prefix(text: str) -> tuple[Shape, str]:
+    if text.startswith("("):
+        elements = []
+        rest = text[1:].lstrip()
+        while not rest.startswith(")"):
+            element, rest = _parse_shape_prefix(rest)
+            elements.append(element)
+            rest = rest.lstrip()
+            if rest.startswith(","):
+                rest = rest[1:].lstrip()
+        return Shape(None, (), tuple(elements)), rest[1:]
+    match = _ARRAY_SHAPE.match(text)
+    if not match:
+        raise HloParseError(f"cannot parse shape at {text[:60]!r}")
+    dims = tuple(int(d.lstrip("<=")) for d in match.group(2).split(",") if d.strip())
+    return Shape(match.group(1), dims), text[match.end():]
+
+
+# ------------------------------------------------------------------------------------------------ parser
+
+
+@dataclasses.dataclass(frozen=True)
+class HloInstruction:
+    name: str
+    opcode: str
+    shape: Shape
+    operands: tuple[str, ...]
+    attributes: tuple[tuple[str, str], ...]
+    is_root: bool
+
+    def attribute(self, key: str, default: str | None = None) -> str | None:
+        for name, value in self.attributes:
+            if name == key:
+                return value
+        return default
+
+    @property
+    def called_computations(self) -> tuple[str, ...]:
+        names: list[str] = []
+        for key in ("condition", "body", "calls", "to_apply", "true_computation", "false_computation",
+                    "branch_computations"):
+            value = self.attribute(key)
+            if value is not None:
+                names.extend(re.findall(r"%?([\w.\-]+)", value.strip("{}")))
+        return tuple(names)
+
+
+@dataclasses.dataclass(frozen=True)
+class HloComputation:
+    name: str
+    instructions: tuple[HloInstruction, ...]  # schedule order (a scheduled module prints in that order)
+    is_entry: bool
+
+    @property
+    def root(self) -> HloInstruction:
+        return next(inst for inst in self.instructions if inst.is_root)
+
+    @property
+    def parameters(self) -> dict[int, HloInstruction]:
+        return {int(inst.attribute("number", "0")): inst for inst in self.instructions
+                if inst.opcode == "parameter"}
+
+
+@dataclasses.dataclass(frozen=True)
+class IoAlias:
+    output_index: Index
+    parameter_number: int
+    parameter_index: Index
+
+
+@dataclasses.dataclass(frozen=True)
+class HloModule:
+    name: str
+    computations: dict[str, HloComputation]
+    entry: str
+    io_aliases: tuple[IoAlias, ...]
+
+    @property
+    def entry_computation(self) -> HloComputation:
+        return self.computations[self.entry]
+
+    def instruction(self, name: str) -> HloInstruction:
+        return self._instructions[name][1]
+
+    def computation_of(self, name: str) -> HloComputation:
+        return self.computations[self._instructions[name][0]]
+
+    @property
+    def _instructions(self) -> dict[str, tuple[str, HloInstruction]]:
+        cache = self.__dict__.get("_instruction_cache")
+        if cache is None:
+            cache = {inst.name: (comp.name, inst) for comp in self.computations.values()
+                     for inst in comp.instructions}
+            object.__setattr__(self, "_instruction_cache", cache)
+        return cache
+
+
+def split_top_level(text: str, separator: str = ",") -> list[str]:
+    """Split at separators outside (), {}, [] and quotes."""
+    parts, depth, quote, start, i = [], 0, False, 0, 0
+    while i < len(text):
+        char = text[i]
+        if quote:
+            if char == "\\":
+                i += 1
+            elif char == '"':
+                quote = False
+        elif char == '"':
+            quote = True
+        elif char in "({[":
+            depth += 1
+        elif char in ")}]":
+            depth -= 1
+        elif char == separator and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
+
+
+def _matching_close(text: str, open_at: int) -> int:
+    depth, quote, i = 0, False, open_at
+    while i < len(text):
+        char = text[i]
+        if quote:
+            if char == "\\":
+                i += 1
+            elif char == '"':
+                quote = False
+        elif char == '"':
+            quote = True
+        elif char in "({[":
+            depth += 1
+        elif char in ")}]":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise HloParseError(f"unbalanced brackets in {text[:80]!r}")
+
+
+_COMMENT = re.compile(r"/\*.*?\*/")
+_OPERAND_NAME = re.compile(r"%([^\s,(){}%]+)")
+
+
+def parse_instruction(line: str) -> HloInstruction:
+    text = _COMMENT.sub("", line).strip()
+    is_root = text.startswith("ROOT ")
+    if is_root:
+        text = text[len("ROOT "):]
+    name, _, rest = text.partition(" = ")
+    if not rest:
+        raise HloParseError(f"not an instruction: {line.strip()[:80]!r}")
+    name = name.lstrip("%")
+    shape, rest = _parse_shape_prefix(rest.strip())
+    opcode, paren, rest = rest.strip().partition("(")
+    if not paren:
+        raise HloParseError(f"{name}: no operand list")
+    close = _matching_close("(" + rest, 0) - 1
+    operand_text, attribute_text = rest[:close], rest[close + 1:].lstrip(", ")
+    operands: tuple[str, ...] = ()
+    attributes: list[tuple[str, str]] = []
+    if opcode == "parameter":
+        attributes.append(("number", operand_text.strip()))
+    elif opcode != "constant":
+        operands = tuple(_OPERAND_NAME.findall(part)[-1] for part in split_top_level(operand_text))
+        if any("#" in operand for operand in operands):
+            raise HloParseError(f"{name}: operand shorthand 'x#i' (XLA's dump printer elides "
+                                "get-tuple-element) is not supported: parse `compiled.as_text()`")
+    for attribute in split_top_level(attribute_text):
+        key, _, value = attribute.partition("=")
+        attributes.append((key.strip(), value.strip()))
+    return HloInstruction(name, opcode, shape, operands, tuple(attributes), is_root)
+
+
+def _parse_io_aliases(header: str) -> tuple[IoAlias, ...]:
+    start = header.find("input_output_alias=")
+    if start < 0:
+        return ()
+    open_at = header.index("{", start)
+    block = header[open_at + 1:_matching_close(header, open_at)]
+    aliases = []
+    for output, number, param in re.findall(r"\{([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}", block):
+        aliases.append(IoAlias(_index(output), int(number), _index(param)))
+    return tuple(aliases)
+
+
+def _index(text: str) -> Index:
+    return tuple(int(part) for part in text.split(",") if part.strip())
+
+
+def parse_module(text: str) -> HloModule:
+    lines = text.splitlines()
+    header = next((line for line in lines if line.startswith("HloModule ")), None)
+    if header is None:
+        raise HloParseError("no 'HloModule' header line")
+    module_name = header.split()[1].rstrip(",")
+    computations: dict[str, HloComputation] = {}
+    entry = None
+    current: tuple[str, bool, list[HloInstruction]] | None = None
+    for line in lines:
+        if current is None:
+            stripped = line.strip()
+            if stripped.endswith("{") and (stripped.startswith("%") or stripped.startswith("ENTRY ")):
+                is_entry = stripped.startswith("ENTRY ")
+                name = stripped.removeprefix("ENTRY ").split()[0].lstrip("%")
+                current = (name, is_entry, [])
+        elif line.strip() == "}":
+            name, is_entry, instructions = current
+            computations[name] = HloComputation(name, tuple(instructions), is_entry)
+            entry = name if is_entry else entry
+            current = None
+        elif line.strip():
+            current[2].append(parse_instruction(line))
+    if entry is None:
+        raise HloParseError("no ENTRY computation")
+    return HloModule(module_name, computations, entry, _parse_io_aliases(header))
+
+
+# ------------------------------------------------------------------------------------------------- flops
+
+ELEMENTWISE = frozenset({
+    "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "clz", "compare", "complex", "convert", "cosine",
+    "divide", "erf", "exponential", "exponential-minus-one", "floor", "imag", "is-finite", "log",
+    "log-plus-one", "logistic", "map", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt",
+    "power", "real", "reduce-precision", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt",
+    "select", "shift-left", "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "sqrt",
+    "stochastic-convert", "subtract", "tan", "tanh", "xor",
+})
+
+
+def instruction_flops(module: HloModule, computation: HloComputation, inst: HloInstruction) -> float:
+    """A rough cost: multiply-adds count 2 (dot, convolution), other arithmetic 1 per element."""
+    if inst.opcode == "fusion":
+        fused = module.computations[inst.attribute("calls").lstrip("%")]
+        return sum(instruction_flops(module, fused, sub) for sub in fused.instructions)
+    if inst.opcode == "dot":
+        lhs = _operand_shape(computation, inst, 0)
+        contracting = _index(inst.attribute("lhs_contracting_dims", "{}").strip("{}"))
+        return 2.0 * inst.shape.num_elements * math.prod(lhs.dims[d] for d in contracting)
+    if inst.opcode == "convolution":
+        kernel = _operand_shape(computation, inst, 1)
+        labels = inst.attribute("dim_labels", "")
+        kernel_labels = labels.split("_")[1].split("->")[0]
+        input_feature_size = kernel.dims[kernel_labels.index("i")]
+        spatial = math.prod(kernel.dims[i] for i, label in enumerate(kernel_labels) if label not in "io")
+        return 2.0 * inst.shape.num_elements * spatial * input_feature_size
+    if inst.opcode in ELEMENTWISE:
+        return float(sum(inst.shape.subshape(i).num_elements for i in inst.shape.leaf_indices()))
+    if inst.opcode == "reduce":
+        half = len(inst.operands) // 2
+        return float(sum(_operand_shape(computation, inst, i).num_elements for i in range(half)))
+    if inst.opcode == "reduce-window":
+        window = re.search(r"size=([\dx]+)", inst.attribute("window", ""))
+        size = math.prod(_index(window.group(1).replace("x", ","))) if window else 1
+        return float(inst.shape.subshape(inst.shape.leaf_indices()[0]).num_elements * size)
+    return 0.0
+
+
+def _operand_shape(computation: HloComputation, inst: HloInstruction, number: int) -> Shape:
+    name = inst.operands[number]
+    return next(other.shape for other in computation.instructions if other.name == name)
+
+
+# ------------------------------------------------------------------------------------------------ flatten
+
+
+def flatten(module: HloModule) -> tuple[list[HloInstruction], dict[str, tuple[int, int]]]:
+    """The module-scoped instruction sequence of XLA's HloLiveRange (its `InstructionSequence`), and each
+    flattened computation's span [start, end) on that clock (nested computations included)."""
+    sequence: list[HloInstruction] = []
+    spans: dict[str, tuple[int, int]] = {}
+
+    def visit(computation: HloComputation) -> None:
+        if computation.name in spans:
+            return
+        start = len(sequence)
+        spans[computation.name] = (start, start)
+        for inst in computation.instructions:
+            if inst.opcode == "while":
+                visit(module.computations[inst.attribute("condition").lstrip("%")])
+                visit(module.computations[inst.attribute("body").lstrip("%")])
+            elif inst.opcode in ("call", "conditional"):
+                for called in inst.called_computations:
+                    visit(module.computations[called])
+            sequence.append(inst)
+        spans[computation.name] = (start, len(sequence))
+
+    visit(module.entry_computation)
+    return sequence, spans
+
+
+# ----------------------------------------------------------------------------------------------- dataflow
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataflow:
+    """XLA's values with their positions, uses, alias groups and live ranges, on XLA's flattened clock."""
+
+    sequence: tuple[HloInstruction, ...]
+    value_sets: dict[str, dict[Index, ValueName]]  # instruction -> shape index -> value
+    shapes: dict[ValueName, Shape]
+    positions: dict[ValueName, tuple[tuple[str, Index], ...]]
+    uses: dict[ValueName, tuple[str, ...]]
+    alias_groups: tuple[frozenset[ValueName], ...]
+    live_ranges: dict[ValueName, tuple[int, int]]
+
+    def alias_group_of(self) -> dict[ValueName, int]:
+        return {value: number for number, group in enumerate(self.alias_groups) for value in group}
+
+
+class _DataflowBuilder:
+    def __init__(self, module: HloModule):
+        self.module = module
+        self.value_sets: dict[str, dict[Index, ValueName]] = {}
+        self.defined: dict[ValueName, Shape] = {}
+        self.extra_aliases: list[tuple[ValueName, ValueName]] = []
+
+    def define(self, inst: HloInstruction, index: Index) -> ValueName:
+        value = (inst.name, index)
+        self.defined[value] = inst.shape.subshape(index)
+        return value
+
+    def define_all(self, inst: HloInstruction) -> dict[Index, ValueName]:
+        return {index: self.define(inst, index) for index in inst.shape.indices()}
+
+    def run(self, computation: HloComputation, parameters: dict[int, dict[Index, ValueName]] | None) -> None:
+        for inst in computation.instructions:
+            self.value_sets[inst.name] = self.evaluate(inst, parameters)
+
+    def evaluate(self, inst: HloInstruction, parameters) -> dict[Index, ValueName]:
+        opcode = inst.opcode
+        operand = lambda number: self.value_sets[inst.operands[number]]
+        if opcode in UNSUPPORTED:
+            raise NotImplementedError(f"{inst.name}: opcode {opcode!r} is not supported by the workload parser")
+        if opcode == "parameter" and parameters is not None:
+            return dict(parameters[int(inst.attribute("number"))])
+        if opcode == "tuple":
+            values = {(): self.define(inst, ())}
+            for number in range(len(inst.operands)):
+                values.update({(number,) + index: value for index, value in operand(number).items()})
+            return values
+        if opcode == "get-tuple-element":
+            at = int(inst.attribute("index"))
+            return {index[1:]: value for index, value in operand(0).items() if index[:1] == (at,)}
+        if opcode in FORWARDING:
+            return dict(operand(0))
+        if opcode == "while":
+            return self.evaluate_while(inst)
+        if opcode == "call":
+            callee = self.module.computations[inst.attribute("to_apply").lstrip("%")]
+            self.run(callee, {n: operand(n) for n in range(len(inst.operands))})
+            return dict(self.value_sets[callee.root.name])
+        if opcode == "conditional":
+            values = self.define_all(inst)
+            for number, branch_name in enumerate(inst.called_computations):
+                branch = self.module.computations[branch_name]
+                self.run(branch, {0: operand(number + 1)})
+                root = self.value_sets[branch.root.name]
+                self.extra_aliases.extend((root[index], values[index]) for index in inst.shape.leaf_indices())
+            return values
+        return self.define_all(inst)
+
+    def evaluate_while(self, inst: HloInstruction) -> dict[Index, ValueName]:
+        condition = self.module.computations[inst.attribute("condition").lstrip("%")]
+        body = self.module.computations[inst.attribute("body").lstrip("%")]
+        init = self.value_sets[inst.operands[0]]
+        leaves = inst.shape.leaf_indices()
+        passthrough = set(leaves)
+
+        def carried(holder: HloInstruction) -> dict[Index, ValueName]:
+            return {index: init[index] if index in passthrough else self.define(holder, index)
+                    for index in inst.shape.indices()}
+
+        while True:  # optimistic: drop an element from `passthrough` once the body changes it
+            self.run(body, {0: carried(body.parameters[0])})
+            root = self.value_sets[body.root.name]
+            changed = {index for index in passthrough if root[index] != init[index]}
+            if not changed:
+                break
+            passthrough -= changed
+        self.run(condition, {0: carried(condition.parameters[0])})
+        return carried(inst)
+
+
+def analyze(module: HloModule) -> Dataflow:
+    builder = _DataflowBuilder(module)
+    entry = module.entry_computation
+    builder.run(entry, None)
+    sequence, spans = flatten(module)
+    value_sets = {inst.name: builder.value_sets[inst.name] for inst in sequence}
+
+    positions: dict[ValueName, list[tuple[str, Index]]] = {value: [] for value in builder.defined}
+    uses: dict[ValueName, list[str]] = {value: [] for value in builder.defined}
+    for inst in sequence:
+        for index, value in value_sets[inst.name].items():
+            positions[value].append((inst.name, index))
+        for number, operand_name in enumerate(inst.operands):
+            operand_values = value_sets[operand_name]
+            if inst.opcode == "get-tuple-element":
+                used = [operand_values[()]]
+            else:
+                used = list(dict.fromkeys(operand_values.values()))
+            for value in used:
+                if inst.name not in uses[value]:
+                    uses[value].append(inst.name)
+
+    positions = {value: where for value, where in positions.items() if where}  # drop stale while guesses
+    uses = {value: users for value, users in uses.items() if value in positions}
+    alias_groups = _alias_groups(module, builder, value_sets, sequence)
+    live_ranges = _live_ranges(module, sequence, spans, positions, uses, alias_groups)
+    shapes = {value: builder.defined[value] for value in positions}
+    return Dataflow(tuple(sequence), value_sets, shapes,
+                    {v: tuple(p) for v, p in positions.items()}, {v: tuple(u) for v, u in uses.items()},
+                    alias_groups, live_ranges)
+
+
+def _in_place_pairs(module: HloModule, inst: HloInstruction) -> list[tuple[int, Index, Index]]:
+    """(operand number, operand index, output index) that XLA's AliasInfo says must share a buffer."""
+    pairs = []
+    if inst.opcode == "dynamic-update-slice":
+        pairs.append((0, (), ()))
+    elif inst.opcode == "scatter":
+        count = (len(inst.operands) - 1) // 2  # operands..., indices, updates...
+        pairs.extend((0, (), ()) if count == 1 else (i, (), (i,)) for i in range(count))
+    elif inst.opcode == "fusion":
+        pairs.extend(_fusion_in_place_pairs(module, inst))
+    aliasing = inst.attribute("output_to_operand_aliasing")
+    if aliasing:
+        for output, number, operand_index in re.findall(r"\{([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}",
+                                                        aliasing):
+            pairs.append((int(number), _index(operand_index), _index(output)))
+    return pairs
+
+
+def _fusion_in_place_pairs(module: HloModule, fusion: HloInstruction) -> list[tuple[int, Index, Index]]:
+    fused = module.computations[fusion.attribute("calls").lstrip("%")]
+    by_name = {inst.name: inst for inst in fused.instructions}
+
+    def follow_tuples(inst: HloInstruction, index: Index) -> tuple[HloInstruction, Index]:
+        while True:
+            if inst.opcode == "tuple" and index:
+                inst, index = by_name[inst.operands[index[0]]], index[1:]
+            elif inst.opcode == "get-tuple-element":
+                inst, index = by_name[inst.operands[0]], (int(inst.attribute("index")),) + index
+            else:
+                return inst, index
+
+    pairs = []
+    for output_index in fusion.shape.leaf_indices():
+        source, source_index = follow_tuples(fused.root, output_index)
+        for number, operand_index, pair_output in _in_place_pairs(module, source):
+            if pair_output != source_index:
+                continue
+            origin, origin_index = follow_tuples(by_name[source.operands[number]], operand_index)
+            if origin.opcode == "bitcast":
+                origin = by_name[origin.operands[0]]
+            if origin.opcode == "parameter":
+                pairs.append((int(origin.attribute("number")), origin_index, output_index))
+    return pairs
+
+
+def _alias_groups(module, builder, value_sets, sequence) -> tuple[frozenset[ValueName], ...]:
+    parent = {value: value for value in builder.defined}
+
+    def find(value):
+        while parent[value] != value:
+            parent[value] = parent[parent[value]]
+            value = parent[value]
+        return value
+
+    def union(a, b):
+        parent[find(a)] = find(b)
+
+    for a, b in builder.extra_aliases:
+        union(a, b)
+    entry = module.entry_computation
+    root_values = value_sets[entry.root.name]
+    for alias in module.io_aliases:
+        parameter = entry.parameters[alias.parameter_number]
+        union(root_values[alias.output_index], value_sets[parameter.name][alias.parameter_index])
+    for inst in sequence:
+        if inst.opcode == "while":
+            condition = module.computations[inst.attribute("condition").lstrip("%")]
+            body = module.computations[inst.attribute("body").lstrip("%")]
+            holders = [inst.operands[0], condition.parameters[0].name, body.parameters[0].name,
+                       body.root.name, inst.name]
+            for index in inst.shape.indices():
+                for holder in holders[1:]:
+                    union(value_sets[holders[0]][index], value_sets[holder][index])
+        for number, operand_index, output_index in _in_place_pairs(module, inst):
+            union(value_sets[inst.operands[number]][operand_index], value_sets[inst.name][output_index])
+    groups: dict[ValueName, set[ValueName]] = {}
+    for value in builder.defined:
+        groups.setdefault(find(value), set()).add(value)
+    return tuple(frozenset(group) for group in groups.values())
+
+
+def _live_ranges(module, sequence, spans, positions, uses, alias_groups) -> dict[ValueName, tuple[int, int]]:
+    time = {inst.name: t for t, inst in enumerate(sequence)}
+    end_of_schedule = len(sequence)
+    is_root = {inst.name: inst.is_root for inst in sequence}
+    computation_of = {inst.name: module.computation_of(inst.name).name for inst in sequence}
+    entry = module.entry_computation
+    donated = {(entry.parameters[a.parameter_number].name, a.parameter_index) for a in module.io_aliases}
+
+    def position_time(name: str) -> int:
+        return spans[computation_of[name]][1] if is_root[name] else time[name]
+
+    def use_time(name: str) -> int:
+        inst = module.instruction(name)
+        if inst.opcode == "while":
+            body = module.computations[inst.attribute("body").lstrip("%")]
+            return time[body.parameters[0].name]
+        return time[name]
+
+    ranges: dict[ValueName, list[int]] = {}
+    for value, value_positions in positions.items():
+        name, index = value
+        inst = module.instruction(name)
+        start = spans[computation_of[name]][0] if inst.opcode == "parameter" else time[name]
+        end = max(position_time(position) for position, _ in value_positions)
+        if inst.opcode == "parameter" and computation_of[name] == entry.name and value not in donated:
+            end = end_of_schedule
+        else:
+            end = max([end] + [use_time(user) for user in uses[value] if module.instruction(user).opcode != "call"])
+        ranges[value] = [start, end]
+
+    order = {value: number for number, value in enumerate(positions)}
+    for group in alias_groups:
+        members = sorted((v for v in group if v in ranges), key=lambda v: (ranges[v][0], ranges[v][1], order[v]))
+        for first, second in zip(members, members[1:]):
+            first_range, second_range = ranges[first], ranges[second]
+            second_range[1] = max(first_range[1], second_range[1])
+            first_range[1] = min(first_range[1], second_range[0])
+    return {value: (start, end) for value, (start, end) in ranges.items()}
+
+
+# ----------------------------------------------------------------------------------------------- workload
+
+
+def is_step(inst: HloInstruction) -> bool:
+    return inst.opcode not in NOT_STEPS
+
+
+@dataclasses.dataclass(frozen=True)
+class StepClock:
+    """Maps XLA's flattened clock (every instruction) to logical time (game steps only)."""
+
+    steps_before: tuple[int, ...]  # steps_before[p] = number of steps at flattened positions < p
+
+    @classmethod
+    def of(cls, sequence: Iterable[HloInstruction]) -> "StepClock":
+        counts = [0]
+        for inst in sequence:
+            counts.append(counts[-1] + is_step(inst))
+        return cls(tuple(counts))
+
+    def start(self, xla_time: int) -> int:
+        return self.steps_before[xla_time]
+
+    def end(self, xla_time: int) -> int:
+        return self.steps_before[min(xla_time + 1, len(self.steps_before) - 1)] - 1
+
+
+def value_label(value: ValueName) -> str:
+    name, index = value
+    return f"{name}{{{','.join(map(str, index))}}}"
+
+
+def to_workload(module: HloModule, name: str, description: str, jax_version: str) -> dict:
+    """The MMapGame instance of a module, as the JSON-ready dict of `data/*.json`."""
+    dataflow = analyze(module)
+    clock = StepClock.of(dataflow.sequence)
+    computation_of = {inst.name: module.computation_of(inst.name) for inst in dataflow.sequence}
+
+    tensor_ids: dict[ValueName, int] = {}
+    instructions, raw_buffers = [], []
+    for inst in dataflow.sequence:
+        if not is_step(inst):
+            continue
+        step_time = len(instructions)
+        operands = []
+        for operand_name in inst.operands:
+            values = dataflow.value_sets[operand_name]
+            for index in module.instruction(operand_name).shape.leaf_indices():
+                operands.append(values[index])
+        operands = [v for v in dict.fromkeys(operands) if dataflow.shapes[v].byte_size > 0]
+        outputs = [dataflow.value_sets[inst.name][index] for index in inst.shape.leaf_indices()]
+        outputs = [v for v in outputs if dataflow.shapes[v].byte_size > 0]
+        for value, is_output in [(v, False) for v in operands] + [(v, True) for v in outputs]:
+            tensor_ids.setdefault(value, len(tensor_ids))
+            raw_buffers.append((value, is_output, step_time))
+        instructions.append({
+            "time": step_time, "name": inst.name, "opcode": inst.opcode,
+            "flops": instruction_flops(module, computation_of[inst.name], inst),
+            "operands": [tensor_ids[v] for v in operands], "outputs": [tensor_ids[v] for v in outputs],
+        })
+
+    group_of = dataflow.alias_group_of()
+    tensors_per_group: dict[int, set[ValueName]] = {}
+    for value in tensor_ids:
+        tensors_per_group.setdefault(group_of[value], set()).add(value)
+    alias_ids: dict[int, int] = {}
+    buffers = []
+    for number, (value, is_output, step_time) in enumerate(raw_buffers):
+        group = group_of[value]
+        alias_id = None
+        if len(tensors_per_group[group]) > 1:
+            alias_id = alias_ids.setdefault(group, len(alias_ids))
+        start, end = dataflow.live_ranges[value]
+        buffers.append({
+            "index": number, "tensor_id": tensor_ids[value], "alias_id": alias_id,
+            "size": dataflow.shapes[value].byte_size, "is_output": is_output, "target_time": step_time,
+            "live_range": [clock.start(start), clock.end(end)],
+        })
+    return {"name": name, "description": description, "jax_version": jax_version,
+            "num_instructions": len(instructions), "instructions": instructions, "buffers": buffers}

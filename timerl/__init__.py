@@ -1,0 +1,26 @@
+"""timerl: deep reinforcement learning programs as recurrent tensors, scheduled with the polyhedral model."""
+
+from timerl.errors import (  # noqa: F401
+    DeviceOutOfMemoryError,
+    DomainError,
+    ScheduleError,
+    ShapeError,
+    TimeRLError,
+)
+from timerl.rt.context import Context  # noqa: F401
+from timerl.rt.symbolic import Cond, Expr, Symbol  # noqa: F401
+from timerl.rt.symbolic import maximum as max  # noqa: F401
+from timerl.rt.symbolic import minimum as min  # noqa: F401
+from timerl.rt.tensor import RecurrentTensor, install_operators
+from timerl.rt.functional import (  # noqa: F401
+    arange, cat, full, gather, index_select, one_hot, ones, rand, randn, source, stack, tensor, where, zeros,
+)
+from timerl.rt.placeholder import param, placeholder  # noqa: F401
+
+install_operators()
+
+__all__ = [
+    "Context", "RecurrentTensor", "Symbol", "Expr", "Cond", "TimeRLError", "ShapeError", "DomainError",
+    "ScheduleError", "DeviceOutOfMemoryError", "min", "max", "tensor", "zeros", "ones", "full", "arange", "rand",
+    "randn", "source", "placeholder", "param", "cat", "stack", "where", "gather", "index_select", "one_hot",
+]

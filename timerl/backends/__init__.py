@@ -1,0 +1,1 @@
+"""Array backends behind a small protocol: torch and jax."""

@@ -1,0 +1,109 @@
+"""Elementwise ops: one line each, through `unary`, `binary` and `compare`."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from timerl.ops.registry import (
+    ELEMENTWISE,
+    NOT_DIFFERENTIABLE,
+    broadcast_shapes,
+    is_float,
+    promote,
+    register,
+)
+
+
+def _same_shape(inputs, attrs):
+    return [broadcast_shapes(*(t.shape for t in inputs))]
+
+
+def _promoted(inputs, attrs):
+    return [promote(*(t.dtype for t in inputs))]
+
+
+def _float_result(inputs, attrs):
+    dtype = promote(*(t.dtype for t in inputs))
+    return [dtype if is_float(dtype) else "float32"]
+
+
+def _bool_result(inputs, attrs):
+    return ["bool"]
+
+
+def unary(name: str, impl: Callable[..., Any], grad: Any, *, dtype=_promoted) -> None:
+    register(name, ELEMENTWISE, shape=_same_shape, dtype=dtype, impl=impl, grad=grad)
+
+
+def binary(name: str, impl: Callable[..., Any], grad: Any, *, dtype=_promoted) -> None:
+    register(name, ELEMENTWISE, shape=_same_shape, dtype=dtype, impl=impl, grad=grad)
+
+
+def compare(name: str, impl: Callable[..., Any]) -> None:
+    register(name, ELEMENTWISE, shape=_same_shape, dtype=_bool_result, impl=impl, grad=NOT_DIFFERENTIABLE)
+
+
+def _sigmoid(xp, x):
+    return 1.0 / (1.0 + xp.exp(-x))
+
+
+def _unbroadcast(F, grad, like):
+    return F.sum_to(grad, like.shape)
+
+
+# fmt: off
+unary("neg", lambda xp, x: -x, lambda F, ins, outs, g, a: [F.neg(g[0])])
+unary("exp", lambda xp, x: xp.exp(x), lambda F, ins, outs, g, a: [g[0] * outs[0]], dtype=_float_result)
+unary("log", lambda xp, x: xp.log(x), lambda F, ins, outs, g, a: [g[0] / ins[0]], dtype=_float_result)
+unary("sqrt", lambda xp, x: xp.sqrt(x), lambda F, ins, outs, g, a: [g[0] / (outs[0] * 2.0)], dtype=_float_result)
+unary("abs", lambda xp, x: xp.abs(x), lambda F, ins, outs, g, a: [g[0] * F.sign(ins[0])])
+unary("sign", lambda xp, x: xp.sign(x), NOT_DIFFERENTIABLE)
+unary("tanh", lambda xp, x: xp.tanh(x), lambda F, ins, outs, g, a: [g[0] * (1.0 - outs[0] * outs[0])],
+      dtype=_float_result)
+unary("sigmoid", _sigmoid, lambda F, ins, outs, g, a: [g[0] * outs[0] * (1.0 - outs[0])], dtype=_float_result)
+unary("relu", lambda xp, x: xp.where(x > 0, x, xp.zeros_like(x)),
+      lambda F, ins, outs, g, a: [F.where(ins[0] > 0, g[0], 0.0)])
+unary("logical_not", lambda xp, x: xp.logical_not(x), NOT_DIFFERENTIABLE, dtype=_bool_result)
+unary("identity", lambda xp, x: x, lambda F, ins, outs, g, a: [g[0]])
+unary("detach", lambda xp, x: x, NOT_DIFFERENTIABLE)
+unary("clip", lambda xp, x, low, high: xp.clip(x, low, high),
+      lambda F, ins, outs, g, a: [F.where((ins[0] >= a["low"]) & (ins[0] <= a["high"]), g[0], 0.0)])
+register("astype", ELEMENTWISE, shape=_same_shape, dtype=lambda ins, a: [a.get("dtype")],
+         impl=lambda xp, x, dtype: xp.astype(x, getattr(xp, dtype)),
+         grad=lambda F, ins, outs, g, a: [F.astype(g[0], ins[0].dtype) if is_float(ins[0].dtype) else None])
+
+binary("add", lambda xp, x, y: x + y,
+       lambda F, ins, outs, g, a: [_unbroadcast(F, g[0], ins[0]), _unbroadcast(F, g[0], ins[1])])
+binary("sub", lambda xp, x, y: x - y,
+       lambda F, ins, outs, g, a: [_unbroadcast(F, g[0], ins[0]), _unbroadcast(F, F.neg(g[0]), ins[1])])
+binary("mul", lambda xp, x, y: x * y,
+       lambda F, ins, outs, g, a: [_unbroadcast(F, g[0] * ins[1], ins[0]), _unbroadcast(F, g[0] * ins[0], ins[1])])
+binary("div", lambda xp, x, y: x / y,
+       lambda F, ins, outs, g, a: [_unbroadcast(F, g[0] / ins[1], ins[0]),
+                                   _unbroadcast(F, F.neg(g[0] * outs[0] / ins[1]), ins[1])],
+       dtype=_float_result)
+binary("pow", lambda xp, x, y: xp.pow(x, y),
+       lambda F, ins, outs, g, a: [_unbroadcast(F, g[0] * ins[1] * F.pow(ins[0], ins[1] - 1.0), ins[0]),
+                                   _unbroadcast(F, g[0] * outs[0] * F.log(ins[0]), ins[1])])
+binary("maximum", lambda xp, x, y: xp.maximum(x, y),
+       lambda F, ins, outs, g, a: [_unbroadcast(F, F.where(ins[0] >= ins[1], g[0], 0.0), ins[0]),
+                                   _unbroadcast(F, F.where(ins[0] >= ins[1], 0.0, g[0]), ins[1])])
+binary("minimum", lambda xp, x, y: xp.minimum(x, y),
+       lambda F, ins, outs, g, a: [_unbroadcast(F, F.where(ins[0] <= ins[1], g[0], 0.0), ins[0]),
+                                   _unbroadcast(F, F.where(ins[0] <= ins[1], 0.0, g[0]), ins[1])])
+binary("logical_and", lambda xp, x, y: xp.logical_and(x, y), NOT_DIFFERENTIABLE, dtype=_bool_result)
+binary("logical_or", lambda xp, x, y: xp.logical_or(x, y), NOT_DIFFERENTIABLE, dtype=_bool_result)
+
+compare("lt", lambda xp, x, y: x < y)
+compare("le", lambda xp, x, y: x <= y)
+compare("gt", lambda xp, x, y: x > y)
+compare("ge", lambda xp, x, y: x >= y)
+compare("eq", lambda xp, x, y: x == y)
+compare("ne", lambda xp, x, y: x != y)
+
+register("where", ELEMENTWISE, shape=_same_shape,
+         dtype=lambda ins, a: [promote(ins[1].dtype, ins[2].dtype)],
+         impl=lambda xp, c, x, y: xp.where(c, x, y),
+         grad=lambda F, ins, outs, g, a: [None, _unbroadcast(F, F.where(ins[0], g[0], 0.0), ins[1]),
+                                          _unbroadcast(F, F.where(ins[0], 0.0, g[0]), ins[2])])
+# fmt: on

@@ -1,0 +1,207 @@
+"""Layout and indexing ops of the spatial shape."""
+
+from __future__ import annotations
+
+from timerl.ops.registry import (
+    MOVEMENT,
+    NOT_DIFFERENTIABLE,
+    ShapeError,
+    normalize_axis,
+    numel,
+    promote,
+    register,
+    same_dim,
+)
+from timerl.rt.symbolic import as_expr, minimum
+
+
+def _dtype0(inputs, attrs):
+    return [inputs[0].dtype]
+
+
+def _reshape_shape(inputs, attrs):
+    shape = attrs["shape"]
+    if all(isinstance(d, int) for d in shape) and all(isinstance(d, int) for d in inputs[0].shape):
+        if numel(shape) != numel(inputs[0].shape):
+            raise ShapeError(f"cannot reshape {tuple(inputs[0].shape)} into {tuple(shape)}")
+    return [tuple(shape)]
+
+
+register("reshape", MOVEMENT, shape=_reshape_shape, dtype=_dtype0,
+         impl=lambda xp, x, shape: xp.reshape(x, tuple(shape)),
+         grad=lambda F, ins, outs, g, a: [F.reshape(g[0], ins[0].shape)])
+
+
+def _inverse(perm):
+    inverse = [0] * len(perm)
+    for position, axis in enumerate(perm):
+        inverse[axis] = position
+    return tuple(inverse)
+
+
+register("permute", MOVEMENT, shape=lambda ins, a: [tuple(ins[0].shape[p] for p in a["perm"])], dtype=_dtype0,
+         impl=lambda xp, x, perm: xp.permute_dims(x, tuple(perm)),
+         grad=lambda F, ins, outs, g, a: [F.permute(g[0], _inverse(a["perm"]))])
+
+
+def _expand_shape(inputs, attrs):
+    shape, source = attrs["shape"], inputs[0].shape
+    offset = len(shape) - len(source)
+    for axis, dim in enumerate(source):
+        if not (isinstance(dim, int) and dim == 1) and not same_dim(dim, shape[axis + offset]):
+            raise ShapeError(f"cannot expand {tuple(source)} to {tuple(shape)}")
+    return [tuple(shape)]
+
+
+register("expand", MOVEMENT, shape=_expand_shape, dtype=_dtype0,
+         impl=lambda xp, x, shape: xp.broadcast_to(x, tuple(shape)),
+         grad=lambda F, ins, outs, g, a: [F.sum_to(g[0], ins[0].shape)])
+register("flip", MOVEMENT, shape=lambda ins, a: [ins[0].shape], dtype=_dtype0,
+         impl=lambda xp, x, dim: xp.flip(x, axis=dim),
+         grad=lambda F, ins, outs, g, a: [F.flip(g[0], a["dim"])])
+
+
+def _slice_length(dim, item: slice):
+    if isinstance(dim, int):
+        return len(range(*item.indices(dim)))
+    start, stop, step = item.start or 0, item.stop, item.step or 1
+    if step != 1 or start < 0 or (stop is not None and stop < 0):
+        raise ShapeError("slices of a dynamically sized dimension take non-negative bounds and step 1")
+    end = as_expr(dim) if stop is None else minimum(stop, dim)
+    return end - start
+
+
+def index_shape(shape, key):
+    """Shape of ``x[key]`` for NumPy basic indexing (ints, slices, None, Ellipsis)."""
+    key = key if isinstance(key, tuple) else (key,)
+    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if consumed > len(shape):
+        raise ShapeError(f"too many indices ({consumed}) for a tensor of shape {tuple(shape)}")
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (len(shape) - consumed) + key[at + 1:]
+    else:
+        key = key + (slice(None),) * (len(shape) - consumed)
+    result, axis = [], 0
+    for item in key:
+        if item is None:
+            result.append(1)
+            continue
+        dim = shape[axis]
+        if isinstance(item, slice):
+            result.append(_slice_length(dim, item))
+        elif isinstance(dim, int) and not -dim <= item < dim:
+            raise ShapeError(f"index {item} is out of range for a dimension of size {dim}")
+        axis += 1
+    return tuple(result)
+
+
+register("spatial_index", MOVEMENT, shape=lambda ins, a: [index_shape(ins[0].shape, a["key"])], dtype=_dtype0,
+         impl=lambda xp, x, key: x[key],
+         grad=lambda F, ins, outs, g, a: [F.apply("spatial_scatter", g[0], key=a["key"], shape=ins[0].shape)])
+
+
+def _spatial_scatter(xp, g, key, shape):
+    zeros = xp.zeros(tuple(_concrete(shape, g)), dtype=g.dtype)
+    if hasattr(zeros, "at"):
+        return zeros.at[key].set(g)
+    zeros[key] = g
+    return zeros
+
+
+def _concrete(shape, like):
+    if all(isinstance(d, int) for d in shape):
+        return shape
+    raise ShapeError("a spatial scatter needs a static shape")
+
+
+register("spatial_scatter", MOVEMENT, shape=lambda ins, a: [tuple(a["shape"])], dtype=_dtype0,
+         impl=_spatial_scatter, grad=lambda F, ins, outs, g, a: [F.spatial(g[0], a["key"])])
+
+
+def _cat_shape(inputs, attrs):
+    dim = attrs["dim"]
+    first = inputs[0].shape
+    total = 0
+    for tensor in inputs:
+        if len(tensor.shape) != len(first):
+            raise ShapeError("cat needs tensors of the same rank")
+        total = total + tensor.shape[dim]
+    return [first[:dim] + (total,) + first[dim + 1:]]
+
+
+def _cat_grad(F, ins, outs, g, a):
+    grads, offset = [], 0
+    for tensor in ins:
+        size = tensor.shape[a["dim"]]
+        key = (slice(None),) * a["dim"] + (slice(offset, offset + size),)
+        grads.append(F.spatial(g[0], key))
+        offset += size
+    return grads
+
+
+register("cat", MOVEMENT, shape=_cat_shape, dtype=lambda ins, a: [promote(*(t.dtype for t in ins))],
+         impl=lambda xp, *xs, dim: xp.concat(xs, axis=dim), grad=_cat_grad)
+register("stack", MOVEMENT,
+         shape=lambda ins, a: [ins[0].shape[:a["dim"]] + (len(ins),) + ins[0].shape[a["dim"]:]],
+         dtype=lambda ins, a: [promote(*(t.dtype for t in ins))],
+         impl=lambda xp, *xs, dim: xp.stack(xs, axis=dim),
+         grad=lambda F, ins, outs, g, a: [F.spatial(g[0], (slice(None),) * a["dim"] + (k,)) for k in range(len(ins))])
+
+
+def _scatter_add(xp, g, index, dim, size):
+    """zeros with ``size`` along ``dim``, adding ``g`` at ``index`` (the transpose of take_along_axis)."""
+    classes = xp.arange(size)
+    shape = [1] * (index.ndim + 1)
+    shape[dim + 1 if dim >= 0 else dim] = size
+    hits = xp.astype(xp.expand_dims(index, axis=dim + 1) == xp.reshape(classes, tuple(shape[: index.ndim + 1])),
+                     g.dtype)
+    return xp.sum(hits * xp.expand_dims(g, axis=dim + 1), axis=dim)
+
+
+def _gather_shape(inputs, attrs):
+    if len(inputs[0].shape) != len(inputs[1].shape):
+        raise ShapeError("gather needs index with as many dimensions as the input")
+    return [inputs[1].shape]
+
+
+register("gather", MOVEMENT, shape=_gather_shape, dtype=_dtype0,
+         impl=lambda xp, x, index, dim: xp.take_along_axis(x, index, axis=dim),
+         grad=lambda F, ins, outs, g, a: [F.apply("scatter_add", g[0], ins[1], dim=a["dim"],
+                                                  size=ins[0].shape[a["dim"]]), None])
+register("scatter_add", MOVEMENT,
+         shape=lambda ins, a: [ins[0].shape[:a["dim"]] + (a["size"],) + ins[0].shape[a["dim"] + 1:]],
+         dtype=_dtype0, impl=_scatter_add,
+         grad=lambda F, ins, outs, g, a: [F.gather(g[0], a["dim"], ins[1]), None])
+
+
+def _index_select_shape(inputs, attrs):
+    if len(inputs[1].shape) != 1:
+        raise ShapeError("index_select takes a 1-dimensional index")
+    dim = attrs["dim"]
+    return [inputs[0].shape[:dim] + (inputs[1].shape[0],) + inputs[0].shape[dim + 1:]]
+
+
+def _index_add(xp, g, index, dim, size):
+    moved = xp.moveaxis(g, dim, -1) if hasattr(xp, "moveaxis") else g
+    hits = xp.astype(index[:, None] == xp.arange(size)[None, :], g.dtype)
+    result = moved @ hits
+    return xp.moveaxis(result, -1, dim) if hasattr(xp, "moveaxis") else result
+
+
+register("index_select", MOVEMENT, shape=_index_select_shape, dtype=_dtype0,
+         impl=lambda xp, x, index, dim: xp.take(x, index, axis=dim),
+         grad=lambda F, ins, outs, g, a: [F.apply("index_add", g[0], ins[1], dim=a["dim"],
+                                                  size=ins[0].shape[a["dim"]]), None])
+register("index_add", MOVEMENT,
+         shape=lambda ins, a: [ins[0].shape[:a["dim"]] + (a["size"],) + ins[0].shape[a["dim"] + 1:]],
+         dtype=_dtype0, impl=_index_add,
+         grad=lambda F, ins, outs, g, a: [F.index_select(g[0], a["dim"], ins[1]), None])
+register("one_hot", MOVEMENT, shape=lambda ins, a: [ins[0].shape + (a["num_classes"],)],
+         dtype=lambda ins, a: ["int64"],
+         impl=lambda xp, x, num_classes: xp.astype(x[..., None] == xp.arange(num_classes), xp.int64),
+         grad=NOT_DIFFERENTIABLE)
+
+
+def check_axis(axis: int, rank: int) -> int:
+    return normalize_axis(axis, rank)

@@ -1,0 +1,170 @@
+"""Reductions, scans, softmax and the RL discounting ops; ``dims`` are normalized, sorted axis tuples."""
+
+from __future__ import annotations
+
+from timerl.ops.registry import (
+    CONTRACTION,
+    NOT_DIFFERENTIABLE,
+    REDUCTION,
+    SCAN,
+    ShapeError,
+    broadcast_shapes,
+    is_float,
+    promote,
+    register,
+)
+
+
+def _reduced_shape(inputs, attrs):
+    shape, dims, keep = inputs[0].shape, attrs.get("dims"), attrs.get("keepdim", False)
+    return [tuple((1 if keep else None) if axis in dims else d for axis, d in enumerate(shape)
+                  if keep or axis not in dims)]
+
+
+def _same(inputs, attrs):
+    return [inputs[0].shape]
+
+
+def _dtype_of_input(inputs, attrs):
+    return [inputs[0].dtype]
+
+
+def _float_dtype(inputs, attrs):
+    return [inputs[0].dtype if is_float(inputs[0].dtype) else "float32"]
+
+
+def reduction(name, impl, grad, dtype=_dtype_of_input):
+    register(name, REDUCTION, shape=_reduced_shape, dtype=dtype, impl=impl, grad=grad)
+
+
+def _kept(F, grad, attrs):
+    """Reinsert reduced axes of size 1 so the gradient broadcasts against the input."""
+    if attrs.get("keepdim", False):
+        return grad
+    for axis in attrs["dims"]:
+        grad = F.unsqueeze(grad, axis)
+    return grad
+
+
+def _sum_grad(F, ins, outs, g, a):
+    return [F.expand(_kept(F, g[0], a), ins[0].shape)]
+
+
+def _mean_grad(F, ins, outs, g, a):
+    count = 1
+    for axis in a["dims"]:
+        count = count * ins[0].shape[axis]
+    return [F.expand(_kept(F, g[0], a), ins[0].shape) / F.astype(F.scalar(count), g[0].dtype)]
+
+
+def _extreme_grad(F, ins, outs, g, a):
+    hit = F.astype(ins[0] == _kept(F, outs[0], a), g[0].dtype)
+    share = hit / F.sum(hit, dim=a["dims"], keepdim=True)
+    return [share * _kept(F, g[0], a)]
+
+
+# fmt: off
+reduction("sum", lambda xp, x, dims, keepdim: xp.sum(x, axis=dims, keepdims=keepdim), _sum_grad)
+reduction("mean", lambda xp, x, dims, keepdim: xp.mean(x, axis=dims, keepdims=keepdim), _mean_grad,
+          dtype=_float_dtype)
+reduction("max", lambda xp, x, dims, keepdim: xp.max(x, axis=dims, keepdims=keepdim), _extreme_grad)
+reduction("min", lambda xp, x, dims, keepdim: xp.min(x, axis=dims, keepdims=keepdim), _extreme_grad)
+reduction("argmax", lambda xp, x, dims, keepdim: xp.argmax(x, axis=dims[0], keepdims=keepdim),
+          NOT_DIFFERENTIABLE, dtype=lambda ins, a: ["int64"])
+# fmt: on
+
+
+def _cumsum(xp, x, dim):
+    return xp.cumulative_sum(x, axis=dim)
+
+
+def _flip(F, x, dim):
+    return F.flip(x, dim)
+
+
+register("cumsum", SCAN, shape=_same, dtype=_dtype_of_input, impl=_cumsum,
+         grad=lambda F, ins, outs, g, a: [_flip(F, F.cumsum(_flip(F, g[0], a["dim"]), a["dim"]), a["dim"])])
+
+
+def _softmax(xp, x, dim):
+    shifted = x - xp.max(x, axis=dim, keepdims=True)
+    e = xp.exp(shifted)
+    return e / xp.sum(e, axis=dim, keepdims=True)
+
+
+def _log_softmax(xp, x, dim):
+    shifted = x - xp.max(x, axis=dim, keepdims=True)
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
+
+
+register("softmax", SCAN, shape=_same, dtype=_float_dtype, impl=_softmax,
+         grad=lambda F, ins, outs, g, a: [outs[0] * (g[0] - F.sum(g[0] * outs[0], dim=a["dim"], keepdim=True))])
+register("log_softmax", SCAN, shape=_same, dtype=_float_dtype, impl=_log_softmax,
+         grad=lambda F, ins, outs, g, a: [g[0] - F.exp(outs[0]) * F.sum(g[0], dim=a["dim"], keepdim=True)])
+
+
+def _powers(xp, n, gamma, like):
+    exponents = xp.astype(xp.arange(n), like.dtype)
+    return xp.pow(xp.full((n,), gamma, dtype=like.dtype), exponents)
+
+
+def _discount_matrix(xp, n, gamma, like, reverse):
+    """M[k, j] = gamma**(j-k) for j >= k (reverse: returns looking forward), else 0."""
+    index = xp.arange(n)
+    gap = index[None, :] - index[:, None] if reverse else index[:, None] - index[None, :]
+    weights = xp.pow(xp.full((n, n), gamma, dtype=like.dtype), xp.astype(xp.abs(gap), like.dtype))
+    return xp.where(gap >= 0, weights, xp.zeros_like(weights))
+
+
+def _discounted_sum(xp, x, gamma):
+    n = x.shape[0]
+    weights = _powers(xp, n, gamma, x)
+    return xp.tensordot(weights, x, axes=1)
+
+
+def _discounted_cum_sum(xp, x, gamma, reverse):
+    n = x.shape[0]
+    flat = xp.reshape(x, (n, -1))
+    return xp.reshape(_discount_matrix(xp, n, gamma, x, reverse) @ flat, x.shape)
+
+
+def _discounted_spread(xp, g, like, gamma):
+    n = like.shape[0]
+    weights = _powers(xp, n, gamma, g)
+    return xp.reshape(weights, (n,) + (1,) * (like.ndim - 1)) * g[None, ...]
+
+
+register("discounted_sum", REDUCTION, shape=lambda ins, a: [ins[0].shape[1:]], dtype=_float_dtype,
+         impl=_discounted_sum,
+         grad=lambda F, ins, outs, g, a: [F.apply("discounted_spread", g[0], ins[0], gamma=a["gamma"])])
+register("discounted_spread", SCAN, shape=lambda ins, a: [ins[1].shape], dtype=_float_dtype,
+         impl=_discounted_spread,
+         grad=lambda F, ins, outs, g, a: [F.apply("discounted_sum", g[0], gamma=a["gamma"]), None])
+register("discounted_cum_sum", SCAN, shape=_same, dtype=_float_dtype, impl=_discounted_cum_sum,
+         grad=lambda F, ins, outs, g, a: [F.apply("discounted_cum_sum", g[0], gamma=a["gamma"],
+                                                  reverse=not a["reverse"])])
+
+
+def _matmul_shape(inputs, attrs):
+    a, b = inputs[0].shape, inputs[1].shape
+    if len(a) < 2 or len(b) < 2:
+        raise ShapeError("matmul primitive takes operands with at least 2 dimensions")
+    from timerl.ops.registry import same_dim
+
+    if not same_dim(a[-1], b[-2]):
+        if isinstance(a[-1], int) and isinstance(b[-2], int):
+            raise ShapeError(f"matmul of shapes {tuple(a)} and {tuple(b)}: inner sizes {a[-1]} and {b[-2]} differ")
+    batch = broadcast_shapes(a[:-2], b[:-2])
+    return [batch + (a[-2], b[-1])]
+
+
+def _matmul_grad(F, ins, outs, g, a):
+    left, right = ins
+    grad_left = F.sum_to(F.matmul(g[0], F.transpose(right, -1, -2)), left.shape)
+    grad_right = F.sum_to(F.matmul(F.transpose(left, -1, -2), g[0]), right.shape)
+    return [grad_left, grad_right]
+
+
+register("matmul", CONTRACTION, shape=_matmul_shape,
+         dtype=lambda ins, a: [promote(ins[0].dtype, ins[1].dtype)],
+         impl=lambda xp, x, y: xp.matmul(x, y), grad=_matmul_grad)

@@ -1,0 +1,156 @@
+"""The op registry: every op defined once, its rules side by side (shared/STYLE.md, example 1).
+
+Rule kinds, for every op:
+- ``shape``: input `TensorType`s and attributes -> output shapes (ints or symbolic expressions);
+- ``dtype``: input dtypes and attributes -> output dtypes;
+- ``impl``: the lowering, written once against the Python array API (``xp`` is NumPy's, torch's or
+  jax.numpy's namespace, as `array_api_compat` exposes them), so the reference interpreter, the torch
+  backend and the jax backend run the same definition;
+- ``grad``: the vector-Jacobian product written with other ops (``F`` is `timerl.rt.functional`).
+A rule an op cannot have is `unsupported("why")`; ``tests/test_registry.py`` walks every op and rule kind.
+Ops whose evaluation the executors do themselves (sources, sinks, merges, UDFs) have ``impl=executor``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from timerl.errors import ShapeError
+from timerl.pdg.graph import Attrs, Dim, TensorType
+
+ELEMENTWISE = "elementwise"
+REDUCTION = "reduction"
+SCAN = "scan"
+MOVEMENT = "movement"
+CONTRACTION = "contraction"
+SOURCE = "source"
+SINK = "sink"
+MERGE = "merge"
+UDF = "udf"
+ACCUMULATE = "accumulate"
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """A rule an op deliberately does not have, with the reason."""
+
+    reason: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(self.reason)
+
+
+def unsupported(reason: str) -> Unsupported:
+    return Unsupported(reason)
+
+
+EXECUTOR = unsupported("evaluated by the executor itself, not by an array kernel")
+NOT_DIFFERENTIABLE = unsupported("not differentiable: its output is discrete or it is a leaf")
+
+ShapeRule = Callable[[Sequence[TensorType], Attrs], Sequence[tuple[Dim, ...]]]
+DtypeRule = Callable[[Sequence[TensorType], Attrs], Sequence[str]]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    category: str
+    shape: ShapeRule | Unsupported
+    dtype: DtypeRule | Unsupported
+    impl: Callable[..., Any] | Unsupported
+    grad: Callable[..., Any] | Unsupported
+
+    def infer(self, inputs: Sequence[TensorType], attrs: Attrs) -> tuple[TensorType, ...]:
+        shapes = self.shape(inputs, attrs)
+        dtypes = self.dtype(inputs, attrs)
+        return tuple(TensorType(tuple(s), d) for s, d in zip(shapes, dtypes))
+
+
+RULE_KINDS = ("shape", "dtype", "impl", "grad")
+OPS: dict[str, OpDef] = {}
+
+
+def register(name: str, category: str, *, shape: Any, dtype: Any, impl: Any, grad: Any) -> OpDef:
+    if name in OPS:
+        raise ValueError(f"op {name} registered twice")
+    op = OpDef(name, category, shape, dtype, impl, grad)
+    OPS[name] = op
+    return op
+
+
+def lookup(name: str) -> OpDef:
+    return OPS[name]
+
+
+# ---- shape and dtype helpers shared by the op files -------------------------------------------------------
+
+
+def same_dim(a: Dim, b: Dim) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    from timerl.rt.symbolic import as_expr
+
+    return as_expr(a).same(b)
+
+
+def broadcast_shapes(*shapes: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    """NumPy broadcasting; symbolic sizes must match exactly or meet a 1."""
+    rank = max((len(s) for s in shapes), default=0)
+    result: list[Dim] = []
+    for axis in range(rank):
+        size: Dim = 1
+        for shape in shapes:
+            offset = axis - (rank - len(shape))
+            if offset < 0:
+                continue
+            dim = shape[offset]
+            if isinstance(dim, int) and dim == 1:
+                continue
+            if isinstance(size, int) and size == 1:
+                size = dim
+            elif not same_dim(size, dim):
+                if isinstance(size, int) and isinstance(dim, int):
+                    raise ShapeError(f"shapes {', '.join(map(_fmt, shapes))} cannot be broadcast together")
+                size = size if isinstance(dim, int) else dim
+        result.append(size)
+    return tuple(result)
+
+
+def _fmt(shape: tuple[Dim, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise ShapeError(f"dimension {axis} is out of range for a tensor with {rank} dimensions")
+    return axis % rank if rank else 0
+
+
+def normalize_axes(axes: int | Sequence[int] | None, rank: int) -> tuple[int, ...]:
+    if axes is None:
+        return tuple(range(rank))
+    if isinstance(axes, int):
+        axes = (axes,)
+    return tuple(sorted(normalize_axis(a, rank) for a in axes))
+
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
+DTYPE_ORDER = ("bool",) + INT_DTYPES + FLOAT_DTYPES
+
+
+def promote(*dtypes: str) -> str:
+    """Like torch's promotion of tensors: the widest kind wins, then the widest width."""
+    return max(dtypes, key=DTYPE_ORDER.index)
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
+def numel(shape: Sequence[Dim]) -> Dim:
+    total: Dim = 1
+    for dim in shape:
+        total = total * dim
+    return total

@@ -1,0 +1,1 @@
+"""The polyhedral dependence graph and its passes."""

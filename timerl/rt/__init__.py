@@ -1,0 +1,1 @@
+"""The recurrent-tensor language: context, symbols, tensors, piecewise definitions."""

@@ -1,0 +1,108 @@
+"""The context: symbolic dimensions, the program being recorded, `when` blocks, and `compile`."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+from timerl.errors import DomainError, TimeRLError
+from timerl.pdg.graph import Attrs, Edge, Graph, Node, TensorType
+from timerl.rt.symbolic import TRUE, Cond, Symbol, as_cond, conjunction
+
+_ACTIVE: list[Context] = []
+
+
+@dataclass
+class NodeDraft:
+    """A node while the program is being recorded: merges gain branches after creation."""
+
+    id: int
+    op: str
+    attrs: Attrs
+    domain: tuple[Symbol, ...]
+    condition: Cond
+    inputs: list[Edge]
+    outputs: tuple[TensorType, ...]
+    location: str
+    requires_grad: bool = False
+    name: str = ""
+    gradient_of: int | None = None  # set on nodes created by backward(): the forward node they serve
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def freeze(self) -> Node:
+        return Node(self.id, self.op, self.attrs, self.domain, self.condition, tuple(self.inputs), self.outputs,
+                    self.location, self.name)
+
+
+class Context:
+    """``trl.Context(dims="b i t")``: dimensions outermost first, each with an upper bound symbol."""
+
+    def __init__(self, dims: str | Sequence[str]) -> None:
+        names = dims.split() if isinstance(dims, str) else list(dims)
+        if not names and dims:
+            raise TimeRLError("Context(dims=...) takes space-separated dimension names, e.g. 'i t'")
+        for name in names:
+            if not name.isidentifier():
+                raise TimeRLError(f"dimension name {name!r} is not a Python identifier")
+        if len(set(names)) != len(names):
+            raise TimeRLError(f"dimension names repeat: {names}")
+        self.dims: tuple[Symbol, ...] = tuple(Symbol(n) for n in names)
+        bound_names = [n.upper() if n.upper() != n else n + "_bound" for n in names]
+        self.bounds: tuple[Symbol, ...] = tuple(Symbol(n, is_bound=True) for n in bound_names)
+        self.nodes: list[NodeDraft] = []
+        self._when: list[Cond] = []
+        self.objectives: list[Any] = []
+
+    # ---- recording ------------------------------------------------------------------------------------
+    def __enter__(self) -> Context:
+        _ACTIVE.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _ACTIVE.remove(self)
+
+    @contextlib.contextmanager
+    def when(self, cond: Cond | bool) -> Iterator[None]:
+        """Everything created inside runs only at the points where ``cond`` holds."""
+        self._when.append(as_cond(cond))
+        try:
+            yield
+        finally:
+            self._when.pop()
+
+    def current_condition(self) -> Cond:
+        return conjunction(TRUE, *self._when)
+
+    def add_node(self, op: str, attrs: Attrs, domain: tuple[Symbol, ...], inputs: list[Edge],
+                 outputs: tuple[TensorType, ...], location: str, condition: Cond | None = None) -> NodeDraft:
+        condition = self.current_condition() if condition is None else condition
+        stray = {s for s in condition.symbols() if not s.is_bound} - set(domain)
+        if stray:
+            names = ", ".join(sorted(s.name for s in stray))
+            raise DomainError(f"{location}: a `when` condition mentions {names}, which this tensor's domain "
+                              f"({', '.join(d.name for d in domain)}) does not have")
+        node = NodeDraft(len(self.nodes), op, attrs, domain, condition, inputs, outputs, location)
+        self.nodes.append(node)
+        return node
+
+    def order_dims(self, dims: set[Symbol] | frozenset[Symbol]) -> tuple[Symbol, ...]:
+        return tuple(d for d in self.dims if d in dims)
+
+    def bound_of(self, dim: Symbol) -> Symbol:
+        return self.bounds[self.dims.index(dim)]
+
+    def graph(self) -> Graph:
+        return Graph(self.dims, self.bounds, tuple(n.freeze() for n in self.nodes))
+
+    # ---- compiling ------------------------------------------------------------------------------------
+    def compile(self, bounds: dict | None = None, backend: str = "torch", **options: Any):
+        from timerl.compile import compile_program
+
+        return compile_program(self, bounds or {}, backend, **options)
+
+
+def current_context() -> Context:
+    if not _ACTIVE:
+        raise TimeRLError("no active timerl context: create tensors inside `with ctx:`")
+    return _ACTIVE[-1]

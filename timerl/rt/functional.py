@@ -1,0 +1,386 @@
+"""The functional API: every op a user (or a gradient rule) applies goes through `apply`."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+import timerl.ops  # noqa: F401  (registers every op)
+from timerl.errors import ShapeError, TimeRLError, user_location
+from timerl.ops.registry import OPS, is_float, normalize_axes, normalize_axis
+from timerl.pdg.graph import Attrs, Edge, Point, TensorType
+from timerl.rt.context import Context, current_context
+from timerl.rt.symbolic import Cond, Expr, Symbol
+from timerl.rt.tensor import RecurrentTensor, check_same_context
+
+RT = RecurrentTensor
+
+
+def _scalar_dtype(value: Any, others: Sequence[RT]) -> str:
+    """Python scalars are 'weak' like in torch: they take the tensors' dtype when it can hold them."""
+    floats = [t.dtype for t in others if is_float(t.dtype)]
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return others[0].dtype if others and others[0].dtype != "bool" else "int64"
+    return floats[0] if floats else "float32"
+
+
+def constant(ctx: Context, value: Any, dtype: str | None = None, domain: tuple[Symbol, ...] = (),
+             location: str | None = None) -> RT:
+    array = np.asarray(value)
+    if dtype is None:
+        dtype = "float32" if array.dtype.kind == "f" else str(array.dtype)
+    array = array.astype(dtype)
+    node = ctx.add_node("const", Attrs.of(value=array, shape=array.shape, dtype=dtype), tuple(domain), [],
+                        (TensorType(array.shape, dtype),), location or user_location())
+    return RT.of(ctx, node)
+
+
+def _as_tensors(args: Sequence[Any]) -> list[RT]:
+    tensors = [a for a in args if isinstance(a, RT)]
+    if not tensors:
+        raise TimeRLError(f"{user_location()}: an op needs at least one recurrent tensor input")
+    ctx = check_same_context(*tensors)
+    out = []
+    for arg in args:
+        if isinstance(arg, RT):
+            out.append(arg)
+        elif isinstance(arg, (int, float, bool, np.integer, np.floating)):
+            out.append(constant(ctx, arg, _scalar_dtype(arg, tensors)))
+        elif isinstance(arg, (np.ndarray, list, tuple)):
+            out.append(constant(ctx, arg))
+        else:
+            raise TimeRLError(f"{user_location()}: cannot use {type(arg).__name__} as a tensor")
+    return out
+
+
+def apply(op: str, *args: Any, outputs: int | None = None, **attrs: Any) -> Any:
+    """Create a node of ``op`` over the union of the inputs' domains, reading each input through its view."""
+    inputs = _as_tensors(args)
+    ctx = inputs[0].ctx
+    location = user_location()
+    frozen = Attrs.of(**attrs)
+    try:
+        types = OPS[op].infer([t.type for t in inputs], frozen)
+    except ShapeError as error:
+        raise ShapeError(f"{location}: {op}: {error}") from None
+    domain = ctx.order_dims(set().union(*(t.domain for t in inputs)))
+    edges = [Edge(t.node.id, t.output, t.index) for t in inputs]
+    node = ctx.add_node(op, frozen, domain, edges, types, location)
+    results = [RT.of(ctx, node, k) for k in range(len(types))]
+    return results[0] if len(results) == 1 and outputs is None else tuple(results)
+
+
+# ---- creation -------------------------------------------------------------------------------------------
+
+
+def tensor(value: Any, dtype: str | None = None, domain: Sequence[Symbol] = (), requires_grad: bool = False) -> RT:
+    ctx = current_context()
+    result = constant(ctx, value, dtype, tuple(domain))
+    result.node.requires_grad = requires_grad
+    return result
+
+
+def full(shape: Sequence[int], value: Any, dtype: str = "float32", domain: Sequence[Symbol] = (),
+         requires_grad: bool = False) -> RT:
+    return tensor(np.full(tuple(shape), value), dtype, domain, requires_grad)
+
+
+def zeros(shape: Sequence[int], dtype: str = "float32", domain: Sequence[Symbol] = (),
+          requires_grad: bool = False) -> RT:
+    return full(shape, 0, dtype, domain, requires_grad)
+
+
+def ones(shape: Sequence[int], dtype: str = "float32", domain: Sequence[Symbol] = (),
+         requires_grad: bool = False) -> RT:
+    return full(shape, 1, dtype, domain, requires_grad)
+
+
+def arange(n: int, dtype: str = "int64", domain: Sequence[Symbol] = ()) -> RT:
+    return tensor(np.arange(n), dtype, domain)
+
+
+def _leaf(op: str, shape: Sequence[int], dtype: str, domain: Sequence[Symbol], **attrs: Any) -> RT:
+    ctx = current_context()
+    shape = tuple(int(s) for s in shape)
+    node = ctx.add_node(op, Attrs.of(shape=shape, dtype=dtype, **attrs), tuple(domain), [],
+                        (TensorType(shape, dtype),), user_location())
+    return RT.of(ctx, node)
+
+
+def rand(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = ()) -> RT:
+    """Uniform [0, 1): a fresh, independent draw at every point of the domain, fixed by the seed."""
+    return _leaf("rand", shape, dtype, domain)
+
+
+def randn(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = ()) -> RT:
+    return _leaf("randn", shape, dtype, domain)
+
+
+def source(fn: Callable[[dict], Any], shape: Sequence[int] = (), dtype: str = "float32",
+           domain: Sequence[Symbol] = ()) -> RT:
+    """``fn(point)`` gets the point as ``{"t": 3, ...}`` and returns an array-like of ``shape``."""
+    if not callable(fn):
+        raise TimeRLError(f"{user_location()}: source(fn, ...) needs a callable")
+    return _leaf("source", shape, dtype, domain, fn=fn)
+
+
+def sink(value: RT, fn: Callable[[dict, Any], Any]) -> None:
+    if not callable(fn):
+        raise TimeRLError(f"{user_location()}: sink(fn) needs a callable fn(point, value)")
+    ctx = value.ctx
+    ctx.add_node("sink", Attrs.of(fn=fn), value.domain, [Edge(value.node.id, value.output, value.index)], (),
+                 user_location())
+
+
+# ---- arithmetic helpers ---------------------------------------------------------------------------------
+
+
+def scalar(value: Any, dtype: str | None = None) -> RT:
+    return constant(current_context(), value, dtype)
+
+
+def where(cond: Any, x: Any, y: Any) -> RT:
+    return apply("where", *_broadcastable(cond, x, y))
+
+
+def _broadcastable(*args: Any) -> list[Any]:
+    tensors = [a for a in args if isinstance(a, RT)]
+    if not tensors:
+        raise TimeRLError(f"{user_location()}: trl.where needs at least one recurrent tensor")
+    return list(args)
+
+
+def maximum(x: Any, y: Any) -> RT:
+    return apply("maximum", x, y)
+
+
+def minimum(x: Any, y: Any) -> RT:
+    return apply("minimum", x, y)
+
+
+def _unary(name: str) -> Callable[[RT], RT]:
+    def op(x: RT) -> RT:
+        return apply(name, x)
+
+    op.__name__ = name
+    return op
+
+
+neg, exp, log, sqrt, abs, tanh, sigmoid, relu, sign, detach = (
+    _unary(n) for n in ("neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "sign", "detach"))
+
+
+def pow(x: Any, y: Any) -> RT:
+    return apply("pow", x, y)
+
+
+def clip(x: RT, min: float | None = None, max: float | None = None) -> RT:
+    low = -np.inf if min is None else min
+    high = np.inf if max is None else max
+    return apply("clip", x, low=float(low), high=float(high))
+
+
+clamp = clip
+
+
+def astype(x: RT, dtype: str) -> RT:
+    if dtype == x.dtype:
+        return x
+    return apply("astype", x, dtype=str(dtype))
+
+
+# ---- reductions -------------------------------------------------------------------------------------------
+
+
+def _reduce(name: str, x: RT, dim: Any, keepdim: bool) -> RT:
+    dims = normalize_axes(dim, x.ndim)
+    return apply(name, x, dims=dims, keepdim=bool(keepdim))
+
+
+def sum(x: RT, dim: Any = None, keepdim: bool = False) -> RT:
+    return _reduce("sum", x, dim, keepdim)
+
+
+def mean(x: RT, dim: Any = None, keepdim: bool = False) -> RT:
+    return _reduce("mean", x, dim, keepdim)
+
+
+def max(x: RT, dim: Any = None, keepdim: bool = False) -> RT:
+    return _reduce("max", x, dim, keepdim)
+
+
+def min(x: RT, dim: Any = None, keepdim: bool = False) -> RT:
+    return _reduce("min", x, dim, keepdim)
+
+
+def argmax(x: RT, dim: int | None = None, keepdim: bool = False) -> RT:
+    if dim is None:
+        return apply("argmax", reshape(x, (-1,)), dims=(0,), keepdim=False)
+    return apply("argmax", x, dims=(normalize_axis(dim, x.ndim),), keepdim=bool(keepdim))
+
+
+def cumsum(x: RT, dim: int = 0) -> RT:
+    return apply("cumsum", x, dim=normalize_axis(dim, x.ndim))
+
+
+def softmax(x: RT, dim: int = -1) -> RT:
+    return apply("softmax", x, dim=normalize_axis(dim, x.ndim))
+
+
+def log_softmax(x: RT, dim: int = -1) -> RT:
+    return apply("log_softmax", x, dim=normalize_axis(dim, x.ndim))
+
+
+def discounted_sum(x: RT, gamma: float) -> RT:
+    """``sum_k gamma**k * x[k]`` over dim 0."""
+    if x.ndim == 0:
+        raise ShapeError(f"{user_location()}: discounted_sum needs at least one spatial dimension")
+    return apply("discounted_sum", x, gamma=float(gamma))
+
+
+def discounted_cum_sum(x: RT, gamma: float) -> RT:
+    """``y[k] = sum_{j >= k} gamma**(j - k) * x[j]`` over dim 0 (the return from each step on)."""
+    if x.ndim == 0:
+        raise ShapeError(f"{user_location()}: discounted_cum_sum needs at least one spatial dimension")
+    return apply("discounted_cum_sum", x, gamma=float(gamma), reverse=True)
+
+
+def sum_to(x: RT, shape: Sequence[Any]) -> RT:
+    """Sum ``x`` down to ``shape`` (the inverse of broadcasting)."""
+    from timerl.ops.registry import same_dim
+
+    extra = x.ndim - len(shape)
+    dims = list(range(extra))
+    for axis, size in enumerate(shape):
+        if isinstance(size, int) and size == 1 and not (isinstance(x.shape[extra + axis], int)
+                                                        and x.shape[extra + axis] == 1):
+            dims.append(extra + axis)
+        elif not same_dim(size, x.shape[extra + axis]) and not (isinstance(size, int) and size == 1):
+            raise ShapeError(f"cannot sum shape {x.shape} to {tuple(shape)}")
+    if not dims:
+        return x
+    summed = apply("sum", x, dims=tuple(dims), keepdim=True)
+    return reshape(summed, tuple(shape)) if tuple(summed.shape) != tuple(shape) else summed
+
+
+# ---- layout -------------------------------------------------------------------------------------------------
+
+
+def reshape(x: RT, shape: Sequence[Any]) -> RT:
+    shape = tuple(shape)
+    if any(isinstance(s, int) and s == -1 for s in shape):
+        known = 1
+        for s in shape:
+            if not (isinstance(s, int) and s == -1):
+                known = known * s
+        total = 1
+        for s in x.shape:
+            total = total * s
+        if isinstance(total, int) and isinstance(known, int):
+            shape = tuple(total // known if (isinstance(s, int) and s == -1) else s for s in shape)
+        else:
+            raise ShapeError(f"{user_location()}: reshape with -1 needs static sizes")
+    if len(shape) == x.ndim and all(_same(a, b) for a, b in zip(shape, x.shape)):
+        return x
+    return apply("reshape", x, shape=shape)
+
+
+def _same(a: Any, b: Any) -> bool:
+    from timerl.ops.registry import same_dim
+
+    return same_dim(a, b)
+
+
+def permute(x: RT, *dims: Any) -> RT:
+    perm = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else tuple(dims)
+    perm = tuple(normalize_axis(p, x.ndim) for p in perm)
+    if sorted(perm) != list(range(x.ndim)):
+        raise ShapeError(f"{user_location()}: {perm} is not a permutation of {x.ndim} dimensions")
+    return x if perm == tuple(range(x.ndim)) else apply("permute", x, perm=perm)
+
+
+def transpose(x: RT, dim0: int = -2, dim1: int = -1) -> RT:
+    perm = list(range(x.ndim))
+    a, b = normalize_axis(dim0, x.ndim), normalize_axis(dim1, x.ndim)
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute(x, tuple(perm))
+
+
+def unsqueeze(x: RT, dim: int) -> RT:
+    dim = dim if dim >= 0 else dim + x.ndim + 1
+    return reshape(x, x.shape[:dim] + (1,) + x.shape[dim:])
+
+
+def squeeze(x: RT, dim: int | None = None) -> RT:
+    if dim is None:
+        return reshape(x, tuple(s for s in x.shape if not (isinstance(s, int) and s == 1)))
+    dim = normalize_axis(dim, x.ndim)
+    if not (isinstance(x.shape[dim], int) and x.shape[dim] == 1):
+        return x
+    return reshape(x, x.shape[:dim] + x.shape[dim + 1:])
+
+
+def expand(x: RT, *shape: Any) -> RT:
+    target = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
+    offset = len(target) - x.ndim
+    target = tuple(x.shape[a - offset] if isinstance(s, int) and s == -1 else s for a, s in enumerate(target))
+    if len(target) == x.ndim and all(_same(a, b) for a, b in zip(target, x.shape)):
+        return x
+    return apply("expand", x, shape=target)
+
+
+def flip(x: RT, dim: int) -> RT:
+    return apply("flip", x, dim=normalize_axis(dim, x.ndim))
+
+
+def spatial(x: RT, key: Any) -> RT:
+    return apply("spatial_index", x, key=key if isinstance(key, tuple) else (key,))
+
+
+def cat(tensors: Sequence[RT], dim: int = 0) -> RT:
+    first = tensors[0]
+    return apply("cat", *tensors, dim=normalize_axis(dim, first.ndim))
+
+
+def stack(tensors: Sequence[RT], dim: int = 0) -> RT:
+    first = tensors[0]
+    return apply("stack", *tensors, dim=normalize_axis(dim, first.ndim + 1))
+
+
+def matmul(x: Any, y: Any) -> RT:
+    x, y = _as_tensors([x, y])
+    if x.ndim == 0 or y.ndim == 0:
+        raise ShapeError(f"{user_location()}: matmul needs tensors with at least one dimension")
+    left = unsqueeze(x, 0) if x.ndim == 1 else x
+    right = unsqueeze(y, 1) if y.ndim == 1 else y
+    result = apply("matmul", left, right)
+    if y.ndim == 1:
+        result = squeeze(result, -1)
+    if x.ndim == 1:
+        result = squeeze(result, -2 if y.ndim > 1 else -1)
+    return result
+
+
+def gather(x: RT, dim: int, index: RT) -> RT:
+    return apply("gather", x, index, dim=normalize_axis(dim, x.ndim))
+
+
+def index_select(x: RT, dim: int, index: Any) -> RT:
+    return apply("index_select", x, index, dim=normalize_axis(dim, x.ndim))
+
+
+def one_hot(x: RT, num_classes: int) -> RT:
+    return apply("one_hot", x, num_classes=int(num_classes))
+
+
+METHODS = (
+    "sum", "mean", "max", "min", "argmax", "cumsum", "softmax", "log_softmax", "discounted_sum",
+    "discounted_cum_sum", "reshape", "permute", "transpose", "unsqueeze", "squeeze", "expand", "flip",
+    "gather", "index_select", "one_hot", "clip", "clamp", "detach", "astype", "exp", "log", "sqrt", "abs",
+    "tanh", "sigmoid", "relu", "sign", "sum_to",
+)
+
+__all__ = ["apply", "Cond", "Expr"]

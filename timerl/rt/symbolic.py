@@ -1,0 +1,653 @@
+"""Symbolic integer and boolean expressions over dimensions and their bounds.
+
+Integer expressions are kept in one canonical form, an affine sum ``const + sum(coef * atom)``, where an
+atom is a `Symbol` or a non-affine node (`FloorDiv`, `Mod`, `Min`, `Max`, `Product`). Smart constructors
+fold constants and merge like terms, so ``t + 1 - 1`` *is* ``t`` and structural equality is cheap.
+
+Python's ``==`` on expressions builds a condition (``t == 0``), like NumPy's elementwise ``==``. So that
+expressions still work as dictionary keys, an ``==`` condition is truthy exactly when both sides are the
+same expression; every other condition refuses ``bool()`` with a message pointing at ``ctx.when``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Union
+
+IntLike = Union[int, "Expr"]
+
+
+class Expr:
+    """An integer expression. Subclasses are frozen; build them with the operators and helpers here."""
+
+    __slots__ = ()
+
+    # ---- construction -------------------------------------------------------------------------------
+    def __add__(self, other: IntLike) -> Expr:
+        return add(self, other)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: IntLike) -> Expr:
+        return add(self, mul(other, -1))
+
+    def __rsub__(self, other: IntLike) -> Expr:
+        return add(other, mul(self, -1))
+
+    def __neg__(self) -> Expr:
+        return mul(self, -1)
+
+    def __mul__(self, other: IntLike) -> Expr:
+        return mul(self, other)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other: int) -> Expr:
+        return floordiv(self, other)
+
+    def __mod__(self, other: int) -> Expr:
+        return mod(self, other)
+
+    def __lt__(self, other: IntLike) -> Cond:
+        return compare(self, "<", other)
+
+    def __le__(self, other: IntLike) -> Cond:
+        return compare(self, "<=", other)
+
+    def __gt__(self, other: IntLike) -> Cond:
+        return compare(self, ">", other)
+
+    def __ge__(self, other: IntLike) -> Cond:
+        return compare(self, ">=", other)
+
+    def __eq__(self, other: object) -> Cond:  # type: ignore[override]
+        if not isinstance(other, (int, Expr)):
+            return NotImplemented
+        return compare(self, "==", other)
+
+    def __ne__(self, other: object) -> Cond:  # type: ignore[override]
+        if not isinstance(other, (int, Expr)):
+            return NotImplemented
+        return compare(self, "!=", other)
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __index__(self) -> int:
+        value = self.constant_value()
+        if value is None:
+            raise TypeError(f"symbolic expression {self} has no concrete integer value")
+        return value
+
+    __int__ = __index__
+
+    # ---- queries --------------------------------------------------------------------------------------
+    def key(self) -> tuple:
+        raise NotImplementedError
+
+    def same(self, other: IntLike) -> bool:
+        """Structural equality (the canonical form makes it semantic for affine expressions)."""
+        return as_expr(other).key() == self.key()
+
+    def constant_value(self) -> int | None:
+        return None
+
+    def symbols(self) -> frozenset[Symbol]:
+        raise NotImplementedError
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> int:
+        raise NotImplementedError
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Expr:
+        raise NotImplementedError
+
+    def python(self) -> str:
+        """Python source computing the expression from variables named like its symbols."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Symbol(Expr):
+    """A dimension (``t``) or the bound of one (``T``): ``0 <= t < T``."""
+
+    name: str
+    is_bound: bool = False
+
+    def key(self) -> tuple:
+        return ("sym", self.name, self.is_bound)
+
+    def symbols(self) -> frozenset[Symbol]:
+        return frozenset((self,))
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> int:
+        try:
+            return env[self]
+        except KeyError:
+            raise KeyError(f"no value for symbol {self.name}") from None
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Expr:
+        replacement = mapping.get(self)
+        return self if replacement is None else as_expr(replacement)
+
+    def python(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Affine(Expr):
+    """``const + sum(coef * atom)``; atoms sorted by key, no zero coefficients."""
+
+    const: int
+    terms: tuple[tuple[Expr, int], ...]
+
+    def key(self) -> tuple:
+        return ("aff", self.const, tuple((atom.key(), coef) for atom, coef in self.terms))
+
+    def constant_value(self) -> int | None:
+        return self.const if not self.terms else None
+
+    def symbols(self) -> frozenset[Symbol]:
+        out: frozenset[Symbol] = frozenset()
+        for atom, _ in self.terms:
+            out |= atom.symbols()
+        return out
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> int:
+        return self.const + sum(coef * atom.evaluate(env) for atom, coef in self.terms)
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Expr:
+        result: Expr = Affine(self.const, ())
+        for atom, coef in self.terms:
+            result = add(result, mul(atom.substitute(mapping), coef))
+        return result
+
+    def python(self) -> str:
+        parts = [f"{coef}*{atom.python()}" for atom, coef in self.terms]
+        return "(" + " + ".join(parts + [str(self.const)]) + ")"
+
+    def __str__(self) -> str:
+        parts = []
+        for atom, coef in self.terms:
+            text = str(atom) if coef == 1 else f"-{atom}" if coef == -1 else f"{coef}*{atom}"
+            parts.append(text)
+        if self.const or not parts:
+            parts.append(str(self.const))
+        text = " + ".join(parts).replace("+ -", "- ")
+        return text
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class _Binary(Expr):
+    left: Expr
+    right: Expr
+    tag = ""
+
+    def key(self) -> tuple:
+        return (self.tag, self.left.key(), self.right.key())
+
+    def symbols(self) -> frozenset[Symbol]:
+        return self.left.symbols() | self.right.symbols()
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Expr:
+        return _BUILDERS[self.tag](self.left.substitute(mapping), self.right.substitute(mapping))
+
+
+class FloorDiv(_Binary):
+    tag = "//"
+
+    def python(self) -> str:
+        return f"({self.left.python()} // {self.right.python()})"
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> int:
+        return self.left.evaluate(env) // self.right.evaluate(env)
+
+    def __str__(self) -> str:
+        return f"({self.left}) // {self.right}"
+
+
+class Mod(_Binary):
+    tag = "%"
+
+    def python(self) -> str:
+        return f"({self.left.python()} % {self.right.python()})"
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> int:
+        return self.left.evaluate(env) % self.right.evaluate(env)
+
+    def __str__(self) -> str:
+        return f"({self.left}) % {self.right}"
+
+
+class Min(_Binary):
+    tag = "min"
+
+    def python(self) -> str:
+        return f"min({self.left.python()}, {self.right.python()})"
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> int:
+        return min(self.left.evaluate(env), self.right.evaluate(env))
+
+    def __str__(self) -> str:
+        return f"min({self.left}, {self.right})"
+
+
+class Max(_Binary):
+    tag = "max"
+
+    def python(self) -> str:
+        return f"max({self.left.python()}, {self.right.python()})"
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> int:
+        return max(self.left.evaluate(env), self.right.evaluate(env))
+
+    def __str__(self) -> str:
+        return f"max({self.left}, {self.right})"
+
+
+class Product(_Binary):
+    tag = "*"
+
+    def python(self) -> str:
+        return f"({self.left.python()} * {self.right.python()})"
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> int:
+        return self.left.evaluate(env) * self.right.evaluate(env)
+
+    def __str__(self) -> str:
+        return f"({self.left}) * ({self.right})"
+
+
+# ---- smart constructors ---------------------------------------------------------------------------------
+
+
+def as_expr(value: IntLike) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            import numpy as np
+
+            if isinstance(value, np.integer):
+                return Affine(int(value), ())
+        except ImportError:  # pragma: no cover
+            pass
+        raise TypeError(f"expected an integer or a symbolic expression, got {value!r}")
+    return Affine(value, ())
+
+
+def const(value: int) -> Expr:
+    return Affine(int(value), ())
+
+
+def _linear_parts(expr: Expr) -> tuple[int, dict[tuple, tuple[Expr, int]]]:
+    if isinstance(expr, Affine):
+        return expr.const, {atom.key(): (atom, coef) for atom, coef in expr.terms}
+    return 0, {expr.key(): (expr, 1)}
+
+
+def _from_parts(constant: int, terms: dict[tuple, tuple[Expr, int]]) -> Expr:
+    kept = sorted(((atom, coef) for atom, coef in terms.values() if coef), key=lambda item: item[0].key())
+    if constant == 0 and len(kept) == 1 and kept[0][1] == 1:
+        return kept[0][0]
+    return Affine(constant, tuple(kept))
+
+
+def add(left: IntLike, right: IntLike) -> Expr:
+    left_const, left_terms = _linear_parts(as_expr(left))
+    right_const, right_terms = _linear_parts(as_expr(right))
+    for key, (atom, coef) in right_terms.items():
+        old = left_terms.get(key, (atom, 0))[1]
+        left_terms[key] = (atom, old + coef)
+    return _from_parts(left_const + right_const, left_terms)
+
+
+def mul(left: IntLike, right: IntLike) -> Expr:
+    left, right = as_expr(left), as_expr(right)
+    factor = right.constant_value()
+    if factor is None:
+        factor, left, right = left.constant_value(), right, left
+    if factor is None:
+        return Product(*sorted((left, right), key=Expr.key))
+    constant, terms = _linear_parts(left)
+    return _from_parts(constant * factor, {k: (a, c * factor) for k, (a, c) in terms.items()})
+
+
+def floordiv(left: IntLike, right: IntLike) -> Expr:
+    left, right = as_expr(left), as_expr(right)
+    a, b = left.constant_value(), right.constant_value()
+    if b is None or b <= 0:
+        raise TypeError(f"floor division needs a positive integer divisor, got {right}")
+    if a is not None:
+        return const(a // b)
+    if b == 1:
+        return left
+    return FloorDiv(left, right)
+
+
+def mod(left: IntLike, right: IntLike) -> Expr:
+    left, right = as_expr(left), as_expr(right)
+    a, b = left.constant_value(), right.constant_value()
+    if b is None or b <= 0:
+        raise TypeError(f"modulo needs a positive integer divisor, got {right}")
+    if a is not None:
+        return const(a % b)
+    if b == 1:
+        return const(0)
+    return Mod(left, right)
+
+
+def minimum(left: IntLike, right: IntLike) -> Expr:
+    left, right = as_expr(left), as_expr(right)
+    difference = (left - right).constant_value()
+    if difference is not None:
+        return left if difference <= 0 else right
+    return Min(*sorted((left, right), key=Expr.key))
+
+
+def maximum(left: IntLike, right: IntLike) -> Expr:
+    left, right = as_expr(left), as_expr(right)
+    difference = (left - right).constant_value()
+    if difference is not None:
+        return left if difference >= 0 else right
+    return Max(*sorted((left, right), key=Expr.key))
+
+
+_BUILDERS = {"//": floordiv, "%": mod, "min": minimum, "max": maximum, "*": mul}
+
+
+def affine_coefficient(expr: Expr, symbol: Symbol) -> tuple[int, Expr] | None:
+    """Split ``expr`` as ``coef * symbol + rest`` with ``symbol`` absent from ``rest``; None if impossible."""
+    constant, terms = _linear_parts(expr)
+    entry = terms.pop(symbol.key(), None)
+    coef = entry[1] if entry else 0
+    rest = _from_parts(constant, terms)
+    if symbol in rest.symbols():
+        return None
+    return coef, rest
+
+
+# ---- conditions -------------------------------------------------------------------------------------------
+
+
+class Cond:
+    """A boolean condition over symbols."""
+
+    __slots__ = ()
+
+    def __and__(self, other: Cond | bool) -> Cond:
+        return conjunction(self, as_cond(other))
+
+    __rand__ = __and__
+
+    def __or__(self, other: Cond | bool) -> Cond:
+        return disjunction(self, as_cond(other))
+
+    __ror__ = __or__
+
+    def __invert__(self) -> Cond:
+        return negation(self)
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            f"the symbolic condition `{self}` has no truth value while the program is being defined; "
+            "use `with ctx.when(cond):` or `trl.where(cond, a, b)` instead of `if`"
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cond) and other.key() == self.key()
+
+    def key(self) -> tuple:
+        raise NotImplementedError
+
+    def symbols(self) -> frozenset[Symbol]:
+        raise NotImplementedError
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
+        raise NotImplementedError
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
+        raise NotImplementedError
+
+    def python(self) -> str:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BoolConst(Cond):
+    value: bool
+
+    def key(self) -> tuple:
+        return ("bool", self.value)
+
+    def __bool__(self) -> bool:
+        return self.value
+
+    def symbols(self) -> frozenset[Symbol]:
+        return frozenset()
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
+        return self.value
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
+        return self
+
+    def python(self) -> str:
+        return str(self.value)
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+TRUE = BoolConst(True)
+FALSE = BoolConst(False)
+
+_COMPARE = {
+    "<": lambda d: d < 0,
+    "<=": lambda d: d <= 0,
+    ">": lambda d: d > 0,
+    ">=": lambda d: d >= 0,
+    "==": lambda d: d == 0,
+    "!=": lambda d: d != 0,
+}
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Compare(Cond):
+    """``left op right``; kept as written for readable messages, decided on ``left - right``."""
+
+    left: Expr
+    op: str
+    right: Expr
+
+    def key(self) -> tuple:
+        return ("cmp", self.op, self.left.key(), self.right.key())
+
+    def __bool__(self) -> bool:
+        if self.op == "==":
+            return self.left.same(self.right)
+        if self.op == "!=":
+            return not self.left.same(self.right)
+        return super().__bool__()
+
+    def symbols(self) -> frozenset[Symbol]:
+        return self.left.symbols() | self.right.symbols()
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
+        return _COMPARE[self.op](self.left.evaluate(env) - self.right.evaluate(env))
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
+        return compare(self.left.substitute(mapping), self.op, self.right.substitute(mapping))
+
+    def python(self) -> str:
+        return f"({self.left.python()} {self.op} {self.right.python()})"
+
+    def __str__(self) -> str:
+        return f"{self.left} {self.op} {self.right}"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class And(Cond):
+    parts: tuple[Cond, ...]
+
+    def key(self) -> tuple:
+        return ("and",) + tuple(p.key() for p in self.parts)
+
+    def symbols(self) -> frozenset[Symbol]:
+        return frozenset().union(*(p.symbols() for p in self.parts))
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
+        return all(p.evaluate(env) for p in self.parts)
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
+        result: Cond = TRUE
+        for part in self.parts:
+            result = conjunction(result, part.substitute(mapping))
+        return result
+
+    def python(self) -> str:
+        return "(" + " and ".join(p.python() for p in self.parts) + ")"
+
+    def __str__(self) -> str:
+        return " & ".join(f"({p})" for p in self.parts)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Or(Cond):
+    parts: tuple[Cond, ...]
+
+    def key(self) -> tuple:
+        return ("or",) + tuple(p.key() for p in self.parts)
+
+    def symbols(self) -> frozenset[Symbol]:
+        return frozenset().union(*(p.symbols() for p in self.parts))
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
+        return any(p.evaluate(env) for p in self.parts)
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
+        result: Cond = FALSE
+        for part in self.parts:
+            result = disjunction(result, part.substitute(mapping))
+        return result
+
+    def python(self) -> str:
+        return "(" + " or ".join(p.python() for p in self.parts) + ")"
+
+    def __str__(self) -> str:
+        return " | ".join(f"({p})" for p in self.parts)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Not(Cond):
+    part: Cond
+
+    def key(self) -> tuple:
+        return ("not", self.part.key())
+
+    def symbols(self) -> frozenset[Symbol]:
+        return self.part.symbols()
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
+        return not self.part.evaluate(env)
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
+        return negation(self.part.substitute(mapping))
+
+    def python(self) -> str:
+        return f"(not {self.part.python()})"
+
+    def __str__(self) -> str:
+        return f"~({self.part})"
+
+
+def as_cond(value: Cond | bool) -> Cond:
+    if isinstance(value, Cond):
+        return value
+    if isinstance(value, bool):
+        return TRUE if value else FALSE
+    raise TypeError(f"expected a symbolic condition or a bool, got {value!r}")
+
+
+def compare(left: IntLike, op: str, right: IntLike) -> Cond:
+    left, right = as_expr(left), as_expr(right)
+    difference = (left - right).constant_value()
+    if difference is not None:
+        return as_cond(_COMPARE[op](difference))
+    return Compare(left, op, right)
+
+
+def conjunction(*conds: Cond) -> Cond:
+    parts: list[Cond] = []
+    for cond in conds:
+        if isinstance(cond, BoolConst):
+            if not cond.value:
+                return FALSE
+            continue
+        for part in cond.parts if isinstance(cond, And) else (cond,):
+            if all(part.key() != kept.key() for kept in parts):
+                parts.append(part)
+    if not parts:
+        return TRUE
+    return parts[0] if len(parts) == 1 else And(tuple(parts))
+
+
+def disjunction(*conds: Cond) -> Cond:
+    parts: list[Cond] = []
+    for cond in conds:
+        if isinstance(cond, BoolConst):
+            if cond.value:
+                return TRUE
+            continue
+        for part in cond.parts if isinstance(cond, Or) else (cond,):
+            if all(part.key() != kept.key() for kept in parts):
+                parts.append(part)
+    if not parts:
+        return FALSE
+    return parts[0] if len(parts) == 1 else Or(tuple(parts))
+
+
+def negation(cond: Cond) -> Cond:
+    if isinstance(cond, BoolConst):
+        return as_cond(not cond.value)
+    if isinstance(cond, Not):
+        return cond.part
+    return Not(cond)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -((-a) // b)
+
+
+__all__ = [
+    "Expr", "Symbol", "Affine", "FloorDiv", "Mod", "Min", "Max", "Product", "Cond", "BoolConst", "Compare",
+    "And", "Or", "Not", "TRUE", "FALSE", "as_expr", "as_cond", "const", "add", "mul", "floordiv", "mod",
+    "minimum", "maximum", "compare", "conjunction", "disjunction", "negation", "affine_coefficient",
+    "ceil_div",
+]
+
+
+_COMPILED: dict[tuple, object] = {}
+
+
+def compile_function(exprs: tuple, args: tuple[Symbol, ...]):
+    """A Python function of ``args`` (positionally) returning the tuple of ``exprs`` (Expr or Cond)."""
+    key = (tuple(e.key() for e in exprs), tuple(a.key() for a in args))
+    function = _COMPILED.get(key)
+    if function is None:
+        names = ", ".join(a.python() for a in args)
+        body = ", ".join(e.python() for e in exprs)
+        function = eval(f"lambda {names}: ({body}{',' if len(exprs) == 1 else ''})", {"min": min, "max": max})
+        _COMPILED[key] = function
+    return function

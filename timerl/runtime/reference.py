@@ -1,0 +1,257 @@
+"""The reference interpreter: the oracle every backend and every transformation is tested against.
+
+It evaluates points straight from the PDG with NumPy, on demand from the sinks, memoizing every point
+(an explicit stack rather than recursion, so a recurrence over T = 100,000 steps works). There is no
+scheduling and no optimization here, on purpose: the simpler this is, the more it can be trusted.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Mapping
+
+import array_api_compat.numpy as xp
+import numpy as np
+
+import timerl.ops  # noqa: F401
+from timerl.errors import DomainError, ScheduleError, ShapeError, TimeRLError
+from timerl.ops.registry import OPS
+from timerl.pdg.graph import Graph, Node
+from timerl.runtime import rng
+from timerl.runtime.access import EdgeReader, condition_function, point_dict
+from timerl.rt.symbolic import Symbol
+
+_EXPANDING = 1
+Key = tuple[int, tuple[int, ...]]
+
+
+class ReferenceInterpreter:
+    def __init__(self, graph: Graph, bounds: Mapping[Symbol, int], seed: int = 0) -> None:
+        self.graph = graph
+        self.bounds = dict(bounds)
+        self.seed = seed
+        self.memo: dict[Key, tuple[Any, ...]] = {}
+        self.readers = {n.id: [EdgeReader(e, n.domain, self.bounds) for e in n.inputs] for n in graph.nodes}
+        self.sizes = {n.id: tuple(self.bounds[graph.bound_of(d)] for d in n.domain) for n in graph.nodes}
+        self.defined = {n.id: condition_function(n.definition_condition(), n.domain, self.bounds)
+                        for n in graph.nodes}
+        self._evaluable: dict[Key, bool] = {}
+
+    # ---- driving ----------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        for node in self.graph.nodes:
+            if node.op == "sink":
+                for point in self.points(node):
+                    self.value(node.id, point)
+
+    def points(self, node: Node):
+        import itertools
+
+        check = self.defined[node.id]
+        for point in itertools.product(*(range(s) for s in self.sizes[node.id])):
+            if check is None or check(point):
+                yield point
+
+    # ---- evaluation ---------------------------------------------------------------------------------------------
+    def value(self, node_id: int, point: tuple[int, ...]) -> tuple[Any, ...]:
+        root: Key = (node_id, tuple(point))
+        memo = self.memo
+        if root in memo:
+            return memo[root]
+        self._check_defined(root, None)
+        state: dict[Key, int] = {}
+        stack: list[Key] = [root]
+        while stack:
+            key = stack[-1]
+            if key in memo:
+                stack.pop()
+                continue
+            node = self.graph.nodes[key[0]]
+            plan = self._plan(node, key[1])
+            if state.get(key) != _EXPANDING:
+                state[key] = _EXPANDING
+                for child in _children(plan):
+                    if child in memo:
+                        continue
+                    if state.get(child) == _EXPANDING:
+                        raise self._cycle_error(stack, child)
+                    self._check_defined(child, key)
+                    stack.append(child)
+                continue
+            memo[key] = self._compute(node, key[1], plan)
+            stack.pop()
+        return memo[root]
+
+    def _plan(self, node: Node, point: tuple[int, ...]) -> list[tuple[int, list[Key], tuple[int, ...], bool]]:
+        """For each input read at ``point``: (slot, producer keys, range lengths, masked)."""
+        readers = self.readers[node.id]
+        if node.op == "merge":
+            active = [k for k, r in enumerate(readers) if r.active(point)]
+            if not active:
+                raise DomainError(f"{node.label()}: no branch defines the point "
+                                  f"{point_dict(node.domain, point)}")
+            if len(active) > 1:
+                raise DomainError(f"{node.label()}: branches {active} overlap at {point_dict(node.domain, point)}")
+            readers_used = [(active[0], readers[active[0]])]
+        else:
+            readers_used = [(k, r) for k, r in enumerate(readers) if r.active(point)]
+        plan = []
+        for slot, reader in readers_used:
+            producer = reader.edge.producer
+            points, lengths = reader.points(point)
+            masked_by = reader.edge.masked_by
+            if masked_by is not None:
+                points = [q for q in points if self.evaluable(masked_by, q)]
+            plan.append((slot, [(producer, q) for q in points], lengths, masked_by is not None))
+        return plan
+
+    def _check_defined(self, key: Key, reader: Key | None) -> None:
+        node_id, point = key
+        sizes = self.sizes[node_id]
+        check = self.defined[node_id]
+        inside = all(0 <= c < s for c, s in zip(point, sizes))
+        if inside and (check is None or check(point) or self.graph.nodes[node_id].op == "merge"):
+            return
+        node = self.graph.nodes[node_id]
+        where = point_dict(node.domain, point)
+        by = f", read by {self.graph.nodes[reader[0]].label()}" if reader else ""
+        raise DomainError(f"read of {node.label()} at {where}, outside its domain{by}")
+
+    def _compute(self, node: Node, point: tuple[int, ...], plan) -> tuple[Any, ...]:
+        inputs = []
+        for slot, keys, lengths, masked in plan:
+            values = [self.memo[k][self.graph.nodes[node.id].inputs[slot].output] for k in keys]
+            if masked:
+                inputs.append([(k[1], v) for k, v in zip(keys, values)])
+            elif lengths:
+                inputs.append(_stack(values, lengths, node, self.graph, slot))
+            else:
+                inputs.append(values[0])
+        return evaluate_node(node, point, inputs, self.seed, self.bounds)
+
+    def evaluable(self, node_id: int, point: tuple[int, ...]) -> bool:
+        """Whether ``node_id`` can be evaluated at ``point``: inside its definition domain, and (for ops that
+        are not merges) every non-masked read is evaluable too. Gradient contributions from points that are
+        not evaluable are zero (they do not influence any objective)."""
+        key = (node_id, tuple(point))
+        known = self._evaluable.get(key)
+        if known is not None:
+            return known
+        node = self.graph.nodes[node_id]
+        check = self.defined[node_id]
+        result = all(0 <= c < s for c, s in zip(point, self.sizes[node_id])) and (check is None or check(point))
+        if result and node.op != "merge":
+            for reader in self.readers[node_id]:
+                if reader.edge.masked_by is not None or not reader.active(point):
+                    continue
+                if not all(self.evaluable(reader.edge.producer, q) for q in reader.points(point)[0]):
+                    result = False
+                    break
+        self._evaluable[key] = result
+        return result
+
+    def _cycle_error(self, stack: list[Key], child: Key) -> ScheduleError:
+        cycle = stack[stack.index(child):] if child in stack else stack[-3:]
+        names = []
+        for node_id, point in cycle:
+            node = self.graph.nodes[node_id]
+            names.append(f"{node.label()} at {point_dict(node.domain, point)}")
+        return ScheduleError("dependence cycle: " + " -> ".join(names) + " -> back to the first")
+
+
+def _children(plan) -> list[Key]:
+    out: list[Key] = []
+    for _, keys, _, _ in plan:
+        out.extend(keys)
+    return out
+
+
+def _stack(values: list[Any], lengths: tuple[int, ...], node: Node, graph: Graph, slot: int) -> np.ndarray:
+    if values:
+        stacked = np.stack([np.asarray(v) for v in values])
+        return stacked.reshape(lengths + stacked.shape[1:])
+    edge = node.inputs[slot]
+    produced = graph.nodes[edge.producer].outputs[edge.output]
+    if not all(isinstance(d, int) for d in produced.shape):
+        raise ShapeError(f"{node.label()}: empty range read of a tensor with a dynamic shape")
+    return np.zeros(lengths + tuple(produced.shape), dtype=produced.dtype)
+
+
+def evaluate_node(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int,
+                  bounds: Mapping[Symbol, int]) -> tuple[Any, ...]:
+    """One node at one point, with NumPy; the outputs are cast to the inferred dtypes."""
+    op = node.op
+    attrs = node.attrs.as_dict()
+    if op == "const":
+        return (attrs["value"],)
+    if op in ("rand", "randn"):
+        return (rng.draw(seed, node.id, point, attrs["shape"], attrs["dtype"], op == "randn"),)
+    if op == "source":
+        value = np.asarray(attrs["fn"](point_dict(node.domain, point)), dtype=attrs["dtype"])
+        return (_check_shape(node, value, attrs["shape"]),)
+    if op == "merge":
+        return (inputs[0],)
+    if op == "sink":
+        attrs["fn"](point_dict(node.domain, point), inputs[0])
+        return ()
+    if op == "udf":
+        return tuple(np.asarray(v) for v in attrs["fn"](point_dict(node.domain, point), *inputs))
+    if op == "grad_accumulate":
+        return (accumulate_gradient(node, point, inputs, attrs, bounds),)
+    try:
+        result = OPS[op].impl(xp, *[np.asarray(v) for v in inputs], **attrs)
+    except TimeRLError:
+        raise
+    except Exception as error:  # a kernel failing is a user's shape mistake the rules could not see
+        raise ShapeError(f"{node.label()} failed at {point_dict(node.domain, point)}: {error}") from error
+    return (np.asarray(result, dtype=node.outputs[0].dtype),)
+
+
+def _check_shape(node: Node, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if tuple(value.shape) != tuple(shape):
+        if value.size == int(np.prod(shape)) and value.ndim <= 1 and len(shape) <= 1:
+            return value.reshape(shape)
+        raise ShapeError(f"{node.label()} returned shape {tuple(value.shape)}, declared {tuple(shape)}")
+    return value
+
+
+def accumulate_gradient(node: Node, point: tuple[int, ...], inputs: list[Any], attrs: dict,
+                        bounds: Mapping[Symbol, int]) -> np.ndarray:
+    """Sum of gradient contributions read through inverted dependences (see `timerl.rt.autodiff`)."""
+    from timerl.rt.symbolic import compile_function
+
+    total = np.zeros(attrs["shape"], dtype=attrs["dtype"])
+    here = dict(zip(node.domain, point))
+    for contributions, window in zip(inputs, attrs["windows"]):
+        for q, value in contributions:
+            selected = np.asarray(value)
+            for dim, start, step, consumer_domain in window:
+                begin = compile_function((start.substitute(bounds),), consumer_domain)(*q)[0]
+                selected = selected[(here[dim] - begin) // step]
+            total = total + selected
+    return total.astype(attrs["dtype"])
+
+
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+
+
+class ReferenceExecutable:
+    """`ctx.compile(..., backend="reference")`."""
+
+    def __init__(self, graph: Graph, bounds: Mapping[Symbol, int], seed: int, compile_seconds: float) -> None:
+        self.graph = graph
+        self.bounds = dict(bounds)
+        self.seed = seed
+        self.stats: dict[str, float] = {
+            "peak_device_bytes": 0, "peak_host_bytes": 0, "bytes_offloaded": 0, "bytes_fetched": 0,
+            "compile_seconds": compile_seconds, "execute_seconds": 0.0,
+        }
+        self.schedule = "reference interpreter: every sink point evaluated on demand, memoized"
+
+    def execute(self) -> None:
+        started = time.perf_counter()
+        interpreter = ReferenceInterpreter(self.graph, self.bounds, self.seed)
+        interpreter.run()
+        self.stats["execute_seconds"] = time.perf_counter() - started
+        self.stats["points_evaluated"] = len(interpreter.memo)
