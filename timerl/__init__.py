@@ -19,6 +19,17 @@ from timerl.rt.placeholder import param, placeholder  # noqa: F401
 
 install_operators()
 
+_SUBMODULES = ("nn", "optim", "distributions", "rl")
+
+
+def __getattr__(name: str):
+    """``trl.nn``, ``trl.optim``, ``trl.distributions`` and ``trl.rl`` load on first use."""
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"timerl.{name}")
+    raise AttributeError(f"module 'timerl' has no attribute {name!r}")
+
 __all__ = [
     "Context", "RecurrentTensor", "Symbol", "Expr", "Cond", "TimeRLError", "ShapeError", "DomainError",
     "ScheduleError", "DeviceOutOfMemoryError", "min", "max", "tensor", "zeros", "ones", "full", "arange", "rand",
