@@ -8,7 +8,7 @@ from typing import Any, Iterator, Sequence
 
 from timerl.errors import DomainError, TimeRLError
 from timerl.pdg.graph import Attrs, Edge, Graph, Node, TensorType
-from timerl.rt.symbolic import TRUE, Cond, Symbol, as_cond, conjunction
+from timerl.rt.symbolic import TRUE, And, Cond, Symbol, as_cond, conjunction
 
 _ACTIVE: list[Context] = []
 
@@ -76,7 +76,13 @@ class Context:
 
     def add_node(self, op: str, attrs: Attrs, domain: tuple[Symbol, ...], inputs: list[Edge],
                  outputs: tuple[TensorType, ...], location: str, condition: Cond | None = None) -> NodeDraft:
-        condition = self.current_condition() if condition is None else condition
+        if condition is None:
+            condition = self.current_condition()
+            if op != "sink":
+                # a node that does not vary over a dim a `when` mentions (a scalar operand, a per-iteration
+                # tensor inside a per-step block) runs wherever some point of that dim may need it
+                condition = conjunction(TRUE, *(c for c in conjuncts(condition)
+                                                if {s for s in c.symbols() if not s.is_bound} <= set(domain)))
         stray = {s for s in condition.symbols() if not s.is_bound} - set(domain)
         if stray:
             names = ", ".join(sorted(s.name for s in stray))
@@ -106,3 +112,7 @@ def current_context() -> Context:
     if not _ACTIVE:
         raise TimeRLError("no active timerl context: create tensors inside `with ctx:`")
     return _ACTIVE[-1]
+
+
+def conjuncts(cond: Cond) -> tuple[Cond, ...]:
+    return cond.parts if isinstance(cond, And) else (cond,)

@@ -16,7 +16,7 @@ from timerl.errors import DomainError, ShapeError, TimeRLError, user_location
 from timerl.ops.registry import is_float
 from timerl.pdg.graph import Attrs, Edge, Point, TensorType
 from timerl.rt import functional as F
-from timerl.rt.context import current_context
+from timerl.rt.context import conjuncts, current_context
 from timerl.rt.symbolic import TRUE, Cond, Expr, Symbol, affine_coefficient, as_expr, compare, conjunction
 from timerl.rt.tensor import RecurrentTensor
 
@@ -88,6 +88,10 @@ def assign(target: RT, key: Any, value: Any) -> None:
         raise DomainError(f"{location}: the right-hand side varies over {sorted(d.name for d in extra)}, which "
                           f"the placeholder's domain ({', '.join(d.name for d in node.domain)}) does not have")
     value = _conform(value, node.outputs[0], location)
+    # a branch assigned inside `ctx.when(cond)` holds where cond holds at its right-hand side's point
+    when = [c for c in conjuncts(ctx.current_condition())
+            if {s for s in c.symbols() if not s.is_bound} <= set(node.domain)]
+    condition = conjunction(condition, *(c.substitute(source_point) for c in when))
     index = tuple(item.substitute(source_point) for item in value.index)
     node.inputs.append(Edge(value.node.id, value.output, index, condition))
 

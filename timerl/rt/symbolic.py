@@ -14,7 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Union
 
+from timerl.errors import TimeRLError, user_location
+
 IntLike = Union[int, "Expr"]
+
+
+class SymbolicError(TimeRLError, TypeError):
+    """A symbolic expression used where it has no meaning (``t % T``, ``if t > 0:``); a TypeError too, so
+    Python's protocols (``operator.index``, ``bool``) keep working."""
 
 
 class Expr:
@@ -76,7 +83,7 @@ class Expr:
     def __index__(self) -> int:
         value = self.constant_value()
         if value is None:
-            raise TypeError(f"symbolic expression {self} has no concrete integer value")
+            raise SymbolicError(f"{user_location()}: symbolic expression {self} has no concrete integer value")
         return value
 
     __int__ = __index__
@@ -277,7 +284,7 @@ def as_expr(value: IntLike) -> Expr:
                 return Affine(int(value), ())
         except ImportError:  # pragma: no cover
             pass
-        raise TypeError(f"expected an integer or a symbolic expression, got {value!r}")
+        raise SymbolicError(f"{user_location()}: expected an integer or a symbolic expression, got {value!r}")
     return Affine(value, ())
 
 
@@ -313,7 +320,7 @@ def mul(left: IntLike, right: IntLike) -> Expr:
     if factor is None:
         factor, left, right = left.constant_value(), right, left
     if factor is None:
-        return Product(*sorted((left, right), key=Expr.key))
+        return Product(*sorted((left, right), key=lambda e: e.key()))
     constant, terms = _linear_parts(left)
     return _from_parts(constant * factor, {k: (a, c * factor) for k, (a, c) in terms.items()})
 
@@ -322,7 +329,8 @@ def floordiv(left: IntLike, right: IntLike) -> Expr:
     left, right = as_expr(left), as_expr(right)
     a, b = left.constant_value(), right.constant_value()
     if b is None or b <= 0:
-        raise TypeError(f"floor division needs a positive integer divisor, got {right}")
+        raise SymbolicError(f"{user_location()}: floor division needs a positive integer divisor, got {right} "
+                            "(divisors and moduli must be constants for the polyhedral scheduler)")
     if a is not None:
         return const(a // b)
     if b == 1:
@@ -334,7 +342,8 @@ def mod(left: IntLike, right: IntLike) -> Expr:
     left, right = as_expr(left), as_expr(right)
     a, b = left.constant_value(), right.constant_value()
     if b is None or b <= 0:
-        raise TypeError(f"modulo needs a positive integer divisor, got {right}")
+        raise SymbolicError(f"{user_location()}: modulo needs a positive integer divisor, got {right} "
+                            "(divisors and moduli must be constants for the polyhedral scheduler)")
     if a is not None:
         return const(a % b)
     if b == 1:
@@ -347,7 +356,7 @@ def minimum(left: IntLike, right: IntLike) -> Expr:
     difference = (left - right).constant_value()
     if difference is not None:
         return left if difference <= 0 else right
-    return Min(*sorted((left, right), key=Expr.key))
+    return Min(*sorted((left, right), key=lambda e: e.key()))
 
 
 def maximum(left: IntLike, right: IntLike) -> Expr:
@@ -355,7 +364,7 @@ def maximum(left: IntLike, right: IntLike) -> Expr:
     difference = (left - right).constant_value()
     if difference is not None:
         return left if difference >= 0 else right
-    return Max(*sorted((left, right), key=Expr.key))
+    return Max(*sorted((left, right), key=lambda e: e.key()))
 
 
 _BUILDERS = {"//": floordiv, "%": mod, "min": minimum, "max": maximum, "*": mul}
@@ -394,8 +403,8 @@ class Cond:
         return negation(self)
 
     def __bool__(self) -> bool:
-        raise TypeError(
-            f"the symbolic condition `{self}` has no truth value while the program is being defined; "
+        raise SymbolicError(
+            f"{user_location()}: the symbolic condition `{self}` has no truth value while the program is being defined; "
             "use `with ctx.when(cond):` or `trl.where(cond, a, b)` instead of `if`"
         )
 
@@ -577,7 +586,7 @@ def as_cond(value: Cond | bool) -> Cond:
         return value
     if isinstance(value, bool):
         return TRUE if value else FALSE
-    raise TypeError(f"expected a symbolic condition or a bool, got {value!r}")
+    raise SymbolicError(f"{user_location()}: expected a symbolic condition or a bool, got {value!r}")
 
 
 def compare(left: IntLike, op: str, right: IntLike) -> Cond:
@@ -631,7 +640,7 @@ def ceil_div(a: int, b: int) -> int:
 
 
 __all__ = [
-    "Expr", "Symbol", "Affine", "FloorDiv", "Mod", "Min", "Max", "Product", "Cond", "BoolConst", "Compare",
+    "SymbolicError", "Expr", "Symbol", "Affine", "FloorDiv", "Mod", "Min", "Max", "Product", "Cond", "BoolConst", "Compare",
     "And", "Or", "Not", "TRUE", "FALSE", "as_expr", "as_cond", "const", "add", "mul", "floordiv", "mod",
     "minimum", "maximum", "compare", "conjunction", "disjunction", "negation", "affine_coefficient",
     "ceil_div",
@@ -645,6 +654,8 @@ def compile_function(exprs: tuple, args: tuple[Symbol, ...]):
     """A Python function of ``args`` (positionally) returning the tuple of ``exprs`` (Expr or Cond)."""
     key = (tuple(e.key() for e in exprs), tuple(a.key() for a in args))
     function = _COMPILED.get(key)
+    if function is None and not exprs:
+        function = _COMPILED[key] = lambda *values: ()
     if function is None:
         names = ", ".join(a.python() for a in args)
         body = ", ".join(e.python() for e in exprs)

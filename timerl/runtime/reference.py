@@ -11,14 +11,13 @@ import sys
 import time
 from typing import Any, Mapping
 
-import array_api_compat.numpy as xp
 import numpy as np
 
 import timerl.ops  # noqa: F401
-from timerl.errors import DomainError, ScheduleError, ShapeError, TimeRLError
-from timerl.ops.registry import OPS
+from timerl.errors import DomainError, ScheduleError, ShapeError
 from timerl.pdg.graph import Graph, Node
-from timerl.runtime import rng
+from timerl.backends.base import NumpyBackend
+from timerl.runtime.evaluate import evaluate
 from timerl.runtime.access import EdgeReader, condition_function, point_dict
 from timerl.rt.symbolic import Symbol
 
@@ -180,57 +179,11 @@ def _stack(values: list[Any], lengths: tuple[int, ...], node: Node, graph: Graph
 
 def evaluate_node(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int,
                   bounds: Mapping[Symbol, int]) -> tuple[Any, ...]:
-    """One node at one point, with NumPy; the outputs are cast to the inferred dtypes."""
-    op = node.op
-    attrs = node.attrs.as_dict()
-    if op == "const":
-        return (attrs["value"],)
-    if op in ("rand", "randn"):
-        return (rng.draw(seed, node.id, point, attrs["shape"], attrs["dtype"], op == "randn"),)
-    if op == "source":
-        value = np.asarray(attrs["fn"](point_dict(node.domain, point)), dtype=attrs["dtype"])
-        return (_check_shape(node, value, attrs["shape"]),)
-    if op == "merge":
-        return (inputs[0],)
-    if op == "sink":
-        attrs["fn"](point_dict(node.domain, point), inputs[0])
-        return ()
-    if op == "udf":
-        return tuple(np.asarray(v) for v in attrs["fn"](point_dict(node.domain, point), *inputs))
-    if op == "grad_accumulate":
-        return (accumulate_gradient(node, point, inputs, attrs, bounds),)
-    try:
-        result = OPS[op].impl(xp, *[np.asarray(v) for v in inputs], **attrs)
-    except TimeRLError:
-        raise
-    except Exception as error:  # a kernel failing is a user's shape mistake the rules could not see
-        raise ShapeError(f"{node.label()} failed at {point_dict(node.domain, point)}: {error}") from error
-    return (np.asarray(result, dtype=node.outputs[0].dtype),)
+    """One node at one point with NumPy (the shared evaluation of `timerl.runtime.evaluate`)."""
+    return evaluate(node, point, inputs, seed, bounds, _NUMPY)
 
 
-def _check_shape(node: Node, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    if tuple(value.shape) != tuple(shape):
-        if value.size == int(np.prod(shape)) and value.ndim <= 1 and len(shape) <= 1:
-            return value.reshape(shape)
-        raise ShapeError(f"{node.label()} returned shape {tuple(value.shape)}, declared {tuple(shape)}")
-    return value
-
-
-def accumulate_gradient(node: Node, point: tuple[int, ...], inputs: list[Any], attrs: dict,
-                        bounds: Mapping[Symbol, int]) -> np.ndarray:
-    """Sum of gradient contributions read through inverted dependences (see `timerl.rt.autodiff`)."""
-    from timerl.rt.symbolic import compile_function
-
-    total = np.zeros(attrs["shape"], dtype=attrs["dtype"])
-    here = dict(zip(node.domain, point))
-    for contributions, window in zip(inputs, attrs["windows"]):
-        for q, value in contributions:
-            selected = np.asarray(value)
-            for dim, start, step, consumer_domain in window:
-                begin = compile_function((start.substitute(bounds),), consumer_domain)(*q)[0]
-                selected = selected[(here[dim] - begin) // step]
-            total = total + selected
-    return total.astype(attrs["dtype"])
+_NUMPY = NumpyBackend()
 
 
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))

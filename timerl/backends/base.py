@@ -1,0 +1,88 @@
+"""The backend protocol: a handful of array operations the executor needs beyond the op lowerings.
+
+Op kernels are written once against the Python array API (`xp`); a backend adds moving values in and out
+(NumPy and DLPack), byte sizes for the memory pool, stacking for range reads, and the device/host split.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+
+class Backend(Protocol):
+    name: str
+    xp: Any
+
+    def session(self) -> Any: ...
+
+    def from_numpy(self, value: np.ndarray) -> Any: ...
+
+    def to_numpy(self, value: Any) -> np.ndarray: ...
+
+    def nbytes(self, value: Any) -> int: ...
+
+    def stack(self, values: Sequence[Any]) -> Any: ...
+
+    def zeros(self, shape: Sequence[int], dtype: str) -> Any: ...
+
+    def to_host(self, value: Any) -> Any: ...
+
+    def to_device(self, value: Any) -> Any: ...
+
+    def cast(self, value: Any, dtype: str) -> Any: ...
+
+
+class NumpyBackend:
+    """The reference interpreter's arrays."""
+
+    name = "numpy"
+
+    def __init__(self) -> None:
+        import array_api_compat.numpy as xp
+
+        self.xp = xp
+
+    def session(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def from_numpy(self, value: np.ndarray) -> np.ndarray:
+        return value
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        return np.asarray(value)
+
+    def nbytes(self, value: Any) -> int:
+        return int(np.asarray(value).nbytes)
+
+    def stack(self, values: Sequence[Any]) -> np.ndarray:
+        return np.stack([np.asarray(v) for v in values])
+
+    def zeros(self, shape: Sequence[int], dtype: str) -> np.ndarray:
+        return np.zeros(tuple(shape), dtype=dtype)
+
+    def to_host(self, value: Any) -> Any:
+        return value
+
+    def to_device(self, value: Any) -> Any:
+        return value
+
+    def cast(self, value: Any, dtype: str) -> np.ndarray:
+        return np.asarray(value, dtype=dtype)
+
+
+def get_backend(name: str):
+    if name == "torch":
+        from timerl.backends.torch_backend import TorchBackend
+
+        return TorchBackend()
+    if name == "jax":
+        from timerl.backends.jax_backend import JaxBackend
+
+        return JaxBackend()
+    if name in ("numpy", "reference"):
+        return NumpyBackend()
+    raise ValueError(f"unknown backend {name!r}")

@@ -1,0 +1,48 @@
+"""JAX arrays (immutable): values are exchanged with NumPy and torch through DLPack."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+
+class JaxBackend:
+    name = "jax"
+
+    def __init__(self) -> None:
+        self.xp = jnp
+        self.device = jax.devices()[0]
+        self.host = jax.devices("cpu")[0]
+
+    def session(self):
+        """float64/int64 programs keep their dtypes, as on torch (scoped, not a global flag)."""
+        return jax.enable_x64(True)
+
+    def from_numpy(self, value: np.ndarray) -> jax.Array:
+        return jax.device_put(np.asarray(value), self.device)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        return np.asarray(value)
+
+    def nbytes(self, value: jax.Array) -> int:
+        return int(value.nbytes)
+
+    def stack(self, values: Sequence[jax.Array]) -> jax.Array:
+        return jnp.stack(list(values))
+
+    def zeros(self, shape: Sequence[int], dtype: str) -> jax.Array:
+        return jnp.zeros(tuple(shape), dtype=dtype)
+
+    def to_host(self, value: jax.Array) -> jax.Array:
+        return jax.device_put(value, self.host)
+
+    def to_device(self, value: jax.Array) -> jax.Array:
+        return jax.device_put(value, self.device)
+
+    def cast(self, value: Any, dtype: str) -> jax.Array:
+        array = value if isinstance(value, jax.Array) else jnp.asarray(np.asarray(value))
+        return array if array.dtype == dtype else array.astype(dtype)

@@ -1,0 +1,58 @@
+"""PyTorch arrays. On a machine with a GPU values live on CUDA and host memory is pinned CPU memory."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "int64": torch.int64,
+           "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+           "bfloat16": torch.bfloat16}
+
+
+class TorchBackend:
+    name = "torch"
+
+    def __init__(self) -> None:
+        import array_api_compat.torch as xp
+
+        self.xp = xp
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    def session(self):
+        return torch.no_grad()
+
+    def from_numpy(self, value: np.ndarray) -> torch.Tensor:
+        array = np.ascontiguousarray(value)
+        tensor = torch.from_dlpack(array) if array.dtype != np.bool_ and array.ndim else torch.as_tensor(array)
+        return tensor.to(self.device) if self.device.type != "cpu" else tensor
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        if isinstance(value, torch.Tensor):
+            return value.detach().cpu().numpy()
+        return np.asarray(value)
+
+    def nbytes(self, value: torch.Tensor) -> int:
+        return int(value.element_size() * value.nelement())
+
+    def stack(self, values: Sequence[torch.Tensor]) -> torch.Tensor:
+        return torch.stack(list(values))
+
+    def zeros(self, shape: Sequence[int], dtype: str) -> torch.Tensor:
+        return torch.zeros(tuple(shape), dtype=_DTYPES[dtype], device=self.device)
+
+    def to_host(self, value: torch.Tensor) -> torch.Tensor:
+        if self.device.type == "cpu":
+            return value.clone()
+        return value.to("cpu", non_blocking=False)
+
+    def to_device(self, value: torch.Tensor) -> torch.Tensor:
+        return value.to(self.device)
+
+    def cast(self, value: Any, dtype: str) -> torch.Tensor:
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(np.asarray(value), device=self.device)
+        target = _DTYPES[dtype]
+        return value if value.dtype == target else value.to(target)

@@ -1,0 +1,263 @@
+"""Environments behind the recurrent-tensor interface: a batch of gymnasium environments as two `udf` nodes.
+
+```python
+env = trl.rl.make_env("CartPole-v1", num_envs=16, seed=0)
+o = trl.placeholder((16, *env.observation_shape), domain=(i, t))
+o[i, 0] = env.reset(domain=(i,))
+o[i, t + 1], r, terminated = env.step(action)          # action over (i, t)
+```
+
+Autoreset is *same-step* (gymnasium's ``AutoresetMode.SAME_STEP``): when an episode ends at step ``t``,
+``terminated[..., t]`` is true, ``reward[..., t]`` is its last reward, and ``obs[..., t]`` (which becomes
+``o[i, t + 1]``) is already the first observation of the next episode. An episode that ends by the time
+limit (gymnasium's ``truncated``) also counts as ended: no return may flow across it either.
+
+Environments are stateful, so their udf nodes are chained by zero-size *order tokens*, real data edges that
+any executor (the lazy reference interpreter or a polyhedral scheduler) must respect:
+- ``step`` at ``(i, t)`` reads its own token at ``(i, t - 1)``, or ``reset``'s token at ``i`` when ``t = 0``;
+- ``reset`` at ``i >= 1`` reads ``step``'s token at ``(i - 1, T - 1)``: the previous iteration's last step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import gymnasium
+import numpy as np
+
+from timerl.errors import ShapeError, TimeRLError, user_location
+from timerl.pdg.graph import Attrs, Edge, TensorType
+from timerl.rt import functional as F
+from timerl.rt.context import current_context
+from timerl.rt.placeholder import placeholder
+from timerl.rt.symbolic import Symbol
+from timerl.rt.tensor import RecurrentTensor
+
+RT = RecurrentTensor
+_TOKEN = TensorType((0,), "float32")
+
+
+class ActionError(TimeRLError):
+    """An action the environment cannot take: wrong shape or dtype, out of range, NaN or infinite."""
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A completed episode: where it ended (the step's point), which environment, its length and return."""
+
+    point: dict
+    env: int
+    length: int
+    total_return: float
+
+
+def make_env(name: str, num_envs: int = 16, seed: int = 0, **kwargs: Any) -> Env:
+    """A batch of ``num_envs`` ``gymnasium.make(name, **kwargs)`` environments, seeded ``seed + k``."""
+    return Env(name, num_envs, seed, **kwargs)
+
+
+class Env:
+    def __init__(self, name: str, num_envs: int = 16, seed: int = 0, **kwargs: Any) -> None:
+        if not isinstance(num_envs, int) or num_envs < 1:
+            raise TimeRLError(f"{user_location()}: num_envs must be a positive int, got {num_envs!r}")
+        try:
+            self._vector = gymnasium.vector.SyncVectorEnv(
+                [lambda: gymnasium.make(name, **kwargs) for _ in range(num_envs)],
+                autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)
+        except gymnasium.error.Error as error:
+            raise TimeRLError(f"{user_location()}: cannot make environment {name!r}: {error}") from None
+        self.name, self.num_envs, self.seed = name, num_envs, seed
+        observation_space = self._vector.single_observation_space
+        action_space = self._vector.single_action_space
+        if not isinstance(observation_space, gymnasium.spaces.Box):
+            raise TimeRLError(f"{user_location()}: {name}: only Box observation spaces are supported")
+        self.observation_shape: tuple[int, ...] = tuple(observation_space.shape)
+        self.observation_dtype = str(np.dtype(observation_space.dtype))
+        if isinstance(action_space, gymnasium.spaces.Discrete):
+            self.num_actions: int | None = int(action_space.n)
+            self.action_shape: tuple[int, ...] = ()
+            self._action_start = int(action_space.start)
+        elif isinstance(action_space, gymnasium.spaces.Box):
+            self.num_actions = None
+            self.action_shape = tuple(action_space.shape)
+        else:
+            raise TimeRLError(f"{user_location()}: {name}: only Discrete and Box action spaces are supported")
+        self.episodes: list[Episode] = []  # every completed episode, in the order they end
+        self._reset_view: RT | None = None
+        self._reset_chain: RT | None = None
+        self._stepped = False
+        self._next: tuple[int, ...] | None = None  # the step point that must run next (ordering check)
+        self._lengths = np.zeros(num_envs, dtype=np.int64)
+        self._returns = np.zeros(num_envs, dtype=np.float64)
+
+    @property
+    def discrete(self) -> bool:
+        return self.num_actions is not None
+
+    def __repr__(self) -> str:
+        actions = f"num_actions={self.num_actions}" if self.discrete else f"action_shape={self.action_shape}"
+        return f"Env({self.name!r}, num_envs={self.num_envs}, observation_shape={self.observation_shape}, {actions})"
+
+    # ---- the two udf nodes ---------------------------------------------------------------------------------
+    def reset(self, domain: Sequence[Symbol] = ()) -> RT:
+        """The first observations, shape ``(num_envs, *observation_shape)``, at every point of ``domain``
+        (at most one dimension: one fresh batch of episodes per iteration)."""
+        ctx = current_context()
+        domain = tuple(domain)
+        if self._reset_view is not None:
+            raise TimeRLError(f"{user_location()}: {self.name}: reset() is called once per program; "
+                              "make another environment for another rollout")
+        if len(domain) > 1:
+            raise TimeRLError(f"{user_location()}: {self.name}: reset(domain=...) takes at most one dimension "
+                              f"(one batch of environments is stepped in one order), got {len(domain)}")
+        if domain:
+            (dim,) = domain
+            # reset(i) runs after the last step of i - 1; until step() exists, after reset(i - 1)
+            chain = placeholder((0,), "float32", domain)
+            chain[0] = F.zeros((0,))
+            order = chain
+        else:
+            chain, order = None, F.zeros((0,))
+        observation = TensorType((self.num_envs, *self.observation_shape), self.observation_dtype)
+        obs, token = _udf(f"{self.name}.reset", self._reset, (observation, _TOKEN), order)
+        if chain is not None:
+            chain[dim + 1] = token
+        self._reset_view, self._reset_chain, self._reset_token = obs, chain, token
+        return obs
+
+    def step(self, action: RT) -> tuple[RT, RT, RT]:
+        """``obs, reward, terminated`` over the action's domain, which is ``reset``'s plus one (time)
+        dimension. ``obs`` is the observation after the step (the next episode's first one after an end)."""
+        location = user_location()
+        if self._reset_view is None:
+            raise TimeRLError(f"{location}: {self.name}: call env.reset(domain=...) before env.step(...)")
+        if self._stepped:
+            raise TimeRLError(f"{location}: {self.name}: step() is called once per program")
+        if not isinstance(action, RT):
+            raise ActionError(f"{location}: env.step needs a recurrent tensor action, got {type(action).__name__}")
+        self._check_action_type(action)
+        ctx = action.ctx
+        outer = self._reset_view.domain
+        steps = ctx.order_dims(set(action.domain) | set(outer))
+        time = [d for d in steps if d not in outer]
+        if len(time) != 1 or steps[:-1] != outer:
+            raise TimeRLError(f"{location}: {self.name}: the action (created at {action.node.location}) must vary "
+                              f"over reset's domain ({', '.join(d.name for d in outer)}) plus one later time "
+                              f"dimension; it varies over ({', '.join(d.name for d in action.domain)})")
+        (t,) = time
+        order = placeholder((0,), "float32", steps)
+        order[(*outer, 0)] = self._reset_token
+        n = self.num_envs
+        types = (TensorType((n, *self.observation_shape), self.observation_dtype), TensorType((n,), "float32"),
+                 TensorType((n,), "bool"), _TOKEN)
+        fn = _Step(self, action.node.location)
+        obs, reward, terminated, token = _udf(f"{self.name}.step", fn, types, action, order)
+        order[(*outer, t + 1)] = token
+        if self._reset_chain is not None:
+            (i,) = outer
+            last_step = token[i, ctx.bound_of(t) - 1]
+            chain = self._reset_chain.node
+            provisional = chain.inputs[1]
+            index = tuple(item.substitute({i: i - 1}) for item in last_step.index)
+            chain.inputs[1] = Edge(last_step.node.id, last_step.output, index, provisional.condition)
+        self._stepped = True
+        return obs, reward, terminated
+
+    def _check_action_type(self, action: RT) -> None:
+        expected = (self.num_envs, *self.action_shape)
+        where = f"{user_location()}: {self.name}: the action created at {action.node.location}"
+        if tuple(action.shape) != expected or not all(isinstance(s, int) for s in action.shape):
+            raise ShapeError(f"{where} has shape {tuple(action.shape)}; the environment takes {expected} "
+                             f"(num_envs, *action_shape)")
+        kind = np.dtype(action.dtype).kind if action.dtype != "bfloat16" else "f"
+        if self.discrete and kind not in "iu":
+            raise ShapeError(f"{where} has dtype {action.dtype}; discrete actions are integers in "
+                             f"[0, {self.num_actions})")
+        if not self.discrete and kind != "f":
+            raise ShapeError(f"{where} has dtype {action.dtype}; continuous actions are floats")
+
+    # ---- what runs at execution time -------------------------------------------------------------------------
+    def _reset(self, point: dict, *tokens: Any) -> tuple[np.ndarray, np.ndarray]:
+        first = all(v == 0 for v in point.values())
+        obs, _ = self._vector.reset(seed=self.seed if first else None)
+        self._lengths[:] = 0
+        self._returns[:] = 0.0
+        self._next = tuple(point.values()) + (0,)
+        return np.asarray(obs, dtype=self.observation_dtype), np.zeros((0,), np.float32)
+
+    def _take(self, point: dict, action: np.ndarray, location: str) -> tuple[np.ndarray, ...]:
+        here = tuple(point.values())
+        if self._next != here:
+            raise TimeRLError(f"{self.name}: step at {point} ran out of order (expected {self._next}); "
+                              "the executor did not respect the environment's order tokens")
+        action = self._validate(np.asarray(action), location, point)
+        obs, reward, terminated, truncated, _ = self._vector.step(action)
+        ended = np.logical_or(terminated, truncated)
+        self._lengths += 1
+        self._returns += reward
+        for k in np.flatnonzero(ended):
+            self.episodes.append(Episode(dict(point), int(k), int(self._lengths[k]), float(self._returns[k])))
+            self._lengths[k], self._returns[k] = 0, 0.0
+        self._next = here[:-1] + (here[-1] + 1,)
+        return (np.asarray(obs, dtype=self.observation_dtype), np.asarray(reward, dtype=np.float32), ended,
+                np.zeros((0,), np.float32))
+
+    def _validate(self, action: np.ndarray, location: str, point: dict) -> np.ndarray:
+        expected = (self.num_envs, *self.action_shape)
+        where = f"{location}: {self.name}: the action created here, at {point},"
+        if action.shape != expected:
+            raise ActionError(f"{where} has shape {action.shape}; the environment takes {expected}")
+        if self.discrete:
+            if action.dtype.kind not in "iu":
+                raise ActionError(f"{where} has dtype {action.dtype}; discrete actions are integers")
+            bad = (action < 0) | (action >= self.num_actions)
+            if bad.any():
+                raise ActionError(f"{where} is {action[bad][0]} for environment {int(np.flatnonzero(bad)[0])}; "
+                                  f"actions are in [0, {self.num_actions})")
+            return action.astype(np.int64) + self._action_start
+        if not np.isfinite(action).all():
+            bad = int(np.flatnonzero(~np.isfinite(action).reshape(self.num_envs, -1).all(axis=1))[0])
+            raise ActionError(f"{where} is not finite (NaN or infinite) for environment {bad}")
+        return action.astype(self._vector.single_action_space.dtype)
+
+
+def _udf(name: str, fn: Any, outputs: tuple[TensorType, ...], *inputs: RT) -> tuple[RT, ...]:
+    """A ``udf`` node over the union of the inputs' domains: ``fn(point, *input_values)`` returns one array
+    per declared output. (``F.apply`` takes ``outputs=`` for itself, so the node is added here.)"""
+    ctx = inputs[0].ctx
+    domain = ctx.order_dims(set().union(*(t.domain for t in inputs)))
+    edges = [Edge(t.node.id, t.output, t.index) for t in inputs]
+    node = ctx.add_node("udf", Attrs.of(fn=fn, outputs=outputs), domain, edges, outputs, user_location())
+    node.name = name
+    return tuple(RT.of(ctx, node, k) for k in range(len(outputs)))
+
+
+class _Step:
+    """The step udf: ``fn(point, action, order_token)`` (a class so its repr names the environment)."""
+
+    def __init__(self, env: Env, location: str) -> None:
+        self.env, self.location = env, location
+
+    def __call__(self, point: dict, action: Any, token: Any) -> tuple[np.ndarray, ...]:
+        return self.env._take(point, action, self.location)
+
+    def __repr__(self) -> str:
+        return f"step({self.env.name})"
+
+
+def episode_statistics(rewards: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lengths and returns of the episodes completed in a ``(T, num_envs)`` block of rewards and episode
+    ends that starts with fresh episodes (one iteration: ``r[i, 0:T]``, ``terminated[i, 0:T]``)."""
+    rewards, ends = np.asarray(rewards, dtype=np.float64), np.asarray(ends, dtype=bool)
+    lengths, returns = [], []
+    for k in range(ends.shape[1]):
+        start = 0
+        for t in np.flatnonzero(ends[:, k]):
+            lengths.append(t + 1 - start)
+            returns.append(rewards[start:t + 1, k].sum())
+            start = t + 1
+    return np.asarray(lengths, dtype=np.int64), np.asarray(returns, dtype=np.float64)
+
+
+__all__ = ["ActionError", "Env", "Episode", "episode_statistics", "make_env"]

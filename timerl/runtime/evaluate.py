@@ -1,0 +1,76 @@
+"""One node at one point, on any backend: the per-kind evaluation shared by every executor.
+
+Array kernels come from the op registry (written against the array API); sources, random draws, sinks,
+merges, UDFs and gradient accumulation are handled here. Outputs are cast to the inferred dtypes, so every
+backend agrees with the type rules rather than with its own promotion quirks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from timerl.errors import ShapeError, TimeRLError
+from timerl.ops.registry import OPS
+from timerl.pdg.graph import Node
+from timerl.runtime import rng
+from timerl.runtime.access import point_dict
+from timerl.rt.symbolic import Symbol, compile_function
+
+
+def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, bounds: Mapping[Symbol, int],
+             backend: Any) -> tuple[Any, ...]:
+    op = node.op
+    attrs = node.attrs.as_dict()
+    if op == "const":
+        return (backend.from_numpy(attrs["value"]),)
+    if op in ("rand", "randn"):
+        return (backend.from_numpy(rng.draw(seed, node.id, point, attrs["shape"], attrs["dtype"], op == "randn")),)
+    if op == "source":
+        value = np.asarray(attrs["fn"](point_dict(node.domain, point)), dtype=attrs["dtype"])
+        return (backend.from_numpy(_check_shape(node, value, attrs["shape"])),)
+    if op == "merge":
+        return (inputs[0],)
+    if op == "sink":
+        attrs["fn"](point_dict(node.domain, point), inputs[0])
+        return ()
+    if op == "udf":
+        arrays = [backend.to_numpy(v) for v in inputs]
+        results = attrs["fn"](point_dict(node.domain, point), *arrays)
+        return tuple(backend.from_numpy(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
+    if op == "grad_accumulate":
+        return (accumulate_gradient(node, point, inputs, attrs, bounds, backend),)
+    try:
+        result = OPS[op].impl(backend.xp, *inputs, **attrs)
+    except TimeRLError:
+        raise
+    except Exception as error:  # a kernel failing is a shape mistake the rules could not see before running
+        raise ShapeError(f"{node.label()} failed at {point_dict(node.domain, point)}: {error}") from error
+    return (backend.cast(result, node.outputs[0].dtype),)
+
+
+def _check_shape(node: Node, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if tuple(value.shape) != tuple(shape):
+        if value.size == int(np.prod(shape)) and value.ndim <= 1 and len(shape) <= 1:
+            return value.reshape(shape)
+        raise ShapeError(f"{node.label()} returned shape {tuple(value.shape)}, declared {tuple(shape)}")
+    return value
+
+
+def accumulate_gradient(node: Node, point: tuple[int, ...], inputs: list[Any], attrs: dict,
+                        bounds: Mapping[Symbol, int], backend: Any) -> Any:
+    """Sum of gradient contributions read through inverted dependences (see `timerl.rt.autodiff`).
+
+    Each input is a list of (consumer point q, contribution at q); ``windows`` says, for a forward range
+    read, where this point sits inside the window read at q."""
+    total = backend.zeros(attrs["shape"], attrs["dtype"])
+    here = dict(zip(node.domain, point))
+    for contributions, window in zip(inputs, attrs["windows"]):
+        for q, value in contributions:
+            selected = value
+            for dim, start, step, consumer_domain in window:
+                begin = compile_function((start.substitute(bounds),), tuple(consumer_domain))(*q)[0]
+                selected = selected[(here[dim] - begin) // step]
+            total = total + selected
+    return backend.cast(total, attrs["dtype"])

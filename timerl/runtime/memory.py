@@ -1,0 +1,94 @@
+"""Tensor stores and the device memory pool (paper §7): every stored point accounted in bytes.
+
+A store keeps the outputs of one op, point by point. The pool counts the bytes of every point held on the
+device, tracks the peak, and refuses an allocation past ``device_memory``. With ``swap=True`` the pool makes
+room by offloading the least recently used points that the running op does not need to host memory, and
+fetches them back when they are read again.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable
+
+from timerl.errors import DeviceOutOfMemoryError
+
+Key = tuple[int, tuple[int, ...]]
+
+
+class MemoryPool:
+    def __init__(self, capacity: int | None, backend: Any, swap: bool) -> None:
+        self.capacity = capacity
+        self.backend = backend
+        self.swap = swap
+        self.device_bytes = 0
+        self.host_bytes = 0
+        self.peak_device_bytes = 0
+        self.peak_host_bytes = 0
+        self.bytes_offloaded = 0
+        self.bytes_fetched = 0
+        self.device: OrderedDict[Key, tuple[tuple[Any, ...], int]] = OrderedDict()  # least recently used first
+        self.host: dict[Key, tuple[tuple[Any, ...], int]] = {}
+
+    # ---- storing ------------------------------------------------------------------------------------------
+    def put(self, key: Key, values: tuple[Any, ...], describe: Callable[[], str], pinned: set[Key]) -> None:
+        size = sum(self.backend.nbytes(v) for v in values)
+        self._reserve(size, describe, pinned)
+        self.device[key] = (values, size)
+        self.device_bytes += size
+        self.peak_device_bytes = max(self.peak_device_bytes, self.device_bytes)
+
+    def get(self, key: Key, describe: Callable[[], str], pinned: set[Key]) -> tuple[Any, ...]:
+        entry = self.device.get(key)
+        if entry is not None:
+            self.device.move_to_end(key)
+            return entry[0]
+        values, size = self.host.pop(key)
+        self.host_bytes -= size
+        self._reserve(size, describe, pinned)
+        fetched = tuple(self.backend.to_device(v) for v in values)
+        self.bytes_fetched += size
+        self.device[key] = (fetched, size)
+        self.device_bytes += size
+        self.peak_device_bytes = max(self.peak_device_bytes, self.device_bytes)
+        return fetched
+
+    def has(self, key: Key) -> bool:
+        return key in self.device or key in self.host
+
+    def free(self, key: Key) -> None:
+        entry = self.device.pop(key, None)
+        if entry is not None:
+            self.device_bytes -= entry[1]
+            return
+        entry = self.host.pop(key, None)
+        if entry is not None:
+            self.host_bytes -= entry[1]
+
+    def live_points(self) -> int:
+        return len(self.device) + len(self.host)
+
+    # ---- making room ----------------------------------------------------------------------------------------
+    def _reserve(self, size: int, describe: Callable[[], str], pinned: set[Key]) -> None:
+        if self.capacity is None or self.device_bytes + size <= self.capacity:
+            return
+        if self.swap:
+            for key in list(self.device):
+                if self.device_bytes + size <= self.capacity:
+                    break
+                if key not in pinned:
+                    self._offload(key)
+        if self.device_bytes + size > self.capacity:
+            needed = self.device_bytes + size
+            raise DeviceOutOfMemoryError(
+                f"{describe()} needs {size} bytes with {self.device_bytes} bytes in use: the program needs at "
+                f"least {needed} bytes of device memory, device_memory is {self.capacity}"
+                + ("" if self.swap else " (swap=True may help)"))
+
+    def _offload(self, key: Key) -> None:
+        values, size = self.device.pop(key)
+        self.device_bytes -= size
+        self.host[key] = (tuple(self.backend.to_host(v) for v in values), size)
+        self.host_bytes += size
+        self.bytes_offloaded += size
+        self.peak_host_bytes = max(self.peak_host_bytes, self.host_bytes)

@@ -1,0 +1,114 @@
+"""The frozen loop program the executor runs: loops, conditionals, sequences and per-point instructions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from timerl.rt.symbolic import Cond, Expr, Symbol
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: Symbol
+    start: Expr
+    stop: Expr  # exclusive
+    step: int
+    body: "AstNode"
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Cond
+    then: "AstNode"
+    orelse: "AstNode | None" = None
+
+
+@dataclass(frozen=True)
+class Sequence:
+    body: tuple["AstNode", ...]
+
+
+@dataclass(frozen=True)
+class Execute:
+    """Run node ``node`` at ``point`` (one expression per dimension of its domain)."""
+
+    node: int
+    point: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Deallocate:
+    """Free the outputs of ``node`` at ``point``: its last reader has run."""
+
+    node: int
+    point: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Offload:
+    """Move the outputs of ``node`` at ``point`` from device to host memory."""
+
+    node: int
+    point: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """Move the outputs of ``node`` at ``point`` back from host to device memory."""
+
+    node: int
+    point: tuple[Expr, ...]
+
+
+AstNode = Union[Loop, If, Sequence, Execute, Deallocate, Offload, Fetch]
+
+
+class Schedule:
+    """The AST of a compiled program with the graph it refers to; ``str()`` prints the loop program."""
+
+    def __init__(self, root: AstNode, labels: dict[int, str]) -> None:
+        self.root = root
+        self.labels = labels
+
+    def __str__(self) -> str:
+        lines: list[str] = []
+        self._render(self.root, 0, lines)
+        return "\n".join(lines)
+
+    def _render(self, node: AstNode, depth: int, lines: list[str]) -> None:
+        pad = "  " * depth
+        if isinstance(node, Sequence):
+            for child in node.body:
+                self._render(child, depth, lines)
+        elif isinstance(node, Loop):
+            step = f" step {node.step}" if node.step != 1 else ""
+            lines.append(f"{pad}for {node.var} in {node.start} .. {node.stop}{step}:")
+            self._render(node.body, depth + 1, lines)
+        elif isinstance(node, If):
+            lines.append(f"{pad}if {node.cond}:")
+            self._render(node.then, depth + 1, lines)
+            if node.orelse is not None:
+                lines.append(f"{pad}else:")
+                self._render(node.orelse, depth + 1, lines)
+        else:
+            verb = {Execute: "", Deallocate: "free ", Offload: "offload ", Fetch: "fetch "}[type(node)]
+            point = ", ".join(str(e) for e in node.point)
+            lines.append(f"{pad}{verb}{self.labels[node.node]}[{point}]")
+
+    def count(self, kind: type) -> int:
+        total = 0
+        stack: list[AstNode] = [self.root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, kind):
+                total += 1
+            if isinstance(node, Sequence):
+                stack.extend(node.body)
+            elif isinstance(node, Loop):
+                stack.append(node.body)
+            elif isinstance(node, If):
+                stack.append(node.then)
+                if node.orelse is not None:
+                    stack.append(node.orelse)
+        return total

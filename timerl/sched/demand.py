@@ -1,0 +1,135 @@
+"""Which points of each op run: demand from sinks and merges, checked against definition domains.
+
+Demand flows from consumers to producers through the read relations. Sinks and merges are roots (they run
+on their whole definition domain), so every dependence cycle, which always passes through a merge, is cut
+where demand would flow *into* a merge. Masked gradient reads only demand points where the masking op is
+*evaluable* (see docs/DESIGN.md). A demanded read outside a producer's definition domain is the compile-time
+`DomainError` of SPEC.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import islpy as isl
+
+from timerl.errors import DomainError, ScheduleError
+from timerl.pdg.graph import Graph, Node
+from timerl.rt.symbolic import Symbol, conjunction
+from timerl.sched.polyhedra import Polyhedra
+
+
+@dataclass
+class Demand:
+    polyhedra: Polyhedra
+    definition: dict[int, isl.Set]
+    demand: dict[int, isl.Set]
+    reads: dict[tuple[int, int], isl.Map]  # (consumer, slot) -> read relation restricted to what runs
+
+
+def _is_root(node: Node) -> bool:
+    return node.op in ("sink", "merge")
+
+
+def analyze(graph: Graph, bounds: Mapping[Symbol, int]) -> Demand:
+    poly = Polyhedra(graph, bounds)
+    definition = {n.id: poly.definition(n) for n in graph.nodes}
+    relation = {(n.id, k): poly.read_relation(n, e) for n in graph.nodes for k, e in enumerate(n.inputs)}
+    evaluable: dict[int, isl.Set] = {}
+
+    def evaluable_set(node_id: int) -> isl.Set:
+        if node_id in evaluable:
+            return evaluable[node_id]
+        node = graph.nodes[node_id]
+        result = definition[node_id]
+        if node.op != "merge":
+            for slot, edge in enumerate(node.inputs):
+                if edge.masked_by is not None:
+                    continue
+                bad_targets = evaluable_set(edge.producer).complement()
+                bad = relation[(node_id, slot)].intersect_range(bad_targets).domain()
+                result = result.subtract(bad)
+        evaluable[node_id] = result
+        return result
+
+    demand: dict[int, isl.Set] = {}
+    for node_id in _consumers_first(graph):
+        node = graph.nodes[node_id]
+        if _is_root(node):
+            demand[node_id] = definition[node_id]
+        else:
+            demand.setdefault(node_id, isl.Set.empty(definition[node_id].get_space()))
+        here = demand[node_id]
+        for slot, edge in enumerate(node.inputs):
+            read = relation[(node_id, slot)].intersect_domain(here)
+            if edge.masked_by is not None:
+                read = read.intersect_range(_as_space(evaluable_set(edge.masked_by), edge.producer, poly))
+            producer = graph.nodes[edge.producer]
+            wanted = read.range()
+            outside = wanted.subtract(definition[edge.producer])
+            if not outside.is_empty():
+                raise _domain_error(node, producer, outside, read)
+            relation[(node_id, slot)] = read
+            if not _is_root(producer):
+                demand[edge.producer] = demand.get(edge.producer, isl.Set.empty(wanted.get_space())).union(wanted)
+    for node in graph.nodes:
+        if node.op == "merge":
+            _check_branches(poly, node)
+    return Demand(poly, definition, {k: v.coalesce() for k, v in demand.items()}, relation)
+
+
+def _as_space(evaluable: isl.Set, producer_id: int, poly: Polyhedra) -> isl.Set:
+    """The evaluable set of the masking op, renamed to the producer's tuple (they share dimensions)."""
+    producer = poly.graph.nodes[producer_id]
+    return evaluable.set_tuple_name(f"S{producer.id}")
+
+
+def _consumers_first(graph: Graph) -> list[int]:
+    """A topological order with every consumer before its producers, ignoring edges into merges."""
+    pending = {n.id: 0 for n in graph.nodes}
+    producers_of: dict[int, list[int]] = {n.id: [] for n in graph.nodes}
+    for node in graph.nodes:
+        for edge in node.inputs:
+            if graph.nodes[edge.producer].op == "merge":
+                continue
+            pending[edge.producer] += 1
+            producers_of[node.id].append(edge.producer)
+    ready = [n for n, count in pending.items() if count == 0]
+    order = []
+    while ready:
+        node_id = ready.pop()
+        order.append(node_id)
+        for producer in producers_of[node_id]:
+            pending[producer] -= 1
+            if pending[producer] == 0:
+                ready.append(producer)
+    if len(order) != len(graph.nodes):
+        stuck = [graph.nodes[n].label() for n, count in pending.items() if count > 0]
+        raise ScheduleError("dependence cycle that passes through no placeholder: " + "; ".join(stuck[:4]))
+    return order
+
+
+def _domain_error(consumer: Node, producer: Node, outside: isl.Set, read: isl.Map) -> DomainError:
+    point = outside.sample_point()
+    coords = [point.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(producer.domain))]
+    where = ", ".join(f"{d.name}={c}" for d, c in zip(producer.domain, coords))
+    readers = read.intersect_range(isl.Set.from_point(point)).domain().sample_point()
+    at = [readers.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(consumer.domain))]
+    by = ", ".join(f"{d.name}={c}" for d, c in zip(consumer.domain, at))
+    what = "no branch defines that point" if producer.op == "merge" else "outside its domain"
+    return DomainError(f"{consumer.label()} at ({by}) reads {producer.label()} at ({where}): {what}")
+
+
+def _check_branches(poly: Polyhedra, node: Node) -> None:
+    box = poly.definition(node)
+    conditions = [e.condition for e in node.inputs]
+    for first in range(len(conditions)):
+        for second in range(first + 1, len(conditions)):
+            both = conjunction(node.condition, conditions[first], conditions[second]).substitute(poly.bounds)
+            from timerl.sched.polyhedra import isl_cond
+
+            text = f"{{ {poly.tuple_of(node)} : {poly.box(node)} and {isl_cond(both, poly.names(node))} }}"
+            overlap = isl.Set(text).intersect(box)
+            if not overlap.is_empty():
+                raise DomainError(f"{node.label()}: branches {first} and {second} both define {overlap}")

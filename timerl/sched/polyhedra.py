@@ -1,0 +1,119 @@
+"""The PDG as isl objects: op domains as sets, edges as dependence relations (paper §6.1).
+
+Slices become ranges, ``min``/``max`` become isl's piecewise case splits, ``%`` and ``//`` isl's ``mod`` and
+``floor`` (isl introduces the existential variables). Bounds are known at compile time and substituted.
+Statement names: ``S<id>`` computes node ``id``; ``F<id>`` frees its outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import islpy as isl
+
+from timerl.errors import ScheduleError
+from timerl.pdg.graph import Edge, Graph, Node, Point, Range
+from timerl.rt.symbolic import (
+    Affine,
+    And,
+    BoolConst,
+    Compare,
+    Cond,
+    Expr,
+    FloorDiv,
+    Max,
+    Min,
+    Mod,
+    Not,
+    Or,
+    Symbol,
+)
+
+_ISL_COMPARE = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "=", "!=": "!="}
+
+
+def isl_expr(expr: Expr, names: Mapping[Symbol, str]) -> str:
+    if isinstance(expr, Symbol):
+        return names[expr]
+    if isinstance(expr, Affine):
+        parts = [f"{coef}*({isl_expr(atom, names)})" for atom, coef in expr.terms]
+        return "(" + " + ".join(parts + [str(expr.const)]) + ")"
+    if isinstance(expr, FloorDiv):
+        return f"floor(({isl_expr(expr.left, names)})/{isl_expr(expr.right, names)})"
+    if isinstance(expr, Mod):
+        return f"(({isl_expr(expr.left, names)}) mod {isl_expr(expr.right, names)})"
+    if isinstance(expr, Min):
+        return f"min({isl_expr(expr.left, names)}, {isl_expr(expr.right, names)})"
+    if isinstance(expr, Max):
+        return f"max({isl_expr(expr.left, names)}, {isl_expr(expr.right, names)})"
+    raise ScheduleError(f"the dependence expression {expr} is not affine (products of dimensions are not "
+                        "supported by the polyhedral scheduler)")
+
+
+def isl_cond(cond: Cond, names: Mapping[Symbol, str]) -> str:
+    if isinstance(cond, BoolConst):
+        return "1 = 1" if cond.value else "1 = 0"
+    if isinstance(cond, Compare):
+        return f"{isl_expr(cond.left, names)} {_ISL_COMPARE[cond.op]} {isl_expr(cond.right, names)}"
+    if isinstance(cond, And):
+        return "(" + " and ".join(isl_cond(p, names) for p in cond.parts) + ")"
+    if isinstance(cond, Or):
+        return "(" + " or ".join(isl_cond(p, names) for p in cond.parts) + ")"
+    if isinstance(cond, Not):
+        return f"not ({isl_cond(cond.part, names)})"
+    raise ScheduleError(f"cannot express the condition {cond} in isl")
+
+
+class Polyhedra:
+    """Domains and dependence relations of one graph at fixed bounds."""
+
+    def __init__(self, graph: Graph, bounds: Mapping[Symbol, int]) -> None:
+        self.graph = graph
+        self.bounds = dict(bounds)
+        self.ctx = isl.DEFAULT_CONTEXT
+
+    def names(self, node: Node, suffix: str = "") -> dict[Symbol, str]:
+        names = {d: f"{d.name}{suffix}" for d in node.domain}
+        return names
+
+    def tuple_of(self, node: Node, prefix: str = "S", suffix: str = "") -> str:
+        return f"{prefix}{node.id}[{', '.join(f'{d.name}{suffix}' for d in node.domain)}]"
+
+    def box(self, node: Node, suffix: str = "") -> str:
+        parts = [f"0 <= {d.name}{suffix} < {self.bounds[self.graph.bound_of(d)]}" for d in node.domain]
+        return " and ".join(parts) if parts else "1 = 1"
+
+    def definition(self, node: Node, prefix: str = "S") -> isl.Set:
+        """The definition domain: box ∩ condition (∩ branch union for merges)."""
+        cond = node.definition_condition().substitute(self.bounds)
+        text = f"{{ {self.tuple_of(node, prefix)} : {self.box(node)} and {isl_cond(cond, self.names(node))} }}"
+        return isl.Set(text)
+
+    def read_relation(self, consumer: Node, edge: Edge) -> isl.Map:
+        """{ S_consumer[q] -> S_producer[p] : the consumer at q reads p, when the edge's condition holds }."""
+        producer = self.graph.nodes[edge.producer]
+        q_names = self.names(consumer)
+        constraints = [self.box(consumer)]
+        condition = edge.condition.substitute(self.bounds)
+        constraints.append(isl_cond(condition, q_names))
+        for dim, item in zip(producer.domain, edge.index):
+            p = f"{dim.name}__p"
+            if isinstance(item, Point):
+                constraints.append(f"{p} = {isl_expr(item.expr.substitute(self.bounds), q_names)}")
+            else:
+                start = isl_expr(item.start.substitute(self.bounds), q_names)
+                stop = isl_expr(item.stop.substitute(self.bounds), q_names)
+                constraints.append(f"{start} <= {p} < {stop}")
+                if item.step != 1:
+                    constraints.append(f"({p} - {start}) mod {item.step} = 0")
+        source = self.tuple_of(consumer)
+        target = self.tuple_of(producer, suffix="__p")
+        return isl.Map(f"{{ {source} -> {target} : {' and '.join(constraints)} }}")
+
+    def universe(self, node: Node, prefix: str = "S") -> isl.Set:
+        return isl.Set(f"{{ {self.tuple_of(node, prefix)} }}")
+
+
+def rename_tuple(obj, prefix_from: str, prefix_to: str, node_id: int, dim_type):
+    return obj.set_tuple_name(dim_type, f"{prefix_to}{node_id}") if obj.get_tuple_name(dim_type) == \
+        f"{prefix_from}{node_id}" else obj

@@ -1,0 +1,219 @@
+"""PDG in, frozen loop AST out: the one door to isl (shared/STYLE.md, example 7).
+
+Every op that runs is a statement ``S<id>`` over its demanded points; every op whose outputs are stored gets
+a deallocation statement ``F<id>`` over the same points (paper §6.2), ordered after every reader of that
+point — the readers come from inverting the consumers' dependence relations, which in isl is swapping the
+two sides of the read relation. Validity constraints are the dependences; proximity constraints are the
+same relations, so isl keeps producers next to their consumers and frees memory soon after its last use.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+import islpy as isl
+
+from timerl.errors import ScheduleError
+from timerl.pdg.graph import Graph
+from timerl.rt.symbolic import (
+    FALSE,
+    TRUE,
+    Cond,
+    Expr,
+    Symbol,
+    compare,
+    conjunction,
+    const,
+    disjunction,
+    floordiv,
+    maximum,
+    minimum,
+    mod,
+    negation,
+)
+from timerl.sched import ast
+from timerl.sched.demand import Demand, analyze
+
+# Scheduling each weakly connected component whole (rather than SCC by SCC and then clustering) lets the
+# proximity constraints fuse producers with their consumers, e.g. a window read y[t:t+4] becomes one loop
+# that computes y[c], uses it for g[c-3] and frees it, instead of computing all of y first.
+isl.DEFAULT_CONTEXT.set_schedule_whole_component(1)
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    schedule: ast.Schedule
+    demand: Demand
+    statements: int
+    seconds: float
+
+
+def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], deallocate: bool = True) -> ScheduleResult:
+    started = time.perf_counter()
+    demand = analyze(graph, bounds)
+    domains: list[isl.Set] = []
+    dependences: list[isl.Map] = []
+    for node in graph.nodes:
+        runs = demand.demand.get(node.id)
+        if runs is None or runs.is_empty():
+            continue
+        domains.append(runs)
+        for slot in range(len(node.inputs)):
+            read = demand.reads[(node.id, slot)]
+            if not read.is_empty():
+                dependences.append(read.reverse())  # producer point before consumer point
+    if deallocate:
+        domains, dependences = _add_deallocations(graph, demand, domains, dependences)
+    if not domains:
+        return ScheduleResult(ast.Schedule(ast.Sequence(()), {}), demand, 0, time.perf_counter() - started)
+    domain = _union_set(domains)
+    validity = _union_map(dependences, domain)
+    constraints = isl.ScheduleConstraints.on_domain(domain).set_validity(validity).set_proximity(validity)
+    isl_schedule = constraints.compute_schedule()
+    if isl_schedule is None:
+        raise ScheduleError(_cycle_message(graph, validity))
+    build = isl.AstBuild.from_context(isl.Set("{ : }"))
+    tree = _convert(build.node_from_schedule(isl_schedule), {})
+    labels = {n.id: f"{n.op}{' ' + repr(n.name) if n.name else ''} %{n.id}" for n in graph.nodes}
+    return ScheduleResult(ast.Schedule(tree, labels), demand, len(domains), time.perf_counter() - started)
+
+
+def _add_deallocations(graph: Graph, demand: Demand, domains, dependences):
+    for node in graph.nodes:
+        runs = demand.demand.get(node.id)
+        if runs is None or runs.is_empty() or not node.outputs:
+            continue
+        frees = runs.set_tuple_name(f"F{node.id}")
+        domains.append(frees)
+        identity = isl.Map.identity(runs.get_space().map_from_set()).intersect_domain(runs)
+        dependences.append(identity.set_tuple_name(isl.dim_type.out, f"F{node.id}"))
+        for consumer, slot in graph.consumers(node.id):
+            read = demand.reads.get((consumer, slot))
+            if read is not None and not read.is_empty():
+                dependences.append(read.set_tuple_name(isl.dim_type.out, f"F{node.id}"))
+    return domains, dependences
+
+
+def _union_set(sets: list[isl.Set]) -> isl.UnionSet:
+    result = isl.UnionSet.from_set(sets[0])
+    for item in sets[1:]:
+        result = result.union(isl.UnionSet.from_set(item))
+    return result
+
+
+def _union_map(maps: list[isl.Map], domain: isl.UnionSet) -> isl.UnionMap:
+    result = isl.UnionMap.empty(domain.get_space())
+    for item in maps:
+        result = result.union(isl.UnionMap.from_map(item))
+    return result
+
+
+def _cycle_message(graph: Graph, validity: isl.UnionMap) -> str:
+    closure, _exact = validity.transitive_closure()
+    cyclic = closure.intersect(isl.UnionMap.from_domain_and_range(closure.domain(), closure.domain()))
+    names = []
+    for item in cyclic.get_map_list().to_list() if hasattr(cyclic, "get_map_list") else []:
+        source, target = item.get_tuple_name(isl.dim_type.in_), item.get_tuple_name(isl.dim_type.out)
+        if source == target and not item.intersect(isl.Map.identity(item.get_space())).is_empty():
+            node = graph.nodes[int(source[1:])]
+            names.append(node.label())
+    listed = "; ".join(dict.fromkeys(names)) or "(isl found no valid schedule)"
+    return f"no valid execution order: dependence cycle through {listed}"
+
+
+# ---- isl AST -> our AST ---------------------------------------------------------------------------------------
+
+
+def _convert(node: isl.AstNode, loop_vars: dict[str, Symbol]):
+    kind = node.get_type()
+    if kind == isl.ast_node_type.block:
+        children = node.block_get_children()
+        return ast.Sequence(tuple(_convert(children.get_at(k), loop_vars) for k in range(children.n_ast_node())))
+    if kind == isl.ast_node_type.for_:
+        name = node.for_get_iterator().get_id().get_name()
+        var = Symbol(name)
+        inner = dict(loop_vars, **{name: var})
+        start = _expr(node.for_get_init(), loop_vars)
+        stop = _stop(node.for_get_cond(), name, inner)
+        step = _expr(node.for_get_inc(), loop_vars).constant_value()
+        return ast.Loop(var, start, stop, int(step), _convert(node.for_get_body(), inner))
+    if kind == isl.ast_node_type.if_:
+        then = _convert(node.if_get_then_node(), loop_vars)
+        orelse = _convert(node.if_get_else_node(), loop_vars) if node.if_has_else_node() else None
+        return ast.If(_cond(node.if_get_cond(), loop_vars), then, orelse)
+    if kind == isl.ast_node_type.user:
+        call = node.user_get_expr()
+        name = call.get_op_arg(0).get_id().get_name()
+        point = tuple(_expr(call.get_op_arg(k), loop_vars) for k in range(1, call.get_op_n_arg()))
+        node_id = int(name[1:])
+        return ast.Execute(node_id, point) if name[0] == "S" else ast.Deallocate(node_id, point)
+    if kind == isl.ast_node_type.mark:
+        return _convert(node.mark_get_node(), loop_vars)
+    raise ScheduleError(f"unexpected isl AST node {kind}")
+
+
+def _stop(cond: isl.AstExpr, name: str, loop_vars) -> Expr:
+    """isl writes loop conditions as ``c <= e`` or ``c < e``; we keep an exclusive stop."""
+    op = cond.get_op_type()
+    left, right = cond.get_op_arg(0), cond.get_op_arg(1)
+    if left.get_type() == isl.ast_expr_type.id and left.get_id().get_name() == name:
+        bound = _expr(right, loop_vars)
+        if op == isl.ast_expr_op_type.le:
+            return bound + 1
+        if op == isl.ast_expr_op_type.lt:
+            return bound
+    raise ScheduleError(f"unexpected loop condition {cond.to_C_str()}")
+
+
+_ARITH = {
+    isl.ast_expr_op_type.add: lambda a, b: a + b,
+    isl.ast_expr_op_type.sub: lambda a, b: a - b,
+    isl.ast_expr_op_type.mul: lambda a, b: a * b,
+    isl.ast_expr_op_type.div: floordiv,
+    isl.ast_expr_op_type.fdiv_q: floordiv,
+    isl.ast_expr_op_type.pdiv_q: floordiv,
+    isl.ast_expr_op_type.pdiv_r: mod,
+    isl.ast_expr_op_type.zdiv_r: mod,
+}
+_COMPARE = {
+    isl.ast_expr_op_type.le: "<=", isl.ast_expr_op_type.lt: "<", isl.ast_expr_op_type.ge: ">=",
+    isl.ast_expr_op_type.gt: ">", isl.ast_expr_op_type.eq: "==",
+}
+
+
+def _expr(expr: isl.AstExpr, loop_vars) -> Expr:
+    kind = expr.get_type()
+    if kind == isl.ast_expr_type.int:
+        return const(expr.get_val().to_python())
+    if kind == isl.ast_expr_type.id:
+        return loop_vars[expr.get_id().get_name()]
+    op = expr.get_op_type()
+    args = [expr.get_op_arg(k) for k in range(expr.get_op_n_arg())]
+    if op == isl.ast_expr_op_type.minus:
+        return -_expr(args[0], loop_vars)
+    if op in (isl.ast_expr_op_type.min, isl.ast_expr_op_type.max):
+        combine = minimum if op == isl.ast_expr_op_type.min else maximum
+        result = _expr(args[0], loop_vars)
+        for arg in args[1:]:
+            result = combine(result, _expr(arg, loop_vars))
+        return result
+    if op in _ARITH:
+        return _ARITH[op](_expr(args[0], loop_vars), _expr(args[1], loop_vars))
+    raise ScheduleError(f"unsupported isl expression {expr.to_C_str()}")
+
+
+def _cond(expr: isl.AstExpr, loop_vars) -> Cond:
+    op = expr.get_op_type()
+    args = [expr.get_op_arg(k) for k in range(expr.get_op_n_arg())]
+    if op in _COMPARE:
+        return compare(_expr(args[0], loop_vars), _COMPARE[op], _expr(args[1], loop_vars))
+    if op in (isl.ast_expr_op_type.and_, isl.ast_expr_op_type.and_then):
+        return conjunction(*(_cond(a, loop_vars) for a in args))
+    if op in (isl.ast_expr_op_type.or_, isl.ast_expr_op_type.or_else):
+        return disjunction(*(_cond(a, loop_vars) for a in args))
+    raise ScheduleError(f"unsupported isl condition {expr.to_C_str()}")
+
+
+__all__ = ["schedule_graph", "ScheduleResult", "TRUE", "FALSE", "negation"]
