@@ -126,6 +126,8 @@ def _cat_shape(inputs, attrs):
     for tensor in inputs:
         if len(tensor.shape) != len(first):
             raise ShapeError("cat needs tensors of the same rank")
+        if not all(same_dim(a, b) for axis, (a, b) in enumerate(zip(tensor.shape, first)) if axis != dim):
+            raise ShapeError(f"cat along dimension {dim} of shapes {tuple(first)} and {tuple(tensor.shape)}")
         total = total + tensor.shape[dim]
     return [first[:dim] + (total,) + first[dim + 1:]]
 
@@ -142,8 +144,15 @@ def _cat_grad(F, ins, outs, g, a):
 
 register("cat", MOVEMENT, shape=_cat_shape, dtype=lambda ins, a: [promote(*(t.dtype for t in ins))],
          impl=lambda xp, *xs, dim: xp.concat(xs, axis=dim), grad=_cat_grad)
-register("stack", MOVEMENT,
-         shape=lambda ins, a: [ins[0].shape[:a["dim"]] + (len(ins),) + ins[0].shape[a["dim"]:]],
+def _stack_shape(inputs, attrs):
+    first = inputs[0].shape
+    for tensor in inputs:
+        if len(tensor.shape) != len(first) or not all(same_dim(a, b) for a, b in zip(tensor.shape, first)):
+            raise ShapeError(f"stack needs tensors of one shape, got {tuple(first)} and {tuple(tensor.shape)}")
+    return [first[:attrs["dim"]] + (len(inputs),) + first[attrs["dim"]:]]
+
+
+register("stack", MOVEMENT, shape=_stack_shape,
          dtype=lambda ins, a: [promote(*(t.dtype for t in ins))],
          impl=lambda xp, *xs, dim: xp.stack(xs, axis=dim),
          grad=lambda F, ins, outs, g, a: [F.spatial(g[0], (slice(None),) * a["dim"] + (k,)) for k in range(len(ins))])

@@ -54,6 +54,10 @@ def _mean_grad(F, ins, outs, g, a):
     count = 1
     for axis in a["dims"]:
         count = count * ins[0].shape[axis]
+    if not isinstance(count, int):  # a window of dynamic length: count its elements when it is read
+        one = F.constant(g[0].ctx, 1, g[0].dtype, domain=g[0].domain)
+        ones = F.expand(one, tuple(ins[0].shape[axis] for axis in a["dims"]))
+        return [F.expand(_kept(F, g[0], a), ins[0].shape) / F.sum(ones)]
     return [F.expand(_kept(F, g[0], a), ins[0].shape) / F.astype(F.scalar(count), g[0].dtype)]
 
 

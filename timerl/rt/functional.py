@@ -8,13 +8,28 @@ import numpy as np
 
 import timerl.ops  # noqa: F401  (registers every op)
 from timerl.errors import ShapeError, TimeRLError, user_location
-from timerl.ops.registry import OPS, is_float, normalize_axes, normalize_axis
+from timerl.ops import registry
+from timerl.ops.registry import OPS, is_float
 from timerl.pdg.graph import Attrs, Edge, Point, TensorType
 from timerl.rt.context import Context, current_context
 from timerl.rt.symbolic import Cond, Expr, Symbol
 from timerl.rt.tensor import RecurrentTensor, check_same_context
 
 RT = RecurrentTensor
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    try:
+        return registry.normalize_axis(axis, rank)
+    except ShapeError as error:
+        raise ShapeError(f"{user_location()}: {error}") from None
+
+
+def normalize_axes(axes: Any, rank: int) -> tuple[int, ...]:
+    try:
+        return registry.normalize_axes(axes, rank)
+    except ShapeError as error:
+        raise ShapeError(f"{user_location()}: {error}") from None
 
 
 def _scalar_dtype(value: Any, others: Sequence[RT]) -> str:
@@ -310,7 +325,7 @@ def transpose(x: RT, dim0: int = -2, dim1: int = -1) -> RT:
 
 
 def unsqueeze(x: RT, dim: int) -> RT:
-    dim = dim if dim >= 0 else dim + x.ndim + 1
+    dim = normalize_axis(dim, x.ndim + 1)
     return reshape(x, x.shape[:dim] + (1,) + x.shape[dim:])
 
 

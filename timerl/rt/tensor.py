@@ -61,8 +61,8 @@ class RecurrentTensor:
         return f"RecurrentTensor(domain=({dims}), shape=({shape}), dtype={self.dtype}, op={self.node.op})"
 
     def __bool__(self) -> bool:
-        raise TimeRLError("a recurrent tensor has no truth value while the program is being defined; "
-                          "use trl.where(...) or ctx.when(...)")
+        raise TimeRLError(f"{user_location()}: a recurrent tensor has no truth value while the program is being "
+                          "defined; use trl.where(...) or ctx.when(...)")
 
     def __len__(self) -> int:
         if not self.shape:

@@ -16,7 +16,7 @@ from timerl.ops.registry import OPS
 from timerl.pdg.graph import Node
 from timerl.runtime import rng
 from timerl.runtime.access import point_dict
-from timerl.rt.symbolic import Symbol, compile_function
+from timerl.rt.symbolic import Expr, Symbol, compile_function
 
 
 def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, bounds: Mapping[Symbol, int],
@@ -41,6 +41,9 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
         return tuple(backend.from_numpy(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
     if op == "grad_accumulate":
         return (accumulate_gradient(node, point, inputs, attrs, bounds, backend),)
+    if _has_symbols(attrs):
+        env = {**bounds, **dict(zip(node.domain, point))}
+        attrs = {name: _concrete(value, env) for name, value in attrs.items()}
     try:
         result = OPS[op].impl(backend.xp, *inputs, **attrs)
     except TimeRLError:
@@ -48,6 +51,30 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
     except Exception as error:  # a kernel failing is a shape mistake the rules could not see before running
         raise ShapeError(f"{node.label()} failed at {point_dict(node.domain, point)}: {error}") from error
     return (backend.cast(result, node.outputs[0].dtype),)
+
+
+def _has_symbols(value: Any) -> bool:
+    """Attributes with symbolic sizes, e.g. a gradient expanded back to a window of length ``T - t``."""
+    if isinstance(value, Expr):
+        return True
+    if isinstance(value, dict):
+        return any(_has_symbols(v) for v in value.values())
+    if isinstance(value, (tuple, list)):
+        return any(_has_symbols(v) for v in value)
+    if isinstance(value, slice):
+        return any(_has_symbols(v) for v in (value.start, value.stop, value.step))
+    return False
+
+
+def _concrete(value: Any, env: Mapping[Symbol, int]) -> Any:
+    """``value`` with every symbolic size evaluated at the point being computed."""
+    if isinstance(value, Expr):
+        return value.evaluate(env)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_concrete(v, env) for v in value)
+    if isinstance(value, slice):
+        return slice(*(_concrete(v, env) for v in (value.start, value.stop, value.step)))
+    return value
 
 
 def _check_shape(node: Node, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -25,8 +25,8 @@ Run = Callable[[list], None]
 
 
 class Executable:
-    def __init__(self, graph: Graph, bounds: Mapping[Symbol, int], backend: Any, schedule: ast.Schedule, seed: int,
-                 device_memory: int | None, swap: bool, compile_seconds: float) -> None:
+    def __init__(self, graph: Graph, bounds: Mapping[Symbol, int], backend: Any, schedule: ast.Schedule, groups,
+                 seed: int, device_memory: int | None, swap: bool, compile_seconds: float) -> None:
         self.graph = graph
         self.bounds = dict(bounds)
         self.backend = backend
@@ -39,6 +39,7 @@ class Executable:
             "compile_seconds": compile_seconds, "execute_seconds": 0.0,
         }
         self.readers = {n.id: [EdgeReader(e, n.domain, self.bounds) for e in n.inputs] for n in graph.nodes}
+        self.groups = {g.id: g for g in groups}
         self._program = _Interpreter(self).build(schedule.root, ())
 
     def execute(self) -> None:
@@ -142,16 +143,33 @@ class _Interpreter:
         return run
 
     def _execute(self, node: ast.Execute, scope) -> Run:
+        """Run a dataflow group's members at the point, then free what only the group itself read."""
         where = compile_function(node.point, scope)
-        op = self.nodes[node.node]
-        run_node = self.executable.run_node
-        return lambda counters: run_node(op, tuple(where(*counters)))
+        group = self.executable.groups[node.node]
+        members = [self.nodes[n] for n in group.members]
+        inside = group.freed_inside
+        executable = self.executable
+
+        def run(counters: list) -> None:
+            point = tuple(where(*counters))
+            for member in members:
+                executable.run_node(member, point)
+            for member_id in inside:
+                executable.pool.free((member_id, point))
+
+        return run
 
     def _deallocate(self, node: ast.Deallocate, scope) -> Run:
         where = compile_function(node.point, scope)
-        node_id = node.node
+        members = self.executable.groups[node.node].freed_later
         executable = self.executable
-        return lambda counters: executable.pool.free((node_id, tuple(where(*counters))))
+
+        def run(counters: list) -> None:
+            point = tuple(where(*counters))
+            for member_id in members:
+                executable.pool.free((member_id, point))
+
+        return run
 
     def _offload(self, node: ast.Offload, scope) -> Run:
         where = compile_function(node.point, scope)
@@ -168,5 +186,5 @@ def build_executable(graph: Graph, bounds: Mapping[Symbol, int], backend_name: s
                      device_memory: int | None, swap: bool, optimize: bool, started: float) -> Executable:
     backend = get_backend(backend_name)
     result = schedule_graph(graph, bounds)
-    return Executable(graph, bounds, backend, result.schedule, seed, device_memory, swap,
+    return Executable(graph, bounds, backend, result.schedule, result.groups, seed, device_memory, swap,
                       time.perf_counter() - started)

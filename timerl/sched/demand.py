@@ -76,7 +76,8 @@ def analyze(graph: Graph, bounds: Mapping[Symbol, int]) -> Demand:
     for node in graph.nodes:
         if node.op == "merge":
             _check_branches(poly, node)
-    return Demand(poly, definition, {k: v.coalesce() for k, v in demand.items()}, relation)
+    return Demand(poly, definition, {k: v.coalesce() for k, v in demand.items()},
+                  {k: v.coalesce() for k, v in relation.items()})
 
 
 def _as_space(evaluable: isl.Set, producer_id: int, poly: Polyhedra) -> isl.Set:

@@ -35,6 +35,8 @@ _ISL_COMPARE = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "=", "!=": "!=
 def isl_expr(expr: Expr, names: Mapping[Symbol, str]) -> str:
     if isinstance(expr, Symbol):
         return names[expr]
+    if expr.constant_value() is not None:
+        return str(expr.constant_value())
     if isinstance(expr, Affine):
         parts = [f"{coef}*({isl_expr(atom, names)})" for atom, coef in expr.terms]
         return "(" + " + ".join(parts + [str(expr.const)]) + ")"
@@ -64,6 +66,13 @@ def isl_cond(cond: Cond, names: Mapping[Symbol, str]) -> str:
     raise ScheduleError(f"cannot express the condition {cond} in isl")
 
 
+def parse(kind, text: str):
+    try:
+        return kind(text)
+    except isl.Error:
+        raise ScheduleError(f"internal error: isl could not parse {text}") from None
+
+
 class Polyhedra:
     """Domains and dependence relations of one graph at fixed bounds."""
 
@@ -87,7 +96,7 @@ class Polyhedra:
         """The definition domain: box ∩ condition (∩ branch union for merges)."""
         cond = node.definition_condition().substitute(self.bounds)
         text = f"{{ {self.tuple_of(node, prefix)} : {self.box(node)} and {isl_cond(cond, self.names(node))} }}"
-        return isl.Set(text)
+        return parse(isl.Set, text)
 
     def read_relation(self, consumer: Node, edge: Edge) -> isl.Map:
         """{ S_consumer[q] -> S_producer[p] : the consumer at q reads p, when the edge's condition holds }."""
@@ -108,7 +117,7 @@ class Polyhedra:
                     constraints.append(f"({p} - {start}) mod {item.step} = 0")
         source = self.tuple_of(consumer)
         target = self.tuple_of(producer, suffix="__p")
-        return isl.Map(f"{{ {source} -> {target} : {' and '.join(constraints)} }}")
+        return parse(isl.Map, f"{{ {source} -> {target} : {' and '.join(constraints)} }}")
 
     def universe(self, node: Node, prefix: str = "S") -> isl.Set:
         return isl.Set(f"{{ {self.tuple_of(node, prefix)} }}")

@@ -35,6 +35,7 @@ from timerl.rt.symbolic import (
 )
 from timerl.sched import ast
 from timerl.sched.demand import Demand, analyze
+from timerl.sched.group import Group, group_nodes, is_internal, rename_relation
 
 # Scheduling each weakly connected component whole (rather than SCC by SCC and then clustering) lets the
 # proximity constraints fuse producers with their consumers, e.g. a window read y[t:t+4] becomes one loop
@@ -46,54 +47,52 @@ isl.DEFAULT_CONTEXT.set_schedule_whole_component(1)
 class ScheduleResult:
     schedule: ast.Schedule
     demand: Demand
+    groups: list[Group]
     statements: int
     seconds: float
 
 
-def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], deallocate: bool = True) -> ScheduleResult:
+def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int]) -> ScheduleResult:
     started = time.perf_counter()
     demand = analyze(graph, bounds)
-    domains: list[isl.Set] = []
+    groups, group_of = group_nodes(graph, demand)
+    domains: list[isl.Set] = [g.domain for g in groups]
     dependences: list[isl.Map] = []
+    frees: dict[int, list[isl.Map]] = {g.id: [] for g in groups}
     for node in graph.nodes:
-        runs = demand.demand.get(node.id)
-        if runs is None or runs.is_empty():
+        if node.id not in group_of:
             continue
-        domains.append(runs)
-        for slot in range(len(node.inputs)):
+        for slot, edge in enumerate(node.inputs):
             read = demand.reads[(node.id, slot)]
-            if not read.is_empty():
-                dependences.append(read.reverse())  # producer point before consumer point
-    if deallocate:
-        domains, dependences = _add_deallocations(graph, demand, domains, dependences)
+            if read.is_empty() or edge.producer not in group_of:
+                continue
+            producer_group = group_of[edge.producer]
+            if is_internal(graph, edge, node, group_of):
+                continue
+            dependences.append(rename_relation(read, group_of).reverse())
+            frees[producer_group].append(rename_relation(read, group_of, prefix_out="F"))
+    for group in groups:
+        if group.freed_later:
+            domains.append(group.domain.set_tuple_name(f"F{group.id}"))
+            identity = isl.Map.identity(group.domain.get_space().map_from_set()).intersect_domain(group.domain)
+            dependences.append(identity.set_tuple_name(isl.dim_type.out, f"F{group.id}"))
+            dependences.extend(frees[group.id])
+    labels = {g.id: "+".join(graph.nodes[n].op for n in g.members) + f" G{g.id}" for g in groups}
     if not domains:
-        return ScheduleResult(ast.Schedule(ast.Sequence(()), {}), demand, 0, time.perf_counter() - started)
+        return ScheduleResult(ast.Schedule(ast.Sequence(()), labels), demand, groups, 0,
+                              time.perf_counter() - started)
     domain = _union_set(domains)
     validity = _union_map(dependences, domain)
     constraints = isl.ScheduleConstraints.on_domain(domain).set_validity(validity).set_proximity(validity)
-    isl_schedule = constraints.compute_schedule()
+    try:
+        isl_schedule = constraints.compute_schedule()
+    except isl.Error:
+        isl_schedule = None
     if isl_schedule is None:
-        raise ScheduleError(_cycle_message(graph, validity))
+        raise ScheduleError(_cycle_message(graph, groups, validity))
     build = isl.AstBuild.from_context(isl.Set("{ : }"))
     tree = _convert(build.node_from_schedule(isl_schedule), {})
-    labels = {n.id: f"{n.op}{' ' + repr(n.name) if n.name else ''} %{n.id}" for n in graph.nodes}
-    return ScheduleResult(ast.Schedule(tree, labels), demand, len(domains), time.perf_counter() - started)
-
-
-def _add_deallocations(graph: Graph, demand: Demand, domains, dependences):
-    for node in graph.nodes:
-        runs = demand.demand.get(node.id)
-        if runs is None or runs.is_empty() or not node.outputs:
-            continue
-        frees = runs.set_tuple_name(f"F{node.id}")
-        domains.append(frees)
-        identity = isl.Map.identity(runs.get_space().map_from_set()).intersect_domain(runs)
-        dependences.append(identity.set_tuple_name(isl.dim_type.out, f"F{node.id}"))
-        for consumer, slot in graph.consumers(node.id):
-            read = demand.reads.get((consumer, slot))
-            if read is not None and not read.is_empty():
-                dependences.append(read.set_tuple_name(isl.dim_type.out, f"F{node.id}"))
-    return domains, dependences
+    return ScheduleResult(ast.Schedule(tree, labels), demand, groups, len(domains), time.perf_counter() - started)
 
 
 def _union_set(sets: list[isl.Set]) -> isl.UnionSet:
@@ -110,17 +109,21 @@ def _union_map(maps: list[isl.Map], domain: isl.UnionSet) -> isl.UnionMap:
     return result
 
 
-def _cycle_message(graph: Graph, validity: isl.UnionMap) -> str:
+def _cycle_message(graph: Graph, groups: list[Group], validity: isl.UnionMap) -> str:
+    """Name the ops whose points depend on themselves through the transitive closure of the dependences."""
     closure, _exact = validity.transitive_closure()
-    cyclic = closure.intersect(isl.UnionMap.from_domain_and_range(closure.domain(), closure.domain()))
-    names = []
-    for item in cyclic.get_map_list().to_list() if hasattr(cyclic, "get_map_list") else []:
-        source, target = item.get_tuple_name(isl.dim_type.in_), item.get_tuple_name(isl.dim_type.out)
-        if source == target and not item.intersect(isl.Map.identity(item.get_space())).is_empty():
-            node = graph.nodes[int(source[1:])]
-            names.append(node.label())
-    listed = "; ".join(dict.fromkeys(names)) or "(isl found no valid schedule)"
-    return f"no valid execution order: dependence cycle through {listed}"
+    names: list[str] = []
+
+    def visit(relation: isl.Map) -> None:
+        source, target = relation.get_tuple_name(isl.dim_type.in_), relation.get_tuple_name(isl.dim_type.out)
+        if source == target and source.startswith("S"):
+            same_point = relation.intersect(isl.Map.identity(relation.get_space()))
+            if not same_point.is_empty():
+                names.extend(graph.nodes[n].label() for n in groups[int(source[1:])].members)
+
+    closure.foreach_map(visit)
+    listed = "; ".join(dict.fromkeys(names)) or "(isl found no valid order)"
+    return f"no valid execution order: a point depends on itself through {listed}"
 
 
 # ---- isl AST -> our AST ---------------------------------------------------------------------------------------

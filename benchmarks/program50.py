@@ -1,0 +1,57 @@
+"""A 3-dimension program of about 50 ops: the compile-time and execution-time yardstick of the scheduler."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import timerl as trl
+
+
+def build(sink_values: dict):
+    ctx = trl.Context(dims="b i t")
+    b, i, t = ctx.dims
+    B, I, T = ctx.bounds
+    with ctx:
+        w = trl.param(np.full((4, 4), 0.1, dtype=np.float32), domain=(i,))
+        x = trl.source(lambda p: np.full(4, p["t"] + p["b"], np.float32), shape=(4,), domain=(b, i, t))
+        h = trl.placeholder((4,), domain=(b, i, t))
+        h[b, i, 0] = trl.zeros((4,))
+        h[b, i, t + 1] = (h[b, i, t] @ w[i] + x[b, i, t + 1]).tanh()
+        r = (h * h).sum(-1)
+        g = r[b, i, t:T].discounted_sum(0.9)
+        n = r[b, i, t:trl.min(t + 4, T)].mean(0)
+        past = r[b, i, trl.max(0, t - 3):t + 1].max(0)
+        noise = trl.rand((4,), domain=(b, i, t))
+        loss = ((g - n) * (g - n) + past * 0.1 + (noise * h).sum(-1)).mean()
+        batch = loss[0:B].sum(0)
+        total = batch[i, 0:T].sum(0)
+        w[i + 1] = w[i] - total * 0.01 * trl.ones((4, 4))
+        s = trl.placeholder((), domain=(b, i, t))
+        s[b, i, 0] = r[b, i, 0]
+        s[b, i, t + 1] = s[b, i, t] * 0.5 + r[b, i, t + 1]
+        c = trl.where(s > 1.0, s.exp().log(), s.sqrt().abs())
+        every = c[b, i, t % 2] + c[b, i, t // 2]
+        every.sink(lambda p, v: sink_values.__setitem__(("every",) + tuple(p.values()), float(v)))
+        total.sink(lambda p, v: sink_values.__setitem__(("total",) + tuple(p.values()), float(v)))
+        with ctx.when((i + 1) % 2 == 0):
+            w.sink(lambda p, v: sink_values.__setitem__(("w",) + tuple(p.values()), np.asarray(v).copy()))
+    return ctx
+
+
+def main() -> None:
+    import time
+
+    for backend in ("reference", "torch", "jax"):
+        values: dict = {}
+        ctx = build(values)
+        started = time.perf_counter()
+        exe = ctx.compile({"B": 2, "I": 3, "T": 12}, backend=backend)
+        compiled = time.perf_counter() - started
+        exe.execute()
+        print(f"{backend:9s} ops={len(ctx.nodes)} compile={compiled:.2f}s execute={exe.stats['execute_seconds']:.2f}s "
+              f"peak={exe.stats['peak_device_bytes']}B total[2]={values[('total', 2)]:.6f}")
+    print(exe.schedule)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,450 @@
+"""Symbolic backpropagation (paper §5.1): gradients of recurrent tensors, built as more recurrent tensors.
+
+``y.backward()`` differentiates "the sum of every element of ``y`` at every point where it is evaluable".
+Every forward node that both carries a dependence on a ``requires_grad`` tensor and feeds ``y`` gets a
+gradient node over its own domain: a ``grad_accumulate`` whose inputs are the contributions of its
+consumers. For a consumer ``c`` reading ``x`` through the index ``f`` (written in ``c``'s dimensions), the
+contribution is ``V = vjp_c(grad_c)`` (the op's registered ``grad`` rule, an RT over ``c``'s domain) read
+through the *inverse* of ``f`` (see `invert_read`), masked by ``c``: points of ``c`` that cannot be
+evaluated contribute nothing. Gradient nodes are created for every relevant node before any contribution
+is added, so recurrences (a merge reading itself at an earlier point) give gradients that are recurrences
+running the other way, through finite graphs.
+
+A merge's chain rule is a merge with the same branch conditions: branch ``k`` of ``c`` passes on
+``grad_c`` where its condition holds and zeros elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from timerl.errors import ShapeError, TimeRLError, user_location
+from timerl.ops.registry import OPS, Unsupported, is_float, same_dim
+from timerl.pdg.graph import Attrs, Edge, IndexItem, Point, Range, TensorType
+from timerl.rt import functional as F
+from timerl.rt.context import Context, NodeDraft
+from timerl.rt.symbolic import (
+    FALSE, TRUE, Affine, And, Compare, Cond, Expr, FloorDiv, Max, Min, Mod, Symbol, affine_coefficient, as_expr, compare,
+    conjunction, maximum, minimum, negation,
+)
+from timerl.rt.tensor import RecurrentTensor
+
+RT = RecurrentTensor
+
+
+@dataclass
+class BackwardPass:
+    """One ``backward()`` call: the gradient node of every forward node it reaches, by forward node id."""
+
+    objective: int
+    grads: dict[int, NodeDraft]
+
+
+# ---- the user API ------------------------------------------------------------------------------------------
+
+
+def backward(y: RT) -> None:
+    ctx = y.ctx
+    location = user_location()
+    if not is_float(y.dtype):
+        raise TimeRLError(f"{location}: backward() needs a floating-point tensor, got {y.dtype}")
+    with _recording(ctx):
+        if not y.is_plain():
+            y = F.apply("identity", y)
+        relevant = _relevant(ctx, y.node)
+        if y.node.id not in relevant:
+            raise TimeRLError(f"{location}: backward() of a tensor that depends on no tensor with "
+                              "requires_grad=True (through non-detached operations)")
+        grads = {node_id: _gradient_node(ctx, ctx.nodes[node_id]) for node_id in sorted(relevant)}
+        _seed(ctx, y, grads[y.node.id])
+        for node_id in sorted(relevant, reverse=True):
+            _contribute(ctx, ctx.nodes[node_id], grads, relevant)
+    ctx.objectives.append(BackwardPass(y.node.id, grads))
+
+
+def gradient_of(x: RT) -> RT:
+    """``x.grad``: the sum over every ``backward()`` so far, read through ``x``'s own view."""
+    ctx = x.ctx
+    passes = [p for p in ctx.objectives if isinstance(p, BackwardPass)]
+    if not passes:
+        raise TimeRLError(f"{user_location()}: x.grad is defined by y.backward(); call it first")
+    nodes = [p.grads[x.node.id] for p in passes if x.node.id in p.grads]
+    with _recording(ctx):
+        if not nodes:
+            produced = x.node.outputs[x.output]
+            total = F.constant(ctx, np.zeros(_static(produced.shape, x.node)), produced.dtype, x.node.domain)
+        else:
+            total = RT.of(ctx, nodes[0])
+            for node in nodes[1:]:
+                total = F.apply("add", total, RT.of(ctx, node))
+    return RT(ctx, total.node, 0, x.index)
+
+
+@contextlib.contextmanager
+def _recording(ctx: Context) -> Iterator[None]:
+    """Gradient nodes belong to no `when` block: they must exist wherever the forward points they serve do."""
+    saved, ctx._when = ctx._when, []
+    try:
+        with ctx:
+            yield
+    finally:
+        ctx._when = saved
+
+
+# ---- which nodes get a gradient ----------------------------------------------------------------------------
+
+
+def _relevant(ctx: Context, root: NodeDraft) -> set[int]:
+    """Nodes that feed ``root`` and depend, through differentiable reads, on a ``requires_grad`` tensor."""
+    ancestors: set[int] = set()
+    stack = [root.id]
+    while stack:
+        node_id = stack.pop()
+        if node_id not in ancestors:
+            ancestors.add(node_id)
+            stack.extend(e.producer for e in ctx.nodes[node_id].inputs)
+    consumers: dict[int, list[int]] = {}
+    for node_id in ancestors:
+        for edge in ctx.nodes[node_id].inputs:
+            consumers.setdefault(edge.producer, []).append(node_id)
+    carrying: set[int] = set()
+    work = [n for n in ancestors if ctx.nodes[n].requires_grad and _differentiable_output(ctx.nodes[n])]
+    while work:
+        node_id = work.pop()
+        if node_id in carrying:
+            continue
+        carrying.add(node_id)
+        for consumer_id in consumers.get(node_id, ()):
+            consumer = ctx.nodes[consumer_id]
+            if consumer_id not in carrying and _passes_gradient(consumer):
+                work.append(consumer_id)
+    return carrying
+
+
+def _differentiable_output(node: NodeDraft) -> bool:
+    return len(node.outputs) == 1 and is_float(node.outputs[0].dtype)
+
+
+def _passes_gradient(node: NodeDraft) -> bool:
+    if node.op == "grad_accumulate":
+        raise TimeRLError(f"{node.location}: differentiating a gradient (second-order gradients) is not "
+                          "supported; detach() it first")
+    if not _differentiable_output(node):
+        return False
+    return node.op == "merge" or not isinstance(OPS[node.op].grad, Unsupported)
+
+
+# ---- building the gradient graph ---------------------------------------------------------------------------
+
+
+def _gradient_node(ctx: Context, node: NodeDraft) -> NodeDraft:
+    produced = node.outputs[0]
+    attrs = Attrs.of(shape=tuple(produced.shape), dtype=produced.dtype, windows=())
+    grad = ctx.add_node("grad_accumulate", attrs, node.domain, [], (TensorType(produced.shape, produced.dtype),),
+                        user_location(), condition=TRUE)
+    grad.gradient_of = node.id
+    return grad
+
+
+def _add_input(grad: NodeDraft, edge: Edge, window: tuple) -> None:
+    grad.inputs.append(edge)
+    attrs = grad.attrs.as_dict()
+    attrs["windows"] = attrs["windows"] + (window,)
+    grad.attrs = Attrs.of(**attrs)
+
+
+def _seed(ctx: Context, y: RT, grad: NodeDraft) -> None:
+    """d(sum of y)/dy = 1 at every point where y is evaluable."""
+    start = len(ctx.nodes)
+    ones = F.constant(ctx, np.ones(_static(y.shape, y.node)), y.dtype, domain=y.node.domain)
+    _add_input(grad, Edge(ones.node.id, 0, ones.index, TRUE, masked_by=y.node.id), ())
+    _mark(ctx, start, y.node.id)
+
+
+def _contribute(ctx: Context, consumer: NodeDraft, grads: dict[int, NodeDraft], relevant: set[int]) -> None:
+    """Add ``consumer``'s contribution to the gradient of each relevant node it reads."""
+    if not any(e.producer in relevant for e in consumer.inputs):
+        return
+    start = len(ctx.nodes)
+    grad_out = RT.of(ctx, grads[consumer.id])
+    if consumer.op == "merge":
+        vjps = [grad_out] * len(consumer.inputs)
+    else:
+        ins = [RT(ctx, ctx.nodes[e.producer], e.output, e.index) for e in consumer.inputs]
+        outs = [RT.of(ctx, consumer, k) for k in range(len(consumer.outputs))]
+        try:
+            vjps = list(OPS[consumer.op].grad(F, ins, outs, [grad_out], consumer.attrs))
+        except ShapeError as error:
+            raise ShapeError(f"{consumer.location}: the gradient of {consumer.op} failed: {error}") from None
+    for edge, vjp in zip(consumer.inputs, vjps):
+        if edge.producer in relevant and vjp is not None:
+            _accumulate(ctx, grads[edge.producer], consumer, edge, vjp)
+    _mark(ctx, start, consumer.id)
+
+
+def _mark(ctx: Context, start: int, forward_id: int) -> None:
+    for node in ctx.nodes[start:]:
+        if node.gradient_of is None:
+            node.gradient_of = forward_id
+
+
+def _accumulate(ctx: Context, grad: NodeDraft, consumer: NodeDraft, edge: Edge, vjp: RT) -> None:
+    producer = ctx.nodes[edge.producer]
+    produced = producer.outputs[edge.output]
+    lengths = tuple(item.length() for item in edge.index if isinstance(item, Range))
+    read_shape = lengths + tuple(produced.shape)
+    if len(vjp.shape) != len(read_shape) or not all(same_dim(a, b) for a, b in zip(vjp.shape, read_shape)):
+        raise ShapeError(f"{consumer.location}: the gradient rule of {consumer.op} gave shape "
+                         f"{tuple(vjp.shape)} for an input read with shape {read_shape}")
+    if vjp.dtype != produced.dtype:
+        vjp = F.astype(vjp, produced.dtype)
+    if edge.condition is not TRUE:
+        vjp = _only_where(ctx, edge.condition, vjp, consumer.domain)
+    vjp = _over_domain(ctx, vjp, consumer.domain)
+    window = tuple((dim, item.start, item.step, consumer.domain)
+                   for dim, item in zip(producer.domain, edge.index) if isinstance(item, Range))
+    ctx_bounds = {d: ctx.bound_of(d) for d in set(producer.domain) | set(consumer.domain)}
+    for condition, index in invert_read(edge, consumer, producer, ctx_bounds):
+        _add_input(grad, Edge(vjp.node.id, vjp.output, index, condition, masked_by=consumer.id), window)
+
+
+def _only_where(ctx: Context, condition: Cond, vjp: RT, domain: tuple[Symbol, ...]) -> RT:
+    """The chain rule of a merge branch: ``vjp`` where the branch condition holds, zeros elsewhere."""
+    if all(isinstance(d, int) for d in vjp.shape):
+        zero = F.constant(ctx, np.zeros(tuple(vjp.shape)), vjp.dtype)
+    else:
+        zero = F.apply("mul", vjp, 0.0)
+    node = ctx.add_node("merge", Attrs.of(shape=tuple(vjp.shape), dtype=vjp.dtype), domain,
+                        [Edge(vjp.node.id, vjp.output, vjp.index, condition),
+                         Edge(zero.node.id, zero.output, zero.index, negation(condition))],
+                        (TensorType(tuple(vjp.shape), vjp.dtype),), user_location(), condition=TRUE)
+    return RT.of(ctx, node)
+
+
+def _over_domain(ctx: Context, vjp: RT, domain: tuple[Symbol, ...]) -> RT:
+    """A plain view over exactly ``domain``: masked reads pick points of the consumer's domain."""
+    if vjp.is_plain() and tuple(vjp.node.domain) == tuple(domain):
+        return vjp
+    zero = F.constant(ctx, 0, vjp.dtype, domain=domain)
+    return F.apply("add", vjp, zero)
+
+
+def _static(shape, node: NodeDraft) -> tuple[int, ...]:
+    if not all(isinstance(d, int) for d in shape):
+        raise ShapeError(f"{node.location}: gradients of tensors with a dynamic shape {tuple(shape)} are not "
+                         "supported here")
+    return tuple(shape)
+
+
+# ---- inverting a read --------------------------------------------------------------------------------------
+#
+# A consumer c at point q reads x at f(q); the gradient of x at p sums over {q : p in f(q)}. Per dimension
+# of x (p is x's coordinate there, q the one consumer dimension its index mentions, Q its bound):
+#
+#   forward index at q                 consumer points q reading p        only where
+#   k  (no consumer dim)               (no constraint on q)                p == k
+#   a*q + k   (a = 1, -1, >1, <-1)     q = (p - k) / a                     a divides p - k
+#   min(q + k, B)                      q = p - k            | q in B-k:Q   p < B | p == B
+#   max(q + k, B)                      q = p - k            | q in 0:B-k+1 p > B | p == B
+#   (q + k) % m                        q in (p - k) % m : Q : m            p < m
+#   (q + k) // m                       q in m*p - k : m*p - k + m
+#   range a(q):b(q), a and b each a constant, q + k, min(q + k, B) or max(q + k, B) (nondecreasing in q):
+#                                      q in (least q with b(q) > p) : (greatest q with a(q) <= p) + 1
+#                                      e.g. t:T -> 0:p+1, 0:t+1 -> p:Q, t:min(t+n,T) -> p-n+1:p+1,
+#                                      max(0,t-3):t+1 -> p:p+4, 0:T -> 0:Q (with a <= p < b)
+#   a consumer dim no index mentions   q in 0:Q  (c over (i, t) reading w[i] sums over t)
+#   q == k in a merge branch condition q = k
+#
+# A "|" means two inputs of the accumulation, each with its own condition on p. Ranges are clipped to the
+# consumer's box; points outside it are never evaluable, so the mask drops them. A range read also gives a
+# window entry: the contribution at q is a stack over the range, and p sits at (p - a(q)) // step in it.
+
+
+Alternative = tuple[Cond, dict[Symbol, IndexItem]]
+
+
+def invert_read(edge: Edge, consumer: NodeDraft, producer: NodeDraft,
+                bounds: dict[Symbol, Symbol]) -> list[tuple[Cond, tuple[IndexItem, ...]]]:
+    """(condition on the producer's point p, index of consumer points q reading p) pairs covering f^-1(p)."""
+    alternatives: list[Alternative] = [(TRUE, {})]
+    for dim, item in zip(producer.domain, edge.index):
+        try:
+            pieces = _invert_item(item, dim, bounds)
+        except _NotInvertible as error:
+            read = ", ".join(str(i) for i in edge.index)
+            raise TimeRLError(f"{consumer.location}: cannot differentiate the read [{read}] of a tensor over "
+                              f"({', '.join(d.name for d in producer.domain)}): {error}") from None
+        alternatives = [_combine(a, b) for a in alternatives for b in pieces]
+    for dim, value in _pinned(edge.condition, consumer.domain):
+        alternatives = [(cond, {dim: Point(value), **index}) for cond, index in alternatives]
+    result = []
+    for condition, index in alternatives:
+        if condition is FALSE:
+            continue
+        items = tuple(_clip(index.get(q, Range(as_expr(0), bounds[q])), bounds[q]) for q in consumer.domain)
+        result.append((condition, items))
+    return result
+
+
+class _NotInvertible(Exception):
+    pass
+
+
+def _combine(left: Alternative, right: Alternative) -> Alternative:
+    condition = conjunction(left[0], right[0])
+    index = dict(left[1])
+    for dim, item in right[1].items():
+        if dim not in index:
+            index[dim] = item
+        elif isinstance(item, Point) and isinstance(index[dim], Point):
+            condition = conjunction(condition, compare(index[dim].expr, "==", item.expr))
+        else:
+            raise _NotInvertible(f"dimension {dim.name} is read through a range in two places")
+    return condition, index
+
+
+def _pinned(condition: Cond, domain: tuple[Symbol, ...]) -> list[tuple[Symbol, Expr]]:
+    """``q == k`` conjuncts of a branch condition: the branch only reads at that consumer point."""
+    parts = condition.parts if isinstance(condition, And) else (condition,)
+    pins = []
+    for part in parts:
+        if isinstance(part, Compare) and part.op == "==":
+            for dim, other in ((part.left, part.right), (part.right, part.left)):
+                if isinstance(dim, Symbol) and dim in domain and not _dims(other):
+                    pins.append((dim, other))
+                    break
+    return pins
+
+
+def _dims(expr: Expr) -> set[Symbol]:
+    return {s for s in expr.symbols() if not s.is_bound}
+
+
+def _invert_item(item: IndexItem, p: Symbol, bounds: dict[Symbol, Symbol]) -> list[Alternative]:
+    if isinstance(item, Range):
+        return _invert_range(item, p, bounds)
+    expr = item.expr
+    dims = _dims(expr)
+    if not dims:
+        return [(compare(p, "==", expr), {})]
+    if len(dims) > 1:
+        raise _NotInvertible(f"the index {expr} mixes several dimensions")
+    (q,) = dims
+    split = affine_coefficient(expr, q)
+    if split is not None:
+        coef, k = split
+        if coef == 1:
+            return [(TRUE, {q: Point(p - k)})]
+        if coef == -1:
+            return [(TRUE, {q: Point(k - p)})]
+        gap, size = (p - k, coef) if coef > 0 else (k - p, -coef)
+        return [(compare(gap % size, "==", 0), {q: Point(gap // size)})]
+    if isinstance(expr, (Min, Max)):
+        inner, limit = _shifted_and_limit(expr, q)
+        k = inner - q
+        if isinstance(expr, Min):
+            return [(compare(p, "<", limit), {q: Point(p - k)}),
+                    (compare(p, "==", limit), {q: Range(limit - k, bounds[q])})]
+        return [(compare(p, ">", limit), {q: Point(p - k)}),
+                (compare(p, "==", limit), {q: Range(as_expr(0), limit - k + 1)})]
+    if isinstance(expr, (Mod, FloorDiv)) and expr.right.constant_value() is not None:
+        size = expr.right.constant_value()
+        k = _shift(expr.left, q)
+        if isinstance(expr, Mod):
+            first = p if k.constant_value() == 0 else (p - k) % size
+            return [(compare(p, "<", size), {q: Range(first, bounds[q], size)})]
+        return [(TRUE, {q: Range(p * size - k, p * size - k + size)})]
+    raise _NotInvertible(f"the index {expr} is not one of the invertible forms (see timerl/rt/autodiff.py)")
+
+
+def _shift(expr: Expr, q: Symbol) -> Expr:
+    """``k`` for ``expr == q + k`` (``k`` free of dimensions); otherwise not invertible."""
+    split = affine_coefficient(expr, q)
+    if split is None or split[0] != 1 or _dims(split[1]):
+        raise _NotInvertible(f"{expr} is not {q.name} + constant")
+    return split[1]
+
+
+def _shifted_and_limit(expr: Min | Max, q: Symbol) -> tuple[Expr, Expr]:
+    """``(q + k, B)`` for ``min/max(q + k, B)`` in either order."""
+    for inner, limit in ((expr.left, expr.right), (expr.right, expr.left)):
+        if q in inner.symbols() and not _dims(limit):
+            _shift(inner, q)
+            return inner, limit
+    raise _NotInvertible(f"{expr} is not min/max({q.name} + constant, constant)")
+
+
+def _invert_range(item: Range, p: Symbol, bounds: dict[Symbol, Symbol]) -> list[Alternative]:
+    if item.step != 1:
+        raise _NotInvertible("strided range reads are not differentiable")
+    dims = _dims(item.start) | _dims(item.stop)
+    if not dims:
+        return [(conjunction(_at_least(p, item.start), _below(p, item.stop, bounds[p])), {})]
+    if len(dims) > 1:
+        raise _NotInvertible(f"the range {item} mixes several dimensions")
+    (q,) = dims
+    result = []
+    for low_condition, low in _first_reaching(item.stop, p, q, bounds[p]):
+        for high_condition, high in _last_starting(item.start, p, q, bounds[q]):
+            result.append((conjunction(low_condition, high_condition), {q: Range(low, high)}))
+    return result
+
+
+def _first_reaching(stop: Expr, p: Symbol, q: Symbol, bound: Symbol) -> list[tuple[Cond, Expr]]:
+    """Pieces of the least q with ``stop(q) > p``."""
+    zero = as_expr(0)
+    if q not in stop.symbols():
+        return [(_below(p, stop, bound), zero)]
+    if isinstance(stop, (Min, Max)):
+        inner, limit = _shifted_and_limit(stop, q)
+        first = p - (inner - q) + 1
+        if isinstance(stop, Min):
+            return [(_below(p, limit, bound), first)]
+        return [(compare(p, "<", limit), zero), (compare(p, ">=", limit), first)]
+    return [(TRUE, p - _shift(stop, q) + 1)]
+
+
+def _last_starting(start: Expr, p: Symbol, q: Symbol, bound: Symbol) -> list[tuple[Cond, Expr]]:
+    """Pieces of one past the greatest q with ``start(q) <= p``."""
+    if q not in start.symbols():
+        return [(_at_least(p, start), as_expr(bound))]
+    if isinstance(start, (Min, Max)):
+        inner, limit = _shifted_and_limit(start, q)
+        after = p - (inner - q) + 1
+        if isinstance(start, Max):
+            return [(_at_least(p, limit), after)]
+        return [(compare(p, ">=", limit), as_expr(bound)), (compare(p, "<", limit), after)]
+    return [(TRUE, p - _shift(start, q) + 1)]
+
+
+def _at_least(p: Symbol, value: Expr) -> Cond:
+    constant = as_expr(value).constant_value()
+    return TRUE if constant is not None and constant <= 0 else compare(p, ">=", value)
+
+
+def _below(p: Symbol, value: Expr, bound: Symbol) -> Cond:
+    return TRUE if as_expr(value).same(bound) else compare(p, "<", value)
+
+
+def _clip(item: IndexItem, bound: Symbol) -> IndexItem:
+    if isinstance(item, Point):
+        return item
+    start = item.start if _nonnegative(item.start) else maximum(item.start, 0)
+    stop = item.stop if item.stop.same(bound) or _at_most(item.stop, bound) else minimum(item.stop, bound)
+    return Range(start, stop, item.step)
+
+
+def _nonnegative(expr: Expr) -> bool:
+    if isinstance(expr, (Symbol, Mod)):
+        return True
+    if isinstance(expr, Affine):
+        return expr.const >= 0 and all(c >= 0 and isinstance(a, (Symbol, Mod)) for a, c in expr.terms)
+    return False
+
+
+def _at_most(expr: Expr, bound: Symbol) -> bool:
+    return isinstance(expr, Min) and (expr.left.same(bound) or expr.right.same(bound))

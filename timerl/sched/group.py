@@ -1,0 +1,143 @@
+"""Dataflow groups: the statements isl schedules (paper §5.4, "fusion" for the scheduler's sake).
+
+Ops that run on the same points and pass values only through identity edges (``x[b, i, t]`` read at
+``[b, i, t]``, no condition, no mask) behave as a dataflow graph at every point; scheduling them one by one
+only makes isl's integer programs larger (it was minutes for ~50 ops, and is a second as groups). A group
+runs its members in dataflow order at each point; values read only inside the group are freed right after
+it, values read by other groups are freed by the group's deallocation statement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from timerl.errors import ScheduleError
+from timerl.pdg.graph import Edge, Graph, Node, Point
+from timerl.sched.demand import Demand
+
+
+@dataclass(frozen=True)
+class Group:
+    id: int
+    members: tuple[int, ...]  # node ids in dataflow order
+    domain: isl.Set  # the points the members run at, named S<first member>
+    freed_inside: tuple[int, ...]  # members whose points are freed right after the group runs
+    freed_later: tuple[int, ...]  # members read by other groups: freed by the deallocation statement
+
+
+def _identity(edge: Edge, consumer: Node, producer: Node) -> bool:
+    return (edge.masked_by is None and edge.condition.key() == ("bool", True)
+            and consumer.domain == producer.domain
+            and all(isinstance(item, Point) and item.expr.same(dim) for item, dim in zip(edge.index, producer.domain)))
+
+
+def group_nodes(graph: Graph, demand: Demand) -> tuple[list[Group], dict[int, int]]:
+    """Greedy fusion along identity edges. Two groups merge only when every edge between them is an identity
+    edge and no path leads from one to the other through a third group (that path would become a cycle).
+    Paths are taken in the graph without the edges into merges, which is acyclic: every recurrence passes
+    through a placeholder."""
+    running = [n.id for n in graph.nodes if n.id in demand.demand and not demand.demand[n.id].is_empty()]
+    running_set = set(running)
+    parent = {n: n for n in running}
+
+    def find(node_id: int) -> int:
+        while parent[node_id] != node_id:
+            parent[node_id] = parent[parent[node_id]]
+            node_id = parent[node_id]
+        return node_id
+
+    edges = [(e.producer, n.id, _identity(e, n, graph.nodes[e.producer])) for n in graph.nodes
+             if n.id in running_set for e in n.inputs if e.producer in running_set]
+    acyclic = [(u, v) for u, v, _ in edges if graph.nodes[v].op != "merge"]
+
+    def mergeable(a: int, b: int) -> bool:
+        for u, v, identity in edges:
+            if {find(u), find(v)} == {a, b} and not identity:
+                return False
+        successors: dict[int, set[int]] = {}
+        for u, v in acyclic:
+            gu, gv = find(u), find(v)
+            if gu != gv:
+                successors.setdefault(gu, set()).add(gv)
+        for start, goal in ((a, b), (b, a)):
+            stack = [s for s in successors.get(start, ()) if s != goal]
+            seen = set(stack)
+            while stack:
+                current = stack.pop()
+                if current == goal:
+                    return False
+                for nxt in successors.get(current, ()):
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        stack.append(nxt)
+        return True
+
+    for producer, consumer, identity in edges:
+        if not identity:
+            continue
+        a, b = find(producer), find(consumer)
+        if a == b:
+            continue
+        same_points = demand.demand[consumer].set_tuple_name("X").is_equal(
+            demand.demand[producer].set_tuple_name("X"))
+        if same_points and mergeable(a, b):
+            parent[b] = a
+    members: dict[int, list[int]] = {}
+    for node_id in running:
+        members.setdefault(find(node_id), []).append(node_id)
+    groups: list[Group] = []
+    group_of: dict[int, int] = {}
+    for index, ids in enumerate(members.values()):
+        for node_id in ids:
+            group_of[node_id] = index
+    for index, ids in enumerate(members.values()):
+        ordered = _dataflow_order(graph, ids, group_of, index)
+        external = {u for u, v, identity in edges if group_of[u] == index and (group_of[v] != index or not identity)}
+        stored = [n for n in ordered if graph.nodes[n].outputs]
+        domain = demand.demand[ordered[0]].set_tuple_name(f"S{index}")
+        groups.append(Group(index, tuple(ordered), domain,
+                            tuple(n for n in stored if n not in external),
+                            tuple(n for n in stored if n in external)))
+    return groups, group_of
+
+
+def is_internal(graph: Graph, edge: Edge, consumer: Node, group_of: dict[int, int]) -> bool:
+    """An identity read inside one dataflow group: needs no dependence and no deallocation statement."""
+    return group_of.get(edge.producer) == group_of.get(consumer.id) and _identity(
+        edge, consumer, graph.nodes[edge.producer])
+
+
+def _dataflow_order(graph: Graph, ids: list[int], group_of: dict[int, int], index: int) -> list[int]:
+    inside = set(ids)
+    pending = {n: 0 for n in ids}
+    readers: dict[int, list[int]] = {n: [] for n in ids}
+    for node_id in ids:
+        node = graph.nodes[node_id]
+        for edge in node.inputs:
+            if edge.producer in inside and _identity(edge, node, graph.nodes[edge.producer]):
+                pending[node_id] += 1
+                readers[edge.producer].append(node_id)
+    ready = sorted(n for n, count in pending.items() if count == 0)
+    order = []
+    while ready:
+        node_id = ready.pop(0)
+        order.append(node_id)
+        for reader in readers[node_id]:
+            pending[reader] -= 1
+            if pending[reader] == 0:
+                ready.append(reader)
+    if len(order) != len(ids):
+        stuck = [graph.nodes[n].label() for n, count in pending.items() if count > 0]
+        raise ScheduleError("no valid execution order: these ops need each other at the same point: "
+                            + "; ".join(stuck))
+    return order
+
+
+def rename_relation(relation: isl.Map, group_of: dict[int, int], prefix_in: str = "S", prefix_out: str = "S"):
+    """A read relation between nodes, renamed to the groups holding them."""
+    source = int(relation.get_tuple_name(isl.dim_type.in_)[1:])
+    target = int(relation.get_tuple_name(isl.dim_type.out)[1:])
+    relation = relation.set_tuple_name(isl.dim_type.in_, f"{prefix_in}{group_of[source]}")
+    return relation.set_tuple_name(isl.dim_type.out, f"{prefix_out}{group_of[target]}")
