@@ -1,5 +1,11 @@
-"""MMapGame (Wang et al., "Optimizing Memory Mapping Using Deep Reinforcement Learning") with its cost
-model, baselines, benchmark and plots. Importing the package registers `timerl/MMapGame-v0`."""
+"""MMapGame (Wang et al., "Optimizing Memory Mapping Using Deep Reinforcement Learning", arXiv:2305.07440)
+with its cost model, baselines, benchmark and plots. Importing the package registers `timerl/MMapGame-v0`.
+
+One job per file: costmodel (latency tables, benefits, supply, demand), instance (reading workloads),
+problem (the preprocessed, immutable instance), occupancy (the memory grid), transfer (Eq. 5 and 6),
+game (the MDP), mapping (results and their latency), check (an independent validator), observation and
+env (gymnasium), synthetic (generated programs), baselines/, bench, plot.
+"""
 
 import gymnasium
 

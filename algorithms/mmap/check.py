@@ -1,7 +1,8 @@
 """An independent checker of a finished mapping: every constraint of Appendix A, re-derived from the records.
 
 It shares no code with the game's planning, so a bug in the game shows up here as a named violation.
-Checked: rectangles in bounds and pairwise disjoint (reused allocations excepted), intervals inside live
+Checked: rectangles in bounds and pairwise disjoint (reused allocations and alias groups, which are one
+memory, excepted), intervals inside live
 ranges and around the target, NoCopy extending an earlier allocation of the same tensor, alias groups all
 in or all out at one offset (Eq. 4), copy intervals sharing at most one step (Eq. 6), and supply: replaying
 every copy in game order, nearest-to-target first, never drives any step's supply below zero (Eq. 5).
@@ -39,8 +40,10 @@ def copy_interval(record: dict):
 
 
 def _check_rectangles(problem: Problem, fast: list[dict]) -> None:
+    """Bounds and disjointness; buffers of one alias group are one memory and may overlap each other."""
     granularity = problem.granularity
-    grid = np.zeros((problem.num_instructions, max(problem.num_columns, 1)), dtype=np.int32)
+    no_owner = -1
+    owner = np.full((problem.num_instructions, max(problem.num_columns, 1)), no_owner, dtype=np.int64)
     for r in fast:
         if r["offset"] % granularity:
             raise MappingError(f"buffer {r['index']}: offset {r['offset']} not a multiple of {granularity}")
@@ -48,13 +51,16 @@ def _check_rectangles(problem: Problem, fast: list[dict]) -> None:
         width = -(-r["size"] // granularity)
         if first < 0 or first + width > problem.num_columns:
             raise MappingError(f"buffer {r['index']}: [{r['offset']}, +{r['size']}) outside fast memory")
-        if r["reuses"] is None:
-            grid[r["start"]:r["end"] + 1, first:first + width] += 1
-    if grid.size and grid.max() > 1:
-        time, column = np.argwhere(grid > 1)[0]
-        owners = [r["index"] for r in fast if r["reuses"] is None and r["start"] <= time <= r["end"]
-                  and r["offset"] // granularity <= column < (r["offset"] + r["size"] + granularity - 1) // granularity]
-        raise MappingError(f"buffers {owners} overlap at time {time}, offset {column * granularity}")
+        if r["reuses"] is not None or width == 0:
+            continue
+        key = r["index"] + problem.num_buffers if r["alias_id"] is None else problem.alias_group[r["index"]]
+        cells = owner[r["start"]:r["end"] + 1, first:first + width]
+        clash = (cells != no_owner) & (cells != key)
+        if clash.any():
+            time, column = np.argwhere(clash)[0]
+            raise MappingError(f"buffer {r['index']} overlaps another allocation at time {r['start'] + time}, "
+                               f"offset {(first + column) * granularity}")
+        cells[...] = key
 
 
 def _check_intervals(problem: Problem, records: list[dict]) -> None:

@@ -24,21 +24,23 @@ from algorithms.mmap.problem import DEFAULT_FAST_MEMORY_FRACTION, DEFAULT_MAX_CO
 class MMapGameEnv(gym.Env):
     metadata = {"render_modes": []}
 
-    def __init__(self, workload, drop_backup: bool = False, hardware: HardwareSpec = HardwareSpec(),
-                 fast_memory_fraction: float = DEFAULT_FAST_MEMORY_FRACTION, fast_memory_bytes: int | None = None,
-                 max_columns: int = DEFAULT_MAX_COLUMNS):
-        """`workload`: a workload name, a workload object, a schema dict, or an already built Problem."""
+    def __init__(self, workload, drop_backup: bool = False, backup_point: str = "clean",
+                 hardware: HardwareSpec = HardwareSpec(), fast_memory_fraction: float = DEFAULT_FAST_MEMORY_FRACTION,
+                 fast_memory_bytes: int | None = None, max_columns: int = DEFAULT_MAX_COLUMNS):
+        """`workload`: a workload name, a workload object, a schema dict, or an already built Problem.
+        `drop_backup` and `backup_point` are MMapGame's; the other arguments are `build_problem`'s."""
         self.problem = workload if isinstance(workload, Problem) else build_problem(
             workload, hardware, fast_memory_fraction, fast_memory_bytes, max_columns)
         self.drop_backup = drop_backup
+        self.backup_point = backup_point
         self.encoder = ObservationEncoder(self.problem)
         self.observation_space = observation_space()
         self.action_space = spaces.Discrete(3)
-        self.game = MMapGame(self.problem, drop_backup)
+        self.game = MMapGame(self.problem, drop_backup, backup_point)
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
-        self.game = MMapGame(self.problem, self.drop_backup)
+        self.game = MMapGame(self.problem, self.drop_backup, self.backup_point)
         return self.encoder.encode(self.game), self._info()
 
     def step(self, action):

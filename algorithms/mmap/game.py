@@ -28,12 +28,21 @@ Choices where the paper is vague:
   move, as in the paper's rules).
 - Alias groups (Eq. 4): the group's first decided buffer fixes the group. Drop makes every later member
   drop; Copy/NoCopy fixes the group offset, and every later member must be placed at exactly that offset.
-  A member that cannot be is an infeasible state.
+  A member that cannot be is an infeasible state. Aliased buffers *are* the same memory (an in-place
+  update writes its output over its operand at the same time step), so the cells a group already holds
+  count as free for its own later members: only the times not yet covered by the group are checked and
+  marked (`Placement.segments`).
 - Infeasible state (no legal action): without Drop-backup the game ends and the move's reward brings the
   return to zero (reward = -(return before the move)). With Drop-backup (§4.3.2) the game rewinds to the
   latest state in which no alias group was open (in fast memory with members still to come), forces the
   alias group of the buffer that had no legal action to Drop, and goes on; the move's reward is the
   change of return caused by the rewind. The rewind is an undo journal kept since that state.
+  `backup_point="group"` is a cheaper variant for agents whose moves depend only on the game state (greedy
+  policies, ES decoding): it rewinds only to the state just before the offending group's first placed
+  member. Everything between the paper's backup and that state does not involve the group, so such an
+  agent would replay exactly those moves; the variant skips the replay. It still terminates: every rewind
+  drops one more group for good. (On the parsed workloads, where donated parameters keep alias groups
+  open for almost the whole program, the paper's rewind replays most of the game every time.)
 - An illegal action raises IllegalActionError; the gymnasium wrapper turns it into a lost game.
 """
 
@@ -72,12 +81,19 @@ class Placement(NamedTuple):
     copy_last: int
     reuses: int
     """Buffer whose allocation is reused (no new space), -1 for a new allocation."""
+    segments: tuple
+    """The (start, end) time ranges this placement newly marks in the grid: all of [start, end], less what
+    the buffer's alias group already holds, and nothing for a reuse."""
 
 
 class MMapGame:
-    def __init__(self, problem: Problem, drop_backup: bool = False):
+    def __init__(self, problem: Problem, drop_backup: bool = False, backup_point: str = "clean"):
+        """`backup_point`: "clean" (the paper's: latest state with no open alias group) or "group"."""
+        if backup_point not in ("clean", "group"):
+            raise ValueError(f"backup_point must be 'clean' or 'group', not {backup_point!r}")
         self.problem = problem
         self.drop_backup = drop_backup
+        self.backup_point = backup_point
         buffers, tensors, groups = problem.num_buffers, problem.num_tensors, len(problem.group_last_buffer)
         self.position = 0
         self.occupancy = Occupancy(problem.num_instructions, problem.num_columns)
@@ -89,6 +105,8 @@ class MMapGame:
         self.tensor_latest_buffer = [-1] * tensors
         self.group_state = [GROUP_UNDECIDED] * groups
         self.group_column = [-1] * groups
+        self.group_intervals = [()] * groups
+        self.group_opened_at = [-1] * groups
         self.open_groups = 0
         self.instruction_mask = [0] * problem.num_instructions
         self.total_reward = 0.0
@@ -118,7 +136,7 @@ class MMapGame:
         twin.supply = self.supply.copy()
         twin.copy_edges = self.copy_edges.copy()
         for name in ("decision", "placement", "tensor_latest_end", "tensor_latest_buffer", "group_state",
-                     "group_column", "instruction_mask", "journal"):
+                     "group_column", "group_intervals", "group_opened_at", "instruction_mask", "journal"):
             setattr(twin, name, list(getattr(self, name)))
         return twin
 
@@ -167,7 +185,8 @@ class MMapGame:
         instruction = problem.target[buffer]
         entry = (buffer, self.open_groups, self.total_reward, self.instruction_mask[instruction],
                  self.tensor_latest_end[tensor], self.tensor_latest_buffer[tensor],
-                 self.group_state[group] if group >= 0 else None, self.group_column[group] if group >= 0 else None)
+                 (self.group_state[group], self.group_column[group], self.group_intervals[group],
+                  self.group_opened_at[group]) if group >= 0 else None)
         self.decision[buffer] = action
         reward = 0.0
         overwritten_supply = None
@@ -180,8 +199,8 @@ class MMapGame:
             if slot >= 0:
                 self.instruction_mask[instruction] |= 1 << slot
             self.placement[buffer] = placement
-            if placement.reuses < 0:
-                self.occupancy.place(placement.start, placement.end, placement.column, problem.columns[buffer])
+            for start, end in placement.segments:
+                self.occupancy.place(start, end, placement.column, problem.columns[buffer])
             if action == COPY and placement.copy_first <= placement.copy_last:
                 overwritten_supply = transfer.consume(
                     self.supply, self.copy_edges, placement.copy_first, placement.copy_last,
@@ -190,9 +209,12 @@ class MMapGame:
                 self.tensor_latest_end[tensor] = placement.end
                 self.tensor_latest_buffer[tensor] = buffer
             if group >= 0:
+                if placement.reuses < 0:
+                    self.group_intervals[group] += ((placement.start, placement.end),)
                 if self.group_state[group] == GROUP_UNDECIDED:
                     self.group_state[group] = GROUP_FAST
                     self.group_column[group] = placement.column
+                    self.group_opened_at[group] = buffer
                     if problem.group_last_buffer[group] > buffer:
                         self.open_groups += 1
                 elif problem.group_last_buffer[group] == buffer:
@@ -213,19 +235,20 @@ class MMapGame:
 
     # ----------------------------------------------------------------------------------------- Drop-backup
     def _rewind_and_drop_group(self, group: int) -> None:
-        while self.journal:
+        stop = self.group_opened_at[group] if self.backup_point == "group" else -1
+        while self.journal and self.position > stop:
             self._undo(*self.journal.pop())
         self.group_state[group] = GROUP_DROPPED
         self.restores += 1
         self.candidates = self._plan(self.position)
 
     def _undo(self, entry, overwritten_supply) -> None:
-        buffer, open_groups, total_reward, mask, latest_end, latest_buffer, group_state, group_column = entry
+        buffer, open_groups, total_reward, mask, latest_end, latest_buffer, group_before = entry
         problem = self.problem
         placement = self.placement[buffer]
         if placement is not None:
-            if placement.reuses < 0:
-                self.occupancy.remove(placement.start, placement.end, placement.column, problem.columns[buffer])
+            for start, end in placement.segments:
+                self.occupancy.remove(start, end, placement.column, problem.columns[buffer])
             if overwritten_supply is not None:
                 transfer.restore(self.supply, self.copy_edges, placement.copy_first, placement.copy_last,
                                  overwritten_supply)
@@ -236,7 +259,8 @@ class MMapGame:
         self.instruction_mask[problem.target[buffer]] = mask
         self.tensor_latest_end[tensor], self.tensor_latest_buffer[tensor] = latest_end, latest_buffer
         if group >= 0:
-            self.group_state[group], self.group_column[group] = group_state, group_column
+            (self.group_state[group], self.group_column[group], self.group_intervals[group],
+             self.group_opened_at[group]) = group_before
         self.position = buffer
 
     # ------------------------------------------------------------------------------------ action placements
@@ -247,10 +271,10 @@ class MMapGame:
         if state == GROUP_DROPPED:
             return (None, None, True)
         required_column = self.group_column[group] if state == GROUP_FAST else -1
-        return (self._plan_copy(buffer, required_column), self._plan_no_copy(buffer, required_column),
+        return (self._plan_copy(buffer, group, required_column), self._plan_no_copy(buffer, group, required_column),
                 state != GROUP_FAST)
 
-    def _plan_copy(self, buffer: int, required_column: int):
+    def _plan_copy(self, buffer: int, group: int, required_column: int):
         problem = self.problem
         target, demand = problem.target[buffer], problem.demand[buffer]
         if problem.is_output[buffer]:
@@ -263,10 +287,9 @@ class MMapGame:
             if start is None:
                 return None
             end, copy_first, copy_last = target, start, target - 1
-        column = self._fit(buffer, start, end, required_column)
-        return None if column < 0 else Placement(start, end, column, copy_first, copy_last, -1)
+        return self._fit(buffer, group, required_column, start, end, copy_first, copy_last)
 
-    def _plan_no_copy(self, buffer: int, required_column: int):
+    def _plan_no_copy(self, buffer: int, group: int, required_column: int):
         problem = self.problem
         target = problem.target[buffer]
         if problem.is_output[buffer]:
@@ -280,13 +303,34 @@ class MMapGame:
                 column = self.placement[owner].column
                 if required_column >= 0 and column != required_column:
                     return None
-                return Placement(target, target, column, target + 1, target, owner)
+                return Placement(target, target, column, target + 1, target, owner, ())
             start, end = latest_end + 1, target
-        column = self._fit(buffer, start, end, required_column)
-        return None if column < 0 else Placement(start, end, column, target + 1, target, -1)
+        return self._fit(buffer, group, required_column, start, end, target + 1, target)
 
-    def _fit(self, buffer: int, start: int, end: int, required_column: int) -> int:
+    def _fit(self, buffer, group, required_column, start, end, copy_first, copy_last):
+        """A placement over [start, end] at the lowest free offset, or at the group's offset; None if none fits."""
         width = self.problem.columns[buffer]
         if required_column < 0:
-            return self.occupancy.lowest_free_offset(start, end, width)
-        return required_column if self.occupancy.is_free(start, end, required_column, width) else -1
+            column = self.occupancy.lowest_free_offset(start, end, width)
+            return None if column < 0 else Placement(start, end, column, copy_first, copy_last, -1, ((start, end),))
+        segments = uncovered(start, end, self.group_intervals[group])
+        for first, last in segments:
+            if not self.occupancy.is_free(first, last, required_column, width):
+                return None
+        return Placement(start, end, required_column, copy_first, copy_last, -1, segments)
+
+
+def uncovered(start: int, end: int, intervals: tuple) -> tuple:
+    """The parts of [start, end] outside every interval of `intervals` (inclusive bounds), in time order."""
+    parts, cursor = [], start
+    for first, last in sorted(intervals):
+        if last < cursor or first > end:
+            continue
+        if first > cursor:
+            parts.append((cursor, first - 1))
+        cursor = max(cursor, last + 1)
+        if cursor > end:
+            break
+    if cursor <= end:
+        parts.append((cursor, end))
+    return tuple(parts)

@@ -30,10 +30,24 @@ def as_instance(source) -> Instance:
     if isinstance(source, str):
         return load_named_instance(source)
     if isinstance(source, dict):
-        return Instance(source.get("name", "unnamed"), tuple(source["instructions"]), tuple(source["buffers"]))
-    if hasattr(source, "instructions") and hasattr(source, "buffers"):
-        return Instance(getattr(source, "name", "unnamed"), tuple(source.instructions), tuple(source.buffers))
-    raise TypeError(f"cannot read a memory-mapping instance from {type(source).__name__}")
+        name, instructions, buffers = source.get("name", "unnamed"), source["instructions"], source["buffers"]
+    elif hasattr(source, "instructions") and hasattr(source, "buffers"):
+        name, instructions, buffers = getattr(source, "name", "unnamed"), source.instructions, source.buffers
+    else:
+        raise TypeError(f"cannot read a memory-mapping instance from {type(source).__name__}")
+    return Instance(name, tuple(_record(i, INSTRUCTION_FIELDS) for i in instructions),
+                    tuple(_record(b, BUFFER_FIELDS) for b in buffers))
+
+
+INSTRUCTION_FIELDS = ("time", "name", "opcode", "flops", "operands", "outputs")
+BUFFER_FIELDS = ("index", "tensor_id", "alias_id", "size", "is_output", "target_time", "live_range")
+
+
+def _record(item, fields) -> dict:
+    """A schema dict from a dict or from a record object with those attributes (the workloads' dataclasses)."""
+    if isinstance(item, dict):
+        return item
+    return {field: getattr(item, field) for field in fields}
 
 
 def available_workload_names() -> list[str]:
@@ -46,6 +60,12 @@ def available_workload_names() -> list[str]:
 
 
 def load_named_instance(name: str) -> Instance:
+    """A parsed workload by name; `synthetic_SEED_INSTRUCTIONS` names a generated program instead."""
+    if name.startswith("synthetic_"):
+        from algorithms.mmap.synthetic import synthetic_instance
+
+        seed, instructions = (int(part) for part in name.split("_")[1:3])
+        return as_instance(synthetic_instance(seed, instructions))
     try:
         from algorithms.mmap.workloads import load_workload
     except ImportError:

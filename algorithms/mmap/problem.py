@@ -41,8 +41,10 @@ class InstanceError(ValueError):
     """The instance breaks the workload schema; the message names the offending buffer or instruction."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Problem:
+    """Compared by identity: it holds numpy arrays, and two builds of one instance are equal in content only."""
+
     name: str
     hardware: HardwareSpec
     num_instructions: int

@@ -16,8 +16,9 @@ The budget is ignored: the heuristic is a single pass.
 
 from __future__ import annotations
 
-from algorithms.mmap.baselines.result import Result, first_legal, result_of
-from algorithms.mmap.game import COPY, DROP, NO_COPY, MMapGame
+from algorithms.mmap.baselines.policies import first_legal
+from algorithms.mmap.baselines.result import Result, new_game, result_of
+from algorithms.mmap.game import COPY, DROP, NO_COPY
 from algorithms.mmap.occupancy import Occupancy
 from algorithms.mmap.problem import Problem
 
@@ -25,7 +26,7 @@ from algorithms.mmap.problem import Problem
 def heuristic_play(problem: Problem, seed: int = 0, budget: int | None = None) -> Result:
     planned = planned_units(problem)
     unit_of_tensor = tensor_units(problem)
-    game = MMapGame(problem, drop_backup=True)
+    game = new_game(problem)
     actions = []
     while not game.done:
         buffer = game.position

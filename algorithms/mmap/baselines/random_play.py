@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.mmap.baselines.result import Result, legal_list, result_of
-from algorithms.mmap.game import MMapGame
+from algorithms.mmap.baselines.policies import legal_list
+from algorithms.mmap.baselines.result import Result, new_game, result_of
 from algorithms.mmap.problem import Problem
 
 
@@ -15,7 +15,7 @@ def random_play(problem: Problem, seed: int = 0, budget: int | None = None) -> R
     budget = problem.num_buffers if budget is None else budget
     best, best_actions, moves_used = None, (), 0
     while best is None or moves_used < budget:
-        game = MMapGame(problem, drop_backup=True)
+        game = new_game(problem)
         actions = []
         while not game.done:
             legal = legal_list(game)

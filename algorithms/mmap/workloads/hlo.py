@@ -1,36 +1,50 @@
 """From XLA's optimized, scheduled HLO text to the buffers of an MMapGame.
 
-The text is what `jax.jit(f).lower(*args).compile(...).as_text()` prints. Four steps, one section each:
+The text is what `jax.jit(f).lower(*args).compile(...).as_text()` prints (XLA's dump printer abbreviates
+get-tuple-element as `x#i`; that form is refused). Four steps, one section each:
 
 1. `parse_module`: text -> frozen `HloModule` (computations, instructions in schedule order, shapes,
    attributes, the `input_output_alias` of the module header).
-2. `flatten`: the module-scoped instruction sequence that XLA's own `HloLiveRange` uses (and prints in the
-   `*-live-range.txt` dump): the entry sequence, where a `while` is preceded by its condition's sequence,
-   then its body's; a `call` or `conditional` by its called computations in order. Fused computations are
-   never expanded: a fusion is one instruction.
-3. `analyze`: XLA's dataflow in SSA form, redone. A *value* (one tensor of the game) is named
-   `(instruction, shape index)` like XLA names it (`while.6{1}`). Forwarding instructions (tuple,
-   get-tuple-element, bitcast, opt-barrier) define no value, they add a position to their operand's value.
+2. `flatten`: the module-scoped instruction sequence of XLA's `HloLiveRange` (the `InstructionSequence`
+   of the `*-live-range.txt` dump): the entry's schedule, where a `while` comes after its condition's
+   sequence and then its body's, and a `call` or `conditional` after its called computations in order.
+   Fused computations are never expanded: a fusion is one instruction.
+3. `analyze`: XLA's dataflow in SSA form, redone. A *value* (a tensor of the game) is named
+   `(instruction, shape index)`, as XLA names it (`while.6{1}`). Forwarding instructions (tuple,
+   get-tuple-element, bitcast, opt-barrier) define no value: they add a position to their operand's value.
    A while's carried element gets fresh *phi* values at the condition parameter, the body parameter and
-   the while itself, unless the body passes it through unchanged (then the init value flows everywhere,
-   like XLA's phi simplification). Values that must share memory form alias groups, by XLA's rules
-   (`HloAliasAnalysis`): a while's init, parameters, body root and result; donated parameters with the
-   entry outputs they alias; conditional branch roots with the conditional's result; in-place operations
-   (dynamic-update-slice, scatter, fusions rooted in them, `output_to_operand_aliasing`).
-   Live ranges follow `HloLiveRange` exactly (definition to last position or use, roots to the end of
-   their computation, a while's init to the start of the body, read-only entry parameters to the end,
-   aliased ranges trimmed one after the other), on XLA's flattened clock.
-4. `to_workload`: game steps and buffers. A *game step* is an instruction that does work: everything but
-   `NOT_STEPS` (parameters and constants are resident memory, not work; tuple, get-tuple-element, bitcast
-   and the control-flow shells only rename or route buffers). Logical time counts game steps only. A value
-   defined at a non-step (parameter, constant, phi) starts at the next step; a range ends at the last step
-   at or before XLA's end. A *buffer* is one use (operand) or one definition (output) of a tensor by a
-   step. Zero-byte values (tokens, empty arrays) are left out.
+   the while, unless the body passes it through unchanged (then the init value flows everywhere, as after
+   XLA's phi simplification). A call forwards its arguments and its callee's root. A conditional's branch
+   parameters are its operands; its result is a fresh value per leaf. Values that must share memory form
+   alias groups by XLA's rules (`HloAliasAnalysis`): a while's init, parameters, body root and result;
+   donated parameters and the entry outputs they alias; conditional branch roots and the result; in-place
+   operations (dynamic-update-slice, scatter, fusions rooted in them, `output_to_operand_aliasing`).
+   Live ranges follow `HloLiveRange`: definition to last position or use, a computation's root to the end
+   of that computation, a while's init to the start of the body, read-only entry parameters to the end of
+   the program, and the values of one alias group trimmed so they follow one another.
+4. `to_workload`: game steps and buffers.
+   - A *game step* is an instruction that does work: all but `NOT_STEPS`. Parameters and constants are
+     memory that exists before the program runs; tuple, get-tuple-element, bitcast and the control-flow
+     shells (while, call, conditional) only route buffers. `copy` is a step (it moves bytes). Async and
+     collective start/done pairs are refused (NotImplementedError): XLA:CPU emits none for our programs.
+   - Logical time counts game steps only. A value defined at a non-step (parameter, constant, phi) starts
+     at the next step; a range ends at the last step at or before XLA's end, so entry outputs live to the
+     last step.
+   - A *buffer* is one operand use or one output definition of a tensor by a step; an instruction lists
+     each distinct tensor once, operands (operand order, tuple operands by leaf) before outputs (leaves).
+     Zero-byte values (tokens, empty arrays) are left out.
+   - `alias_id` is shared by the tensors of one alias group when two or more of them have buffers; a group
+     whose other members never meet a step (e.g. an unused while result) gives null.
+   - Flops (`instruction_flops`): dot 2*batch*M*N*K, convolution 2 * output elements * kernel spatial size *
+     kernel input features (the feature group size), elementwise ops their output elements, reduce its
+     input elements, reduce-window output elements * window size, a fusion the sum over its fused
+     computation; data movement (copy, slice, transpose, broadcast, gather, ...) 0.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Iterable, Iterator
@@ -201,14 +215,9 @@ class HloModule:
     def computation_of(self, name: str) -> HloComputation:
         return self.computations[self._instructions[name][0]]
 
-    @property
+    @functools.cached_property
     def _instructions(self) -> dict[str, tuple[str, HloInstruction]]:
-        cache = self.__dict__.get("_instruction_cache")
-        if cache is None:
-            cache = {inst.name: (comp.name, inst) for comp in self.computations.values()
-                     for inst in comp.instructions}
-            object.__setattr__(self, "_instruction_cache", cache)
-        return cache
+        return {inst.name: (comp.name, inst) for comp in self.computations.values() for inst in comp.instructions}
 
 
 def split_top_level(text: str, separator: str = ",") -> list[str]:
@@ -512,7 +521,7 @@ def analyze(module: HloModule) -> Dataflow:
     for inst in sequence:
         for index, value in value_sets[inst.name].items():
             positions[value].append((inst.name, index))
-        for number, operand_name in enumerate(inst.operands):
+        for operand_name in inst.operands:
             operand_values = value_sets[operand_name]
             if inst.opcode == "get-tuple-element":
                 used = [operand_values[()]]
@@ -685,51 +694,61 @@ def value_label(value: ValueName) -> str:
     return f"{name}{{{','.join(map(str, index))}}}"
 
 
+@dataclasses.dataclass(frozen=True)
+class GameStep:
+    instruction: HloInstruction
+    operands: tuple[ValueName, ...]  # distinct, in operand order
+    outputs: tuple[ValueName, ...]  # leaves of the result, in shape order
+
+
+def game_steps(module: HloModule, dataflow: Dataflow) -> list[GameStep]:
+    """The instructions that are game steps, in logical-time order, with the tensors they use and define."""
+    has_bytes = lambda value: dataflow.shapes[value].byte_size > 0
+    steps = []
+    for inst in dataflow.sequence:
+        if not is_step(inst):
+            continue
+        operands = [dataflow.value_sets[name][index] for name in inst.operands
+                    for index in module.instruction(name).shape.leaf_indices()]
+        outputs = [dataflow.value_sets[inst.name][index] for index in inst.shape.leaf_indices()]
+        steps.append(GameStep(inst, tuple(filter(has_bytes, dict.fromkeys(operands))),
+                              tuple(filter(has_bytes, outputs))))
+    return steps
+
+
+def tensor_order(steps: list[GameStep]) -> list[ValueName]:
+    """Tensor ids: values numbered by their first buffer."""
+    return list(dict.fromkeys(value for step in steps for value in step.operands + step.outputs))
+
+
 def to_workload(module: HloModule, name: str, description: str, jax_version: str) -> dict:
     """The MMapGame instance of a module, as the JSON-ready dict of `data/*.json`."""
     dataflow = analyze(module)
     clock = StepClock.of(dataflow.sequence)
-    computation_of = {inst.name: module.computation_of(inst.name) for inst in dataflow.sequence}
-
-    tensor_ids: dict[ValueName, int] = {}
-    instructions, raw_buffers = [], []
-    for inst in dataflow.sequence:
-        if not is_step(inst):
-            continue
-        step_time = len(instructions)
-        operands = []
-        for operand_name in inst.operands:
-            values = dataflow.value_sets[operand_name]
-            for index in module.instruction(operand_name).shape.leaf_indices():
-                operands.append(values[index])
-        operands = [v for v in dict.fromkeys(operands) if dataflow.shapes[v].byte_size > 0]
-        outputs = [dataflow.value_sets[inst.name][index] for index in inst.shape.leaf_indices()]
-        outputs = [v for v in outputs if dataflow.shapes[v].byte_size > 0]
-        for value, is_output in [(v, False) for v in operands] + [(v, True) for v in outputs]:
-            tensor_ids.setdefault(value, len(tensor_ids))
-            raw_buffers.append((value, is_output, step_time))
-        instructions.append({
-            "time": step_time, "name": inst.name, "opcode": inst.opcode,
-            "flops": instruction_flops(module, computation_of[inst.name], inst),
-            "operands": [tensor_ids[v] for v in operands], "outputs": [tensor_ids[v] for v in outputs],
-        })
+    steps = game_steps(module, dataflow)
+    tensor_ids = {value: number for number, value in enumerate(tensor_order(steps))}
 
     group_of = dataflow.alias_group_of()
-    tensors_per_group: dict[int, set[ValueName]] = {}
+    tensors_per_group: dict[int, int] = {}
     for value in tensor_ids:
-        tensors_per_group.setdefault(group_of[value], set()).add(value)
+        tensors_per_group[group_of[value]] = tensors_per_group.get(group_of[value], 0) + 1
     alias_ids: dict[int, int] = {}
-    buffers = []
-    for number, (value, is_output, step_time) in enumerate(raw_buffers):
-        group = group_of[value]
-        alias_id = None
-        if len(tensors_per_group[group]) > 1:
-            alias_id = alias_ids.setdefault(group, len(alias_ids))
-        start, end = dataflow.live_ranges[value]
-        buffers.append({
-            "index": number, "tensor_id": tensor_ids[value], "alias_id": alias_id,
-            "size": dataflow.shapes[value].byte_size, "is_output": is_output, "target_time": step_time,
-            "live_range": [clock.start(start), clock.end(end)],
+    instructions, buffers = [], []
+    for time, step in enumerate(steps):
+        inst = step.instruction
+        instructions.append({
+            "time": time, "name": inst.name, "opcode": inst.opcode,
+            "flops": instruction_flops(module, module.computation_of(inst.name), inst),
+            "operands": [tensor_ids[v] for v in step.operands], "outputs": [tensor_ids[v] for v in step.outputs],
         })
+        for value, is_output in [(v, False) for v in step.operands] + [(v, True) for v in step.outputs]:
+            group = group_of[value]
+            alias_id = alias_ids.setdefault(group, len(alias_ids)) if tensors_per_group[group] > 1 else None
+            start, end = dataflow.live_ranges[value]
+            buffers.append({
+                "index": len(buffers), "tensor_id": tensor_ids[value], "alias_id": alias_id,
+                "size": dataflow.shapes[value].byte_size, "is_output": is_output, "target_time": time,
+                "live_range": [clock.start(start), clock.end(end)],
+            })
     return {"name": name, "description": description, "jax_version": jax_version,
             "num_instructions": len(instructions), "instructions": instructions, "buffers": buffers}

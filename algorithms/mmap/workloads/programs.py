@@ -1,7 +1,7 @@
 """Real JAX programs whose compiled, scheduled HLO becomes MMapGame workloads.
 
-Each program is one training (or inference) step written with jax.numpy and jax.lax only: the optimizers
-are a few lines by hand. Arguments are abstract (`jax.ShapeDtypeStruct`), because a workload needs the
+Each program is one training (or inference) step written with jax.numpy, jax.lax and jax.nn's activations
+only (no flax, no optax): the optimizers are a few lines by hand. Arguments are abstract (`jax.ShapeDtypeStruct`), because a workload needs the
 compiled program, never its values. Parameters and optimizer state are donated where a real training loop
 would donate them, which gives XLA's input/output aliasing.
 """
@@ -30,10 +30,6 @@ class Program:
 
 def spec(*shape: int, dtype: Any = F32) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(shape, dtype)
-
-
-def specs_like(tree: Any) -> Any:
-    return jax.tree_util.tree_map(lambda leaf: spec(*leaf.shape, dtype=leaf.dtype), tree)
 
 
 # ---------------------------------------------------------------------------------------------- optimizers
@@ -158,7 +154,7 @@ def cnn_sgd() -> Program:
 
 
 def resnet_adam() -> Program:
-    channels, blocks = 32, 4
+    channels, blocks = 32, 8
     block = {"conv_a": spec(3, 3, channels, channels), "scale_a": spec(channels), "bias_a": spec(channels),
              "conv_b": spec(3, 3, channels, channels), "scale_b": spec(channels), "bias_b": spec(channels)}
     params = {"stem": spec(3, 3, 3, channels), "blocks": [block] * blocks,
@@ -180,7 +176,7 @@ def resnet_adam() -> Program:
         params, opt_state = adam(params, opt_state, grads)
         return params, opt_state, value
 
-    return Program("resnet_adam", "ResNet-style net: stem conv, 4 residual blocks with batch norm, one Adam step.",
+    return Program("resnet_adam", "ResNet-style net: stem conv, 8 residual blocks with batch norm, one Adam step.",
                    step, (params, adam_state(params), spec(16, 32, 32, 3), spec(16, dtype=jnp.int32)),
                    donate_argnums=(0, 1))
 
@@ -239,7 +235,7 @@ def gru_scan_sgd() -> Program:
 
 
 def wavenet_adam() -> Program:
-    channels, skip, dilations = 32, 32, (1, 2, 4, 8, 16, 1, 2, 4)
+    channels, skip, dilations = 32, 32, (1, 2, 4, 8, 16, 32) * 2
     layer = {"filter": spec(2, channels, channels), "gate": spec(2, channels, channels),
              "residual": spec(1, channels, channels), "skip": spec(1, channels, skip)}
     params = {"embed": spec(1, 1, channels), "layers": [layer] * len(dilations),
@@ -266,12 +262,12 @@ def wavenet_adam() -> Program:
         params, opt_state = adam(params, opt_state, grads)
         return params, opt_state, value
 
-    return Program("wavenet_adam", "WaveNet-style stack of 8 gated dilated causal convolutions, one Adam step.",
+    return Program("wavenet_adam", "WaveNet-style stack of 12 gated dilated causal convolutions, one Adam step.",
                    step, (params, adam_state(params), spec(4, 257, 1)), donate_argnums=(0, 1))
 
 
 def transformer_adam() -> Program:
-    vocab, width, heads, seq, batch, depth = 256, 128, 4, 64, 8, 2
+    vocab, width, heads, seq, batch, depth = 256, 128, 4, 64, 8, 6
     block = {"ln1": {"scale": spec(width), "bias": spec(width)}, "qkv": spec(width, 3 * width),
              "proj": spec(width, width), "ln2": {"scale": spec(width), "bias": spec(width)},
              "up": spec(width, 4 * width), "down": spec(4 * width, width)}
@@ -302,37 +298,43 @@ def transformer_adam() -> Program:
         return params, opt_state, value
 
     tokens = spec(batch, seq, dtype=jnp.int32)
-    return Program("transformer_adam", "Two pre-norm transformer blocks (causal attention + MLP), one Adam step.",
+    return Program("transformer_adam", "Six pre-norm transformer blocks (causal attention + MLP), one Adam step.",
                    step, (params, adam_state(params), tokens, tokens), donate_argnums=(0, 1))
 
 
 def transformer_decode() -> Program:
-    vocab, width, heads, max_len, batch, steps = 128, 64, 4, 32, 4, 8
-    params = {"embed": spec(vocab, width), "qkv": spec(width, 3 * width), "proj": spec(width, width),
-              "up": spec(width, 2 * width), "down": spec(2 * width, width)}
-    cache = {"k": spec(batch, max_len, width), "v": spec(batch, max_len, width)}
+    vocab, width, heads, max_len, batch, steps, depth = 128, 64, 4, 32, 4, 8, 2
+    layer = {"qkv": spec(width, 3 * width), "proj": spec(width, width), "up": spec(width, 2 * width),
+             "down": spec(2 * width, width)}
+    params = {"embed": spec(vocab, width), "layers": [layer] * depth}
+    cache = [{"k": spec(batch, max_len, width), "v": spec(batch, max_len, width)}] * depth
+    split = lambda t: t.reshape(batch, -1, heads, width // heads)
+
+    def attend(p, layer_cache, x, position):
+        q, k, v = jnp.split(x @ p["qkv"], 3, axis=-1)
+        keys = lax.dynamic_update_slice(layer_cache["k"], k[:, None, :], (0, position, 0))
+        values = lax.dynamic_update_slice(layer_cache["v"], v[:, None, :], (0, position, 0))
+        scores = jnp.einsum("bqhd,bkhd->bhqk", split(q[:, None, :]), split(keys))
+        visible = jnp.arange(max_len) <= position
+        weights = jax.nn.softmax(jnp.where(visible, scores, -1e9), axis=-1)
+        attended = jnp.einsum("bhqk,bkhd->bqhd", weights, split(values)).reshape(batch, width)
+        h = x + attended @ p["proj"]
+        return h + jax.nn.relu(h @ p["up"]) @ p["down"], {"k": keys, "v": values}
 
     def decode(params, cache, tokens, start):
         def one_token(index, state):
             cache, token = state
-            position = start + index
-            x = params["embed"][token]
-            q, k, v = jnp.split(x @ params["qkv"], 3, axis=-1)
-            keys = lax.dynamic_update_slice(cache["k"], k[:, None, :], (0, position, 0))
-            values = lax.dynamic_update_slice(cache["v"], v[:, None, :], (0, position, 0))
-            split = lambda t: t.reshape(batch, -1, heads, width // heads)
-            scores = jnp.einsum("bqhd,bkhd->bhqk", split(q[:, None, :]), split(keys))
-            visible = jnp.arange(max_len) <= position
-            weights = jax.nn.softmax(jnp.where(visible, scores, -1e9), axis=-1)
-            attended = jnp.einsum("bhqk,bkhd->bqhd", weights, split(values)).reshape(batch, width)
-            h = x + attended @ params["proj"]
-            h = h + jax.nn.relu(h @ params["up"]) @ params["down"]
-            token = jnp.argmax(h @ params["embed"].T, axis=-1).astype(jnp.int32)
-            return {"k": keys, "v": values}, token
+            h, new_cache = params["embed"][token], []
+            for p, layer_cache in zip(params["layers"], cache):
+                h, layer_cache = attend(p, layer_cache, h, start + index)
+                new_cache.append(layer_cache)
+            return new_cache, jnp.argmax(h @ params["embed"].T, axis=-1).astype(jnp.int32)
 
         return lax.fori_loop(0, steps, one_token, (cache, tokens))
 
-    return Program("transformer_decode", "Greedy decoding of 8 tokens with a KV cache updated in place inside a fori_loop.",
+    return Program("transformer_decode",
+                   "Greedy decoding of 8 tokens by a 2-layer transformer whose KV cache is updated in place "
+                   "inside a fori_loop.",
                    decode, (params, cache, spec(batch, dtype=jnp.int32), spec(dtype=jnp.int32)),
                    donate_argnums=(1,))
 

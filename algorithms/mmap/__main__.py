@@ -1,0 +1,47 @@
+"""Command line: `python -m algorithms.mmap bench ...` and `python -m algorithms.mmap plot WORKLOAD ...`."""
+
+from __future__ import annotations
+
+import argparse
+
+from algorithms.mmap.baselines import AGENTS
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m algorithms.mmap")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    bench = commands.add_parser("bench", help="run every baseline on every workload, print Markdown tables")
+    bench.add_argument("--workloads", nargs="*", help="workload names (default: all parsed workloads)")
+    bench.add_argument("--budget", type=int, default=None, help="episodes' worth of game moves per agent")
+    bench.add_argument("--agents", nargs="*", default=list(AGENTS), choices=list(AGENTS))
+    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--jobs", type=int, default=2, help="workloads benchmarked in parallel")
+
+    plot = commands.add_parser("plot", help="draw the mapping one agent finds")
+    plot.add_argument("workload")
+    plot.add_argument("--agent", default="heuristic", choices=list(AGENTS))
+    plot.add_argument("--budget", type=int, default=None, help="episodes' worth of game moves")
+    plot.add_argument("--seed", type=int, default=0)
+    plot.add_argument("--out", default="mapping.png")
+
+    args = parser.parse_args(argv)
+    if args.command == "bench":
+        from algorithms.mmap.bench import DEFAULT_BUDGET, markdown, run_bench
+
+        reports = run_bench(args.workloads, args.budget or DEFAULT_BUDGET, args.seed, args.agents, args.jobs)
+        print(markdown(reports, args.agents))
+    else:
+        from algorithms.mmap.bench import DEFAULT_BUDGET
+        from algorithms.mmap.plot import plot_mapping
+        from algorithms.mmap.problem import build_problem
+
+        problem = build_problem(args.workload)
+        budget = (args.budget or DEFAULT_BUDGET) * problem.num_buffers
+        result = AGENTS[args.agent](problem, seed=args.seed, budget=budget)
+        plot_mapping(problem, result.mapping, f"{problem.name} ({args.agent})", args.out)
+        print(f"{args.out}: reward {result.reward:.2f} us, latency {result.latency:.2f} us")
+
+
+if __name__ == "__main__":
+    main()

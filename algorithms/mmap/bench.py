@@ -1,0 +1,122 @@
+"""Benchmark: every baseline on every workload, as Markdown tables shaped like the paper's Tables 2 and 3.
+
+Per workload: buffers, game speed (moves per second of random play on one core), and per agent the
+reward normalised by the largest possible saving (all-slow minus all-fast latency: the return of a game
+with unlimited fast memory and free copies) and the speedup latency(heuristic) / latency(agent), the
+paper's speedup against the production compiler; plus the speedup over an all-slow program.
+Every mapping is checked by `check.check_mapping` before it is reported.
+
+Budget: `budget` episodes' worth of game moves per agent (budget x buffers), the same for every search
+agent, which is the paper's "same hardware budget" comparison made deterministic. Moves replayed after a
+Drop-backup rewind count too; on workloads with long alias groups one game can take 20-35x its buffers.
+Speed is measured first, one workload at a time, so that it is one core's speed; the agents then run in
+`jobs` processes.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from algorithms.mmap.baselines import AGENTS
+from algorithms.mmap.baselines.policies import legal_list
+from algorithms.mmap.check import check_mapping
+from algorithms.mmap.game import MMapGame
+from algorithms.mmap.instance import available_workload_names
+from algorithms.mmap.problem import Problem, build_problem
+
+DEFAULT_BUDGET = 100
+FALLBACK_WORKLOADS = ("synthetic_0_100", "synthetic_1_300", "synthetic_2_1000")
+
+
+@dataclass(frozen=True)
+class AgentScore:
+    reward: float
+    latency: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class WorkloadReport:
+    name: str
+    buffers: int
+    steps_per_second: float
+    all_slow_latency: float
+    best_saving: float
+    scores: dict
+
+
+def moves_per_second(problem: Problem, seconds: float = 1.0, seed: int = 0) -> float:
+    """Game moves per second of random legal play with Drop-backup (at least one whole episode)."""
+    rng = np.random.default_rng(seed)
+    moves, start = 0, time.perf_counter()
+    while moves == 0 or time.perf_counter() - start < seconds:
+        game = MMapGame(problem, drop_backup=True)
+        while not game.done:
+            legal = legal_list(game)
+            game.play(legal[int(rng.integers(len(legal)))])
+        moves += game.moves
+    return moves / (time.perf_counter() - start)
+
+
+def score_agents(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS)) -> dict:
+    """Every agent's best game on one workload, each mapping checked."""
+    problem = build_problem(name)
+    scores = {}
+    for agent in agents:
+        start = time.perf_counter()
+        result = AGENTS[agent](problem, seed=seed, budget=budget * problem.num_buffers)
+        seconds = time.perf_counter() - start
+        check_mapping(problem, result.mapping)
+        scores[agent] = AgentScore(result.reward, result.latency, seconds)
+    return scores
+
+
+def bench_workload(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS)) -> WorkloadReport:
+    return _report(name, moves_per_second(build_problem(name), seed=seed), score_agents(name, budget, seed, agents))
+
+
+def run_bench(names=None, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS), jobs: int = 2) -> list:
+    names = list(names or available_workload_names() or FALLBACK_WORKLOADS)
+    speeds = {name: moves_per_second(build_problem(name), seed=seed) for name in names}
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {name: pool.submit(score_agents, name, budget, seed, tuple(agents)) for name in names}
+        return [_report(name, speeds[name], futures[name].result()) for name in names]
+
+
+def _report(name: str, speed: float, scores: dict) -> WorkloadReport:
+    problem = build_problem(name)
+    return WorkloadReport(name, problem.num_buffers, speed, problem.latency_all_slow,
+                          problem.latency_all_slow - problem.latency_all_fast, scores)
+
+
+def markdown(reports: list, agents=tuple(AGENTS)) -> str:
+    searchers = [a for a in agents if a != "heuristic"]
+    reward_head = " | ".join(f"{a} reward" for a in agents)
+    speed_head = " | ".join(f"{a} vs heuristic" for a in searchers)
+    slow_head = " | ".join(f"{a} vs all-slow" for a in agents)
+    lines = [
+        "Rewards (fraction of the largest possible latency saving) and speed:",
+        "",
+        f"| workload | buffers | steps/s | {reward_head} |",
+        "|" + "---|" * (3 + len(agents)),
+    ]
+    for report in reports:
+        rewards = " | ".join(f"{report.scores[a].reward / max(report.best_saving, 1e-12):.4f}" for a in agents)
+        lines.append(f"| {report.name} | {report.buffers} | {report.steps_per_second:,.0f} | {rewards} |")
+    lines += ["", "Speedups (latency of the reference / latency of the agent; > 1 is faster):", "",
+              f"| workload | {speed_head} | {slow_head} |", "|" + "---|" * (1 + len(searchers) + len(agents))]
+    for report in reports:
+        heuristic = report.scores.get("heuristic")
+        versus = " | ".join(f"{heuristic.latency / report.scores[a].latency:.4f}" if heuristic else "n/a"
+                            for a in searchers)
+        slow = " | ".join(f"{report.all_slow_latency / report.scores[a].latency:.4f}" for a in agents)
+        lines.append(f"| {report.name} | {versus} | {slow} |")
+    if reports and "heuristic" in agents:
+        lines += ["", "Mean speedup vs heuristic: " + ", ".join(
+            f"{a} {np.mean([r.scores['heuristic'].latency / r.scores[a].latency for r in reports]):.4f}"
+            for a in searchers)]
+    return "\n".join(lines)
