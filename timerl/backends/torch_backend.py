@@ -25,8 +25,11 @@ class TorchBackend:
         return torch.no_grad()
 
     def from_numpy(self, value: np.ndarray) -> torch.Tensor:
-        array = np.ascontiguousarray(value)
-        tensor = torch.from_dlpack(array) if array.dtype != np.bool_ and array.ndim else torch.as_tensor(array)
+        array = np.asarray(value)
+        if array.ndim and array.dtype != np.bool_:
+            tensor = torch.from_dlpack(np.ascontiguousarray(array))  # zero-copy
+        else:
+            tensor = torch.as_tensor(array)
         return tensor.to(self.device) if self.device.type != "cpu" else tensor
 
     def to_numpy(self, value: Any) -> np.ndarray:

@@ -33,11 +33,9 @@ def _identity(edge: Edge, consumer: Node, producer: Node) -> bool:
             and all(isinstance(item, Point) and item.expr.same(dim) for item, dim in zip(edge.index, producer.domain)))
 
 
-def group_nodes(graph: Graph, demand: Demand) -> tuple[list[Group], dict[int, int]]:
+def group_nodes(graph: Graph, demand: Demand, fuse: bool = True) -> tuple[list[Group], dict[int, int]]:
     """Greedy fusion along identity edges. Two groups merge only when every edge between them is an identity
-    edge and no path leads from one to the other through a third group (that path would become a cycle).
-    Paths are taken in the graph without the edges into merges, which is acyclic: every recurrence passes
-    through a placeholder."""
+    edge and no path leads from one to the other through a third group (that path would become a cycle)."""
     running = [n.id for n in graph.nodes if n.id in demand.demand and not demand.demand[n.id].is_empty()]
     running_set = set(running)
     parent = {n: n for n in running}
@@ -50,20 +48,20 @@ def group_nodes(graph: Graph, demand: Demand) -> tuple[list[Group], dict[int, in
 
     edges = [(e.producer, n.id, _identity(e, n, graph.nodes[e.producer])) for n in graph.nodes
              if n.id in running_set for e in n.inputs if e.producer in running_set]
-    acyclic = [(u, v) for u, v, _ in edges if graph.nodes[v].op != "merge"]
+    through = [(u, v) for u, v, _ in edges]
 
     def mergeable(a: int, b: int) -> bool:
         for u, v, identity in edges:
             if {find(u), find(v)} == {a, b} and not identity:
                 return False
         successors: dict[int, set[int]] = {}
-        for u, v in acyclic:
+        for u, v in through:
             gu, gv = find(u), find(v)
             if gu != gv:
                 successors.setdefault(gu, set()).add(gv)
         for start, goal in ((a, b), (b, a)):
-            stack = [s for s in successors.get(start, ()) if s != goal]
-            seen = set(stack)
+            stack = [s for s in successors.get(start, ()) if s not in (goal, start)]
+            seen = set(stack) | {start}
             while stack:
                 current = stack.pop()
                 if current == goal:
@@ -75,7 +73,7 @@ def group_nodes(graph: Graph, demand: Demand) -> tuple[list[Group], dict[int, in
         return True
 
     for producer, consumer, identity in edges:
-        if not identity:
+        if not identity or not fuse:
             continue
         a, b = find(producer), find(consumer)
         if a == b:

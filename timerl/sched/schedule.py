@@ -52,10 +52,20 @@ class ScheduleResult:
     seconds: float
 
 
-def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int]) -> ScheduleResult:
+def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], fuse: bool = True) -> ScheduleResult:
+    """Schedule dataflow groups; if fusing made isl fail, schedule op by op before calling it a cycle."""
     started = time.perf_counter()
     demand = analyze(graph, bounds)
-    groups, group_of = group_nodes(graph, demand)
+    try:
+        return _schedule_groups(graph, demand, fuse, started)
+    except ScheduleError:
+        if not fuse:
+            raise
+        return _schedule_groups(graph, demand, False, started)
+
+
+def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float) -> ScheduleResult:
+    groups, group_of = group_nodes(graph, demand, fuse)
     domains: list[isl.Set] = [g.domain for g in groups]
     dependences: list[isl.Map] = []
     frees: dict[int, list[isl.Map]] = {g.id: [] for g in groups}
