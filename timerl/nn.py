@@ -7,7 +7,8 @@ number of nodes recorded so far as its seed, so layers differ and a program buil
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import itertools
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -70,7 +71,7 @@ class MLP(Module):
             activation = ACTIVATIONS[activation]
         self.activation = activation
         self.layers = [Linear(n_in, n_out, domain, None if seed is None else seed + k, dtype=dtype)
-                       for k, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]))]
+                       for k, (n_in, n_out) in enumerate(itertools.pairwise(sizes))]
 
     def __call__(self, x: RT) -> RT:
         for k, layer in enumerate(self.layers):
@@ -87,4 +88,4 @@ def _fits(size, expected: int) -> bool:
     return not isinstance(size, int) or size == expected
 
 
-__all__ = ["Module", "Linear", "MLP"]
+__all__ = ["MLP", "Linear", "Module"]

@@ -8,7 +8,8 @@ learning rate is a float or a recurrent tensor (e.g. a schedule ``lr[i + 1] = lr
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -80,14 +81,14 @@ class Adam(Optimizer):
     """Adam (Kingma & Ba), with PyTorch's bias correction and ``eps`` outside the square root.
 
     The moments are placeholders over the parameter's domain, zero at ``i = 0``; the bias corrections
-    ``1 - beta**(i + 1)`` come from a recurrence over the iteration dimension."""
+    ``1 - beta**(i + 1)`` are computed per iteration in double precision, like PyTorch's."""
 
     def __init__(self, params: Sequence[RT], lr: float | RT = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8) -> None:
         super().__init__(params, lr)
         self.betas = (float(betas[0]), float(betas[1]))
         self.eps = float(eps)
-        self._powers: dict[Symbol, tuple[RT, RT]] = {}
+        self._bias_corrections: dict[Symbol, tuple[RT, ...]] = {}
 
     def update(self, param: RT, value: RT, grad: RT) -> RT:
         beta1, beta2 = self.betas
@@ -97,24 +98,18 @@ class Adam(Optimizer):
         second_now = second * beta2 + grad * grad * (1.0 - beta2)
         _assign_next(first, first_now)
         _assign_next(second, second_now)
-        power1, power2 = self._beta_powers(param)
-        correction1 = F.astype(1.0 - power1, value.dtype)
-        correction2 = F.astype(1.0 - power2, value.dtype)
+        correction1, correction2 = (F.astype(c, value.dtype) for c in self._corrections(param))
         step = (first_now / correction1) / (F.sqrt(second_now / correction2) + self.eps)
         return value - self.learning_rate(value) * step
 
-    def _beta_powers(self, param: RT) -> tuple[RT, RT]:
-        """``beta1**(i + 1)`` and ``beta2**(i + 1)`` over the iteration dimension, in float64."""
+    def _corrections(self, param: RT) -> tuple[RT, RT]:
+        """``1 - beta1**(i + 1)`` and ``1 - beta2**(i + 1)`` over the iteration dimension, in float64."""
         dim = _iteration_dim(param)
-        if dim not in self._powers:
-            powers = []
-            for beta in self.betas:
-                power = placeholder((), "float64", (dim,))
-                power[0] = F.tensor(beta, "float64")
-                power[dim + 1] = power * beta
-                powers.append(power)
-            self._powers[dim] = (powers[0], powers[1])
-        return self._powers[dim]
+        if dim not in self._bias_corrections:
+            self._bias_corrections[dim] = tuple(
+                F.source(lambda p, beta=beta: 1.0 - beta ** (p[dim.name] + 1), (), "float64", (dim,))
+                for beta in self.betas)
+        return self._bias_corrections[dim]
 
 
 def _moment(param: RT) -> RT:
@@ -125,4 +120,4 @@ def _moment(param: RT) -> RT:
     return moment
 
 
-__all__ = ["Optimizer", "SGD", "Adam"]
+__all__ = ["SGD", "Adam", "Optimizer"]

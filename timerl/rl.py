@@ -103,7 +103,7 @@ class Env:
     def reset(self, domain: Sequence[Symbol] = ()) -> RT:
         """The first observations, shape ``(num_envs, *observation_shape)``, at every point of ``domain``
         (at most one dimension: one fresh batch of episodes per iteration)."""
-        ctx = current_context()
+        current_context()  # raises outside `with ctx:`
         domain = tuple(domain)
         if self._reset_view is not None:
             raise TimeRLError(f"{user_location()}: {self.name}: reset() is called once per program; "
@@ -205,7 +205,7 @@ class Env:
 
     def _validate(self, action: np.ndarray, location: str, point: dict) -> np.ndarray:
         expected = (self.num_envs, *self.action_shape)
-        where = f"{location}: {self.name}: the action created here, at {point},"
+        where = f"{location}: {self.name} step at {point}: the action created here"
         if action.shape != expected:
             raise ActionError(f"{where} has shape {action.shape}; the environment takes {expected}")
         if self.discrete:

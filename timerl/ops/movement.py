@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from timerl.ops.registry import (
+    INT_DTYPES,
     MOVEMENT,
     NOT_DIFFERENTIABLE,
     ShapeError,
@@ -88,6 +89,8 @@ def index_shape(shape, key):
             result.append(1)
             continue
         dim = shape[axis]
+        if isinstance(item, bool) or not (isinstance(item, slice) or hasattr(type(item), "__index__")):
+            raise ShapeError(f"spatial indices are ints, slices, None and ...; got {item!r}")
         if isinstance(item, slice):
             result.append(_slice_length(dim, item))
         elif isinstance(dim, int) and not -dim <= item < dim:
@@ -168,7 +171,13 @@ def _scatter_add(xp, g, index, dim, size):
     return xp.sum(hits * xp.expand_dims(g, axis=dim + 1), axis=dim)
 
 
+def _integer_index(op, index):
+    if index.dtype not in INT_DTYPES:
+        raise ShapeError(f"{op} takes an integer index, got {index.dtype}")
+
+
 def _gather_shape(inputs, attrs):
+    _integer_index("gather", inputs[1])
     if len(inputs[0].shape) != len(inputs[1].shape):
         raise ShapeError("gather needs index with as many dimensions as the input")
     return [inputs[1].shape]
@@ -185,6 +194,7 @@ register("scatter_add", MOVEMENT,
 
 
 def _index_select_shape(inputs, attrs):
+    _integer_index("index_select", inputs[1])
     if len(inputs[1].shape) != 1:
         raise ShapeError("index_select takes a 1-dimensional index")
     dim = attrs["dim"]
@@ -206,7 +216,14 @@ register("index_add", MOVEMENT,
          shape=lambda ins, a: [ins[0].shape[:a["dim"]] + (a["size"],) + ins[0].shape[a["dim"] + 1:]],
          dtype=_dtype0, impl=_index_add,
          grad=lambda F, ins, outs, g, a: [F.index_select(g[0], a["dim"], ins[1]), None])
-register("one_hot", MOVEMENT, shape=lambda ins, a: [ins[0].shape + (a["num_classes"],)],
+
+
+def _one_hot_shape(inputs, attrs):
+    _integer_index("one_hot", inputs[0])
+    return [inputs[0].shape + (attrs["num_classes"],)]
+
+
+register("one_hot", MOVEMENT, shape=_one_hot_shape,
          dtype=lambda ins, a: ["int64"],
          impl=lambda xp, x, num_classes: xp.astype(x[..., None] == xp.arange(num_classes), xp.int64),
          grad=NOT_DIFFERENTIABLE)

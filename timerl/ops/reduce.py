@@ -29,6 +29,11 @@ def _dtype_of_input(inputs, attrs):
     return [inputs[0].dtype]
 
 
+def _accumulated_dtype(inputs, attrs):
+    """Sums of bools and integers are int64, as in torch."""
+    return [inputs[0].dtype if is_float(inputs[0].dtype) else "int64"]
+
+
 def _float_dtype(inputs, attrs):
     return [inputs[0].dtype if is_float(inputs[0].dtype) else "float32"]
 
@@ -67,9 +72,15 @@ def _extreme_grad(F, ins, outs, g, a):
     return [share * _kept(F, g[0], a)]
 
 
+def _floating(xp, x):
+    """torch refuses the mean of integers; every backend averages them as float32."""
+    return x if xp.isdtype(x.dtype, "real floating") else xp.astype(x, xp.float32)
+
+
 # fmt: off
-reduction("sum", lambda xp, x, dims, keepdim: xp.sum(x, axis=dims, keepdims=keepdim), _sum_grad)
-reduction("mean", lambda xp, x, dims, keepdim: xp.mean(x, axis=dims, keepdims=keepdim), _mean_grad,
+reduction("sum", lambda xp, x, dims, keepdim: xp.sum(x, axis=dims, keepdims=keepdim), _sum_grad,
+          dtype=_accumulated_dtype)
+reduction("mean", lambda xp, x, dims, keepdim: xp.mean(_floating(xp, x), axis=dims, keepdims=keepdim), _mean_grad,
           dtype=_float_dtype)
 reduction("max", lambda xp, x, dims, keepdim: xp.max(x, axis=dims, keepdims=keepdim), _extreme_grad)
 reduction("min", lambda xp, x, dims, keepdim: xp.min(x, axis=dims, keepdims=keepdim), _extreme_grad)
@@ -86,7 +97,7 @@ def _flip(F, x, dim):
     return F.flip(x, dim)
 
 
-register("cumsum", SCAN, shape=_same, dtype=_dtype_of_input, impl=_cumsum,
+register("cumsum", SCAN, shape=_same, dtype=_accumulated_dtype, impl=_cumsum,
          grad=lambda F, ins, outs, g, a: [_flip(F, F.cumsum(_flip(F, g[0], a["dim"]), a["dim"]), a["dim"])])
 
 

@@ -118,7 +118,7 @@ def broadcast_shapes(*shapes: tuple[Dim, ...]) -> tuple[Dim, ...]:
 
 
 def _fmt(shape: tuple[Dim, ...]) -> str:
-    return "(" + ", ".join(str(d) for d in shape) + ")"
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def normalize_axis(axis: int, rank: int) -> int:

@@ -17,8 +17,8 @@ A merge's chain rule is a merge with the same branch conditions: branch ``k`` of
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -28,8 +28,25 @@ from timerl.pdg.graph import Attrs, Edge, IndexItem, Point, Range, TensorType
 from timerl.rt import functional as F
 from timerl.rt.context import Context, NodeDraft
 from timerl.rt.symbolic import (
-    FALSE, TRUE, Affine, And, Compare, Cond, Expr, FloorDiv, Max, Min, Mod, Symbol, affine_coefficient, as_expr, compare,
-    conjunction, maximum, minimum, negation,
+    FALSE,
+    TRUE,
+    Affine,
+    And,
+    Compare,
+    Cond,
+    Expr,
+    FloorDiv,
+    Max,
+    Min,
+    Mod,
+    Symbol,
+    affine_coefficient,
+    as_expr,
+    compare,
+    conjunction,
+    maximum,
+    minimum,
+    negation,
 )
 from timerl.rt.tensor import RecurrentTensor
 
@@ -202,25 +219,49 @@ def _accumulate(ctx: Context, grad: NodeDraft, consumer: NodeDraft, edge: Edge, 
                          f"{tuple(vjp.shape)} for an input read with shape {read_shape}")
     if vjp.dtype != produced.dtype:
         vjp = F.astype(vjp, produced.dtype)
-    if edge.condition is not TRUE:
-        vjp = _only_where(ctx, edge.condition, vjp, consumer.domain)
+    bounds = {d: ctx.bound_of(d) for d in set(producer.domain) | set(consumer.domain)}
+    alternatives = invert_read(edge, consumer, producer, bounds)
+    branch = edge.condition
+    if branch is not TRUE and all(_branch_at(branch, consumer.domain, index) is not None
+                                  for _, index in alternatives):
+        # every consumer point q reading p is a function of p: the branch condition becomes one on p
+        alternatives = [(conjunction(condition, _branch_at(branch, consumer.domain, index)), index)
+                        for condition, index in alternatives]
+        vjp = _only_where(ctx, branch, vjp, consumer.domain, zeros_elsewhere=False)
+    elif branch is not TRUE:
+        vjp = _only_where(ctx, branch, vjp, consumer.domain)
     vjp = _over_domain(ctx, vjp, consumer.domain)
     window = tuple((dim, item.start, item.step, consumer.domain)
                    for dim, item in zip(producer.domain, edge.index) if isinstance(item, Range))
-    ctx_bounds = {d: ctx.bound_of(d) for d in set(producer.domain) | set(consumer.domain)}
-    for condition, index in invert_read(edge, consumer, producer, ctx_bounds):
-        _add_input(grad, Edge(vjp.node.id, vjp.output, index, condition, masked_by=consumer.id), window)
+    for condition, index in alternatives:
+        if condition is not FALSE:
+            _add_input(grad, Edge(vjp.node.id, vjp.output, index, condition, masked_by=consumer.id), window)
 
 
-def _only_where(ctx: Context, condition: Cond, vjp: RT, domain: tuple[Symbol, ...]) -> RT:
-    """The chain rule of a merge branch: ``vjp`` where the branch condition holds, zeros elsewhere."""
-    if all(isinstance(d, int) for d in vjp.shape):
-        zero = F.constant(ctx, np.zeros(tuple(vjp.shape)), vjp.dtype)
-    else:
-        zero = F.apply("mul", vjp, 0.0)
-    node = ctx.add_node("merge", Attrs.of(shape=tuple(vjp.shape), dtype=vjp.dtype), domain,
-                        [Edge(vjp.node.id, vjp.output, vjp.index, condition),
-                         Edge(zero.node.id, zero.output, zero.index, negation(condition))],
+def _branch_at(branch: Cond, domain: tuple[Symbol, ...], index: tuple[IndexItem, ...]) -> Cond | None:
+    """``branch(q)`` written in the producer's point, when the inverted index pins each dim it mentions."""
+    mapping = {}
+    for dim, item in zip(domain, index):
+        if dim in branch.symbols():
+            if not isinstance(item, Point):
+                return None
+            mapping[dim] = item.expr
+    return branch.substitute(mapping)
+
+
+def _only_where(ctx: Context, condition: Cond, vjp: RT, domain: tuple[Symbol, ...],
+                zeros_elsewhere: bool = True) -> RT:
+    """The chain rule of a merge branch, a merge with the branch's condition: ``vjp`` where it holds (and
+    zeros elsewhere, unless the reads of the result already keep to where it holds). Keeping a merge here
+    also keeps every cycle of the gradient graph (a recurrence run backwards) through a merge."""
+    branches = [Edge(vjp.node.id, vjp.output, vjp.index, condition)]
+    if zeros_elsewhere:
+        if all(isinstance(d, int) for d in vjp.shape):
+            zero = F.constant(ctx, np.zeros(tuple(vjp.shape)), vjp.dtype)
+        else:
+            zero = F.apply("mul", vjp, 0.0)
+        branches.append(Edge(zero.node.id, zero.output, zero.index, negation(condition)))
+    node = ctx.add_node("merge", Attrs.of(shape=tuple(vjp.shape), dtype=vjp.dtype), domain, branches,
                         (TensorType(tuple(vjp.shape), vjp.dtype),), user_location(), condition=TRUE)
     return RT.of(ctx, node)
 

@@ -62,10 +62,13 @@ class Context:
     def __exit__(self, *exc: Any) -> None:
         _ACTIVE.remove(self)
 
-    @contextlib.contextmanager
-    def when(self, cond: Cond | bool) -> Iterator[None]:
+    def when(self, cond: Cond | bool) -> contextlib.AbstractContextManager[None]:
         """Everything created inside runs only at the points where ``cond`` holds."""
-        self._when.append(as_cond(cond))
+        return self._when_block(as_cond(cond))  # checked here, so an error names the user's line
+
+    @contextlib.contextmanager
+    def _when_block(self, cond: Cond) -> Iterator[None]:
+        self._when.append(cond)
         try:
             yield
         finally:

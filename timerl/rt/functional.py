@@ -28,8 +28,26 @@ def normalize_axis(axis: int, rank: int) -> int:
 def normalize_axes(axes: Any, rank: int) -> tuple[int, ...]:
     try:
         return registry.normalize_axes(axes, rank)
-    except ShapeError as error:
-        raise ShapeError(f"{user_location()}: {error}") from None
+    except (ShapeError, TypeError) as error:
+        raise ShapeError(f"{user_location()}: dim={axes!r}: {error}") from None
+
+
+def check_dtype(dtype: Any) -> str:
+    if dtype not in registry.DTYPE_ORDER:
+        raise ShapeError(f"{user_location()}: unknown dtype {dtype!r}; "
+                         f"choose one of {', '.join(registry.DTYPE_ORDER)}")
+    return dtype
+
+
+def static_shape(shape: Any) -> tuple[int, ...]:
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        dims = None
+    if dims is None or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+                               for d in dims):
+        raise ShapeError(f"{user_location()}: a shape is a tuple of non-negative ints, got {shape!r}")
+    return tuple(int(d) for d in dims)
 
 
 def _scalar_dtype(value: Any, others: Sequence[RT]) -> str:
@@ -44,10 +62,13 @@ def _scalar_dtype(value: Any, others: Sequence[RT]) -> str:
 
 def constant(ctx: Context, value: Any, dtype: str | None = None, domain: tuple[Symbol, ...] = (),
              location: str | None = None) -> RT:
-    array = np.asarray(value)
-    if dtype is None:
-        dtype = "float32" if array.dtype.kind == "f" else str(array.dtype)
-    array = array.astype(dtype)
+    try:
+        array = np.asarray(value)
+        if dtype is None:
+            dtype = "float32" if array.dtype.kind == "f" else str(array.dtype)
+        array = array.astype(check_dtype(dtype))
+    except (ValueError, TypeError) as error:
+        raise ShapeError(f"{location or user_location()}: cannot make a tensor of {value!r}: {error}") from None
     node = ctx.add_node("const", Attrs.of(value=array, shape=array.shape, dtype=dtype), tuple(domain), [],
                         (TensorType(array.shape, dtype),), location or user_location())
     return RT.of(ctx, node)
@@ -100,7 +121,7 @@ def tensor(value: Any, dtype: str | None = None, domain: Sequence[Symbol] = (), 
 
 def full(shape: Sequence[int], value: Any, dtype: str = "float32", domain: Sequence[Symbol] = (),
          requires_grad: bool = False) -> RT:
-    return tensor(np.full(tuple(shape), value), dtype, domain, requires_grad)
+    return tensor(np.full(static_shape(shape), value), dtype, domain, requires_grad)
 
 
 def zeros(shape: Sequence[int], dtype: str = "float32", domain: Sequence[Symbol] = (),
@@ -119,8 +140,8 @@ def arange(n: int, dtype: str = "int64", domain: Sequence[Symbol] = ()) -> RT:
 
 def _leaf(op: str, shape: Sequence[int], dtype: str, domain: Sequence[Symbol], **attrs: Any) -> RT:
     ctx = current_context()
-    shape = tuple(int(s) for s in shape)
-    node = ctx.add_node(op, Attrs.of(shape=shape, dtype=dtype, **attrs), tuple(domain), [],
+    shape = static_shape(shape)
+    node = ctx.add_node(op, Attrs.of(shape=shape, dtype=check_dtype(dtype), **attrs), tuple(domain), [],
                         (TensorType(shape, dtype),), user_location())
     return RT.of(ctx, node)
 
@@ -202,7 +223,7 @@ clamp = clip
 
 
 def astype(x: RT, dtype: str) -> RT:
-    if dtype == x.dtype:
+    if check_dtype(dtype) == x.dtype:
         return x
     return apply("astype", x, dtype=str(dtype))
 
@@ -356,11 +377,15 @@ def spatial(x: RT, key: Any) -> RT:
 
 
 def cat(tensors: Sequence[RT], dim: int = 0) -> RT:
+    if not tensors:
+        raise ShapeError(f"{user_location()}: trl.cat needs at least one tensor")
     first = tensors[0]
     return apply("cat", *tensors, dim=normalize_axis(dim, first.ndim))
 
 
 def stack(tensors: Sequence[RT], dim: int = 0) -> RT:
+    if not tensors:
+        raise ShapeError(f"{user_location()}: trl.stack needs at least one tensor")
     first = tensors[0]
     return apply("stack", *tensors, dim=normalize_axis(dim, first.ndim + 1))
 

@@ -27,7 +27,7 @@ def placeholder(shape: Sequence[int] = (), dtype: str = "float32", domain: Seque
                 requires_grad: bool = False) -> RT:
     ctx = current_context()
     shape = tuple(shape)
-    node = ctx.add_node("merge", Attrs.of(shape=shape, dtype=dtype), tuple(domain), [],
+    node = ctx.add_node("merge", Attrs.of(shape=shape, dtype=F.check_dtype(dtype)), tuple(domain), [],
                         (TensorType(shape, dtype),), user_location())
     node.requires_grad = requires_grad
     return RT.of(ctx, node)
@@ -66,7 +66,7 @@ def assign(target: RT, key: Any, value: Any) -> None:
     source_point: dict[Symbol, Expr] = {}
     for dim, item in zip(node.domain, keys):
         bound = ctx.bound_of(dim)
-        if isinstance(item, slice) or isinstance(item, bool) or not isinstance(item, (int, Expr)):
+        if isinstance(item, slice) or isinstance(item, bool) or not isinstance(item, (int, np.integer, Expr)):
             raise DomainError(f"{location}: assignment indices are a dimension, a constant or "
                               f"dimension + constant; got {item!r}")
         expr = as_expr(item)

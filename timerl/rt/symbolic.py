@@ -404,8 +404,8 @@ class Cond:
 
     def __bool__(self) -> bool:
         raise SymbolicError(
-            f"{user_location()}: the symbolic condition `{self}` has no truth value while the program is being defined; "
-            "use `with ctx.when(cond):` or `trl.where(cond, a, b)` instead of `if`"
+            f"{user_location()}: the symbolic condition `{self}` has no truth value while the program is being "
+            "defined; use `with ctx.when(cond):` or `trl.where(cond, a, b)` instead of `if`"
         )
 
     def __hash__(self) -> int:
@@ -640,8 +640,8 @@ def ceil_div(a: int, b: int) -> int:
 
 
 __all__ = [
-    "SymbolicError", "Expr", "Symbol", "Affine", "FloorDiv", "Mod", "Min", "Max", "Product", "Cond", "BoolConst", "Compare",
-    "And", "Or", "Not", "TRUE", "FALSE", "as_expr", "as_cond", "const", "add", "mul", "floordiv", "mod",
+    "SymbolicError", "Expr", "Symbol", "Affine", "FloorDiv", "Mod", "Min", "Max", "Product", "Cond", "BoolConst",
+    "Compare", "And", "Or", "Not", "TRUE", "FALSE", "as_expr", "as_cond", "const", "add", "mul", "floordiv", "mod",
     "minimum", "maximum", "compare", "conjunction", "disjunction", "negation", "affine_coefficient",
     "ceil_div",
 ]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 from timerl.errors import DomainError, ShapeError, TimeRLError, user_location
 from timerl.pdg.graph import IndexItem, Point, Range, TensorType
 from timerl.rt.context import Context, NodeDraft
@@ -159,7 +161,7 @@ def _domain_items(tensor: RecurrentTensor, key: Any) -> list[IndexItem]:
             start = as_expr(0 if item.start is None else item.start)
             stop = as_expr(tensor.ctx.bound_of(dim) if item.stop is None else item.stop)
             items.append(Range(start, stop))
-        elif isinstance(item, (int, Expr)) and not isinstance(item, bool):
+        elif isinstance(item, (int, np.integer, Expr)) and not isinstance(item, bool):
             items.append(Point(as_expr(item)))
         else:
             raise DomainError(f"{user_location()}: a domain index is an integer expression or a slice, got "

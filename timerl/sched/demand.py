@@ -67,7 +67,7 @@ def analyze(graph: Graph, bounds: Mapping[Symbol, int]) -> Demand:
                 read = read.intersect_range(_as_space(evaluable_set(edge.masked_by), edge.producer, poly))
             producer = graph.nodes[edge.producer]
             wanted = read.range()
-            outside = wanted.subtract(definition[edge.producer])
+            outside = wanted.subtract(definition[edge.producer]).intersect_params(poly.context)
             if not outside.is_empty():
                 raise _domain_error(node, producer, outside, read)
             relation[(node_id, slot)] = read
@@ -127,10 +127,10 @@ def _check_branches(poly: Polyhedra, node: Node) -> None:
     conditions = [e.condition for e in node.inputs]
     for first in range(len(conditions)):
         for second in range(first + 1, len(conditions)):
-            both = conjunction(node.condition, conditions[first], conditions[second]).substitute(poly.bounds)
+            both = conjunction(node.condition, conditions[first], conditions[second])
             from timerl.sched.polyhedra import isl_cond
 
-            text = f"{{ {poly.tuple_of(node)} : {poly.box(node)} and {isl_cond(both, poly.names(node))} }}"
-            overlap = isl.Set(text).intersect(box)
+            text = f"{poly.params}{{ {poly.tuple_of(node)} : {poly.box(node)} and {isl_cond(both, poly.names(node))} }}"
+            overlap = isl.Set(text).intersect(box).intersect_params(poly.context)
             if not overlap.is_empty():
                 raise DomainError(f"{node.label()}: branches {first} and {second} both define {overlap}")

@@ -27,6 +27,23 @@ class Group:
     freed_later: tuple[int, ...]  # members read by other groups: freed by the deallocation statement
 
 
+def _advances(edge: Edge, consumer: Node, producer: Node) -> bool:
+    """A recurrence edge into a placeholder (``o[t + 1] = rhs``): the merge at ``p`` reads its right-hand side
+    at a strictly earlier point. A path through it continues at a later point, so it cannot close a cycle at
+    one point, and fusion may ignore it."""
+    if consumer.op != "merge":
+        return False
+    for item, dim in zip(edge.index, producer.domain):
+        if not isinstance(item, Point):
+            return False
+        shift = (dim - item.expr).constant_value()
+        if shift is None or shift < 0:
+            return False
+        if shift > 0:
+            return True
+    return False
+
+
 def _identity(edge: Edge, consumer: Node, producer: Node) -> bool:
     return (edge.masked_by is None and edge.condition.key() == ("bool", True)
             and consumer.domain == producer.domain
@@ -35,7 +52,8 @@ def _identity(edge: Edge, consumer: Node, producer: Node) -> bool:
 
 def group_nodes(graph: Graph, demand: Demand, fuse: bool = True) -> tuple[list[Group], dict[int, int]]:
     """Greedy fusion along identity edges. Two groups merge only when every edge between them is an identity
-    edge and no path leads from one to the other through a third group (that path would become a cycle)."""
+    edge and no path leads from one to the other through a third group at the same point (that path would
+    become a cycle); paths through recurrence edges move to another point and do not count."""
     running = [n.id for n in graph.nodes if n.id in demand.demand and not demand.demand[n.id].is_empty()]
     running_set = set(running)
     parent = {n: n for n in running}
@@ -48,7 +66,8 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True) -> tuple[list[G
 
     edges = [(e.producer, n.id, _identity(e, n, graph.nodes[e.producer])) for n in graph.nodes
              if n.id in running_set for e in n.inputs if e.producer in running_set]
-    through = [(u, v) for u, v, _ in edges]
+    through = [(e.producer, n.id) for n in graph.nodes if n.id in running_set for e in n.inputs
+               if e.producer in running_set and not _advances(e, n, graph.nodes[e.producer])]
 
     def mergeable(a: int, b: int) -> bool:
         for u, v, identity in edges:

@@ -74,28 +74,37 @@ def parse(kind, text: str):
 
 
 class Polyhedra:
-    """Domains and dependence relations of one graph at fixed bounds."""
+    """Domains and dependence relations of one graph, with the bounds as isl parameters.
+
+    Keeping ``T`` symbolic makes the scheduling problem independent of the bounds' values (with them
+    substituted, isl's integer programs grew with T: 35 s at T = 100 against 1 s at T = 10). The values
+    are the ``context``, used for the checks and for generating the loops."""
 
     def __init__(self, graph: Graph, bounds: Mapping[Symbol, int]) -> None:
         self.graph = graph
         self.bounds = dict(bounds)
-        self.ctx = isl.DEFAULT_CONTEXT
+        self.params = "[" + ", ".join(b.name for b in graph.bounds) + "] -> "
+        values = " and ".join(f"{b.name} = {self.bounds[b]}" for b in graph.bounds) or "1 = 1"
+        self.context = isl.Set(f"{self.params}{{ : {values} }}")
+        positive = " and ".join(f"{b.name} >= 1" for b in graph.bounds) or "1 = 1"
+        self.generic_context = isl.Set(f"{self.params}{{ : {positive} }}")
 
     def names(self, node: Node, suffix: str = "") -> dict[Symbol, str]:
-        names = {d: f"{d.name}{suffix}" for d in node.domain}
+        names: dict[Symbol, str] = {b: b.name for b in self.graph.bounds}
+        names.update({d: f"{d.name}{suffix}" for d in node.domain})
         return names
 
     def tuple_of(self, node: Node, prefix: str = "S", suffix: str = "") -> str:
         return f"{prefix}{node.id}[{', '.join(f'{d.name}{suffix}' for d in node.domain)}]"
 
     def box(self, node: Node, suffix: str = "") -> str:
-        parts = [f"0 <= {d.name}{suffix} < {self.bounds[self.graph.bound_of(d)]}" for d in node.domain]
+        parts = [f"0 <= {d.name}{suffix} < {self.graph.bound_of(d).name}" for d in node.domain]
         return " and ".join(parts) if parts else "1 = 1"
 
     def definition(self, node: Node, prefix: str = "S") -> isl.Set:
         """The definition domain: box ∩ condition (∩ branch union for merges)."""
-        cond = node.definition_condition().substitute(self.bounds)
-        text = f"{{ {self.tuple_of(node, prefix)} : {self.box(node)} and {isl_cond(cond, self.names(node))} }}"
+        cond = node.definition_condition()
+        text = f"{self.params}{{ {self.tuple_of(node, prefix)} : {self.box(node)} and {isl_cond(cond, self.names(node))} }}"
         return parse(isl.Set, text)
 
     def read_relation(self, consumer: Node, edge: Edge) -> isl.Map:
@@ -103,26 +112,17 @@ class Polyhedra:
         producer = self.graph.nodes[edge.producer]
         q_names = self.names(consumer)
         constraints = [self.box(consumer)]
-        condition = edge.condition.substitute(self.bounds)
-        constraints.append(isl_cond(condition, q_names))
+        constraints.append(isl_cond(edge.condition, q_names))
         for dim, item in zip(producer.domain, edge.index):
             p = f"{dim.name}__p"
             if isinstance(item, Point):
-                constraints.append(f"{p} = {isl_expr(item.expr.substitute(self.bounds), q_names)}")
+                constraints.append(f"{p} = {isl_expr(item.expr, q_names)}")
             else:
-                start = isl_expr(item.start.substitute(self.bounds), q_names)
-                stop = isl_expr(item.stop.substitute(self.bounds), q_names)
+                start = isl_expr(item.start, q_names)
+                stop = isl_expr(item.stop, q_names)
                 constraints.append(f"{start} <= {p} < {stop}")
                 if item.step != 1:
                     constraints.append(f"({p} - {start}) mod {item.step} = 0")
         source = self.tuple_of(consumer)
         target = self.tuple_of(producer, suffix="__p")
-        return parse(isl.Map, f"{{ {source} -> {target} : {' and '.join(constraints)} }}")
-
-    def universe(self, node: Node, prefix: str = "S") -> isl.Set:
-        return isl.Set(f"{{ {self.tuple_of(node, prefix)} }}")
-
-
-def rename_tuple(obj, prefix_from: str, prefix_to: str, node_id: int, dim_type):
-    return obj.set_tuple_name(dim_type, f"{prefix_to}{node_id}") if obj.get_tuple_name(dim_type) == \
-        f"{prefix_from}{node_id}" else obj
+        return parse(isl.Map, f"{self.params}{{ {source} -> {target} : {' and '.join(constraints)} }}")

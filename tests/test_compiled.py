@@ -1,0 +1,133 @@
+"""What only the scheduled backends have: deallocation, the memory pool, swapping, the printed schedule,
+and errors found at compile time by the polyhedral analysis."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import timerl as trl
+
+COMPILED = ["torch", "jax"]
+POINT = 256  # float32 elements: 1 KiB per point
+
+
+def window_program(values: dict):
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        y = trl.source(lambda p: np.full(POINT, p["t"], np.float32), shape=(POINT,), domain=(t,))
+        g = y[t:trl.min(t + 4, T)].sum(0)
+        g.sink(lambda p, v: values.__setitem__(p["t"], np.asarray(v).copy()))
+    return ctx, T
+
+
+def run_window(steps: int, backend: str, **options):
+    values: dict = {}
+    ctx, T = window_program(values)
+    exe = ctx.compile({T: steps}, backend=backend, **options)
+    exe.execute()
+    expected = {t: np.full(POINT, sum(range(t, min(t + 4, steps))), np.float32) for t in range(steps)}
+    assert sorted(values) == sorted(expected)
+    for t in expected:
+        np.testing.assert_allclose(values[t], expected[t])
+    return exe
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_window_peak_memory_is_flat_in_sequence_length(backend):
+    short = run_window(64, backend).stats["peak_device_bytes"]
+    long = run_window(1024, backend).stats["peak_device_bytes"]
+    assert short >= 5 * POINT * 4  # the four window points and the sum are live together
+    assert long <= 1.5 * short, (short, long)
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_every_point_is_freed_and_only_after_its_last_reader(backend):
+    exe = run_window(40, backend)
+    assert exe.stats["leaked_points"] == 0
+    text = str(exe.schedule)
+    assert "free" in text and "for" in text
+
+
+def run_mirror(steps: int, backend: str, **options):
+    """out[t] = x[t] + x[T-1-t]: half of x must wait for its mirror, while each op needs only 3 KiB."""
+    values: dict = {}
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        x = trl.source(lambda p: np.full(POINT, p["t"], np.float32), shape=(POINT,), domain=(t,))
+        out = x + x[T - 1 - t]
+        out.sink(lambda p, v: values.__setitem__(p["t"], np.asarray(v).copy()))
+    exe = ctx.compile({T: steps}, backend=backend, **options)
+    exe.execute()
+    assert sorted(values) == list(range(steps))
+    for t in range(steps):
+        np.testing.assert_allclose(values[t], np.full(POINT, steps - 1, np.float32))
+    return exe
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_device_memory_too_small_is_an_error_that_says_how_much_is_needed(backend):
+    assert run_mirror(16, backend).stats["peak_device_bytes"] > 4 * POINT * 4
+    with pytest.raises(trl.DeviceOutOfMemoryError, match=r"needs at least \d+ bytes"):
+        run_mirror(16, backend, device_memory=4 * POINT * 4)
+    with pytest.raises(trl.DeviceOutOfMemoryError, match=r"needs at least \d+ bytes"):
+        run_window(16, backend, device_memory=3 * POINT * 4, swap=True)  # one op alone needs 5 KiB
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_swapping_to_host_fits_a_small_device(backend):
+    exe = run_mirror(16, backend, device_memory=4 * POINT * 4, swap=True)
+    assert exe.stats["peak_device_bytes"] <= 4 * POINT * 4
+    assert exe.stats["bytes_offloaded"] > 0 and exe.stats["bytes_fetched"] > 0
+    assert exe.stats["peak_host_bytes"] > 0
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_out_of_range_read_is_found_at_compile_time(backend):
+    calls = []
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        x = trl.source(lambda p: float(p["t"]), domain=(t,))
+        ahead = x[t + 1] * 2.0
+        ahead.sink(lambda p, v: calls.append(p))
+    with pytest.raises(trl.DomainError, match=r"test_compiled.py:\d+.*t=9"):
+        ctx.compile({T: 10}, backend=backend)
+    assert calls == []
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_same_point_cycle_is_a_schedule_error_naming_the_tensors(backend):
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        x = trl.placeholder((), domain=(t,))
+        y = trl.placeholder((), domain=(t,))
+        x[t] = y[t] + 1.0
+        y[t] = x[t] * 2.0
+        x.sink(lambda p, v: None)
+    with pytest.raises(trl.ScheduleError, match=r"merge.*test_compiled.py"):
+        ctx.compile({T: 4}, backend=backend)
+
+
+def test_program_of_fifty_ops_matches_reference_on_every_backend():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[1] / "benchmarks" / "program50.py"
+    spec = importlib.util.spec_from_file_location("program50", path)
+    program50 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(program50)
+    results = {}
+    for backend in ["reference", "torch", "jax"]:
+        values: dict = {}
+        ctx = program50.build(values)
+        exe = ctx.compile({"B": 2, "I": 3, "T": 6}, backend=backend)
+        exe.execute()
+        results[backend] = values
+    for backend in COMPILED:
+        assert sorted(results[backend], key=str) == sorted(results["reference"], key=str)
+        for key, want in results["reference"].items():
+            np.testing.assert_allclose(results[backend][key], want, rtol=1e-4, atol=1e-5)
