@@ -1,0 +1,118 @@
+"""REINFORCE (Williams, 1992) as recurrent tensors: the TimeRL paper's Alg. 1, with Monte Carlo returns or,
+with ``--n-step N``, n-step returns (paper §8.4). The two differ in one line, the window of rewards that a
+return reads: ``r[i, t:T]`` (wait for the end of the iteration) or ``r[i, t:min(t + n, T)]`` (a sliding
+window, so learning at step ``t`` can start as soon as step ``t + n`` exists).
+
+    python -m algorithms.reinforce --iterations 100 --n-step 8 --backend reference
+
+Returns never cross an episode end: an episode that ends inside the window (``terminated``, which also marks
+time-limit truncation) stops the sum there; the next observation already belongs to a new episode. The
+n-step return is truncated without bootstrapping (no value function), and episodes still running when an
+iteration ends are cut there: both keep the algorithm a plain policy gradient.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+import timerl as trl
+
+
+def discounted_returns(rewards: trl.RecurrentTensor, ends: trl.RecurrentTensor, gamma: float) -> trl.RecurrentTensor:
+    """``sum_k gamma**k * rewards[k]`` over a window (dim 0), up to and including the first episode end."""
+    ends = ends.astype("float32")
+    same_episode = (ends.cumsum(0) - ends) == 0  # no episode ended before step k of the window
+    return (rewards * same_episode).discounted_sum(gamma)
+
+
+def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 16, steps: int = 500,
+          n_step: int | None = None, gamma: float = 0.99, lr: float = 1e-2, hidden: int = 64, seed: int = 0,
+          baseline: bool = True, backend: str = "reference", progress: bool = False) -> list[dict[str, Any]]:
+    """Run REINFORCE; returns the learning curve, one dict per iteration (see `iteration_summary`)."""
+    ctx = trl.Context("i t")  # i: training iteration, t: environment step
+    i, t = ctx.dims
+    I, T = ctx.bounds
+    env = trl.rl.make_env(env_name, num_envs=num_envs, seed=seed)
+    curve: list[dict[str, Any]] = []
+    bar = tqdm(total=iterations, desc=f"REINFORCE {env_name}", disable=not progress)
+
+    with ctx:
+        policy = trl.nn.MLP([int(np.prod(env.observation_shape)), hidden, hidden, env.num_actions],
+                            activation="tanh", domain=(i,))
+
+        # Acting
+        o = trl.placeholder((num_envs, *env.observation_shape), domain=(i, t))
+        o[i, 0] = env.reset(domain=(i,))
+        pi = trl.distributions.Categorical(logits=policy(o))
+        a = pi.sample()
+        o[i, t + 1], r, terminated = env.step(a)
+
+        # Learning
+        end = T if n_step is None else trl.min(t + n_step, T)  # the one line that differs
+        g = discounted_returns(r[i, t:end], terminated[i, t:end], gamma)
+        if baseline:  # the mean return of the batch of environments at the same step
+            g = g - g.mean()
+        loss = -(pi.log_prob(a) * g.detach()).mean()
+        loss.backward()
+        trl.optim.Adam(policy.parameters(), lr=lr).step()
+
+        # Logging: every iteration's rewards and episode ends, (2, T, num_envs)
+        def log(point: dict, value: np.ndarray) -> None:
+            curve.append(iteration_summary(point["i"], value[0], value[1]))
+            bar.set_postfix(mean_length=f"{curve[-1]['mean_length']:.1f}", refresh=False)
+            bar.update(1)
+
+        trl.stack([r[i, 0:T], terminated[i, 0:T].astype("float32")]).sink(log)
+
+    ctx.compile(bounds={I: iterations, T: steps}, backend=backend, seed=seed).execute()
+    bar.close()
+    return curve
+
+
+def iteration_summary(iteration: int, rewards: np.ndarray, ends: np.ndarray) -> dict[str, Any]:
+    """Episodes completed within the iteration; an environment whose episode outlived the whole iteration
+    (none completed) counts once with length ``T`` (censored, a lower bound)."""
+    lengths, returns = trl.rl.episode_statistics(rewards, ends > 0.5)
+    survivors = int((~(ends > 0.5).any(axis=0)).sum())
+    steps = rewards.shape[0]
+    all_lengths = np.concatenate([lengths, np.full(survivors, steps)])
+    all_returns = np.concatenate([returns, rewards[:, ~(ends > 0.5).any(axis=0)].sum(axis=0)])
+    return {"iteration": int(iteration), "episodes": int(lengths.size), "mean_length": float(all_lengths.mean()),
+            "mean_return": float(all_returns.mean())}
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--iterations", type=int, default=100)
+    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=500, help="environment steps per iteration (T)")
+    parser.add_argument("--n-step", type=int, default=None, help="n-step returns (default: Monte Carlo)")
+    parser.add_argument("--gamma", type=float, default=0.99)
+    parser.add_argument("--lr", type=float, default=1e-2)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-baseline", dest="baseline", action="store_false",
+                        help="plain returns, without subtracting the batch mean at each step")
+    parser.add_argument("--backend", default="reference", choices=("reference", "torch", "jax"))
+    args = parser.parse_args(argv)
+    curve = train(args.env, args.iterations, args.num_envs, args.steps, args.n_step, args.gamma, args.lr,
+                  args.hidden, args.seed, args.baseline, args.backend, progress=True)
+    returns = "Monte Carlo" if args.n_step is None else f"{args.n_step}-step"
+    print(f"\nREINFORCE ({returns} returns) on {args.env}, {args.num_envs} envs x {args.steps} steps, "
+          f"backend {args.backend}")
+    print("iteration  episodes  mean length  mean return")
+    for row in curve:
+        print(f"{row['iteration']:9d}  {row['episodes']:8d}  {row['mean_length']:11.1f}  {row['mean_return']:11.1f}")
+    last = curve[-5:]
+    print(f"mean episode length over the last {len(last)} iterations: "
+          f"{np.mean([row['mean_length'] for row in last]):.1f}")
+    return curve
+
+
+if __name__ == "__main__":
+    main()
