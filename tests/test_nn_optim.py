@@ -16,11 +16,6 @@ B = np.random.default_rng(1).normal(size=(4,))
 W0 = np.array([0.5, -1.0, 2.0])
 
 
-# TODO(sched): remove once isl schedules these gradient programs (Adam's three coupled recurrences over i,
-# the MLP's (i, t) program) in seconds; compute_schedule takes minutes on the compiled backends today.
-SLOW_TO_SCHEDULE = "compiled backends: isl takes minutes to schedule this gradient program"
-
-
 def quadratic(w):
     """sum((A @ w - B)**2): the same formula on an RT and on a torch tensor."""
     if isinstance(w, torch.Tensor):
@@ -66,8 +61,6 @@ def test_sgd_matches_torch(backend):
 
 
 def test_adam_matches_torch(backend):
-    if backend != "reference":
-        pytest.skip(SLOW_TO_SCHEDULE)
     got = trajectory(backend, lambda params, lr: trl.optim.Adam(params, lr, betas=(0.8, 0.99), eps=1e-6))
     want = torch_trajectory(lambda params, lr: torch.optim.Adam(params, lr=lr, betas=(0.8, 0.99), eps=1e-6))
     assert_values(got, want, rtol=1e-9, atol=1e-11)
@@ -83,8 +76,6 @@ def decaying_lr(i):
 
 @pytest.mark.parametrize("name", ["SGD", "Adam"])
 def test_learning_rate_schedule_plugs_in(backend, name):
-    if backend != "reference" and name == "Adam":
-        pytest.skip(SLOW_TO_SCHEDULE)
     got = trajectory(backend, getattr(trl.optim, name), make_lr=decaying_lr)
     want = torch_trajectory(getattr(torch.optim, name), lr_at=lambda k: 0.1 * 0.9 ** k)
     assert_values(got, want, rtol=1e-9, atol=1e-11)
@@ -135,8 +126,6 @@ def episode_data(seed):
 
 def test_mlp_policy_gradient_matches_torch(backend):
     """loss[i, t] = -(log_prob(action) * advantage) summed; SGD on the MLP's parameters for I iterations."""
-    if backend != "reference":
-        pytest.skip(SLOW_TO_SCHEDULE)
     obs, actions, advantages = episode_data(0)
     ctx = trl.Context(dims="i t")
     (i, t), (I, T) = ctx.dims, ctx.bounds
