@@ -15,6 +15,8 @@ class Backend(Protocol):
     name: str
     xp: Any
 
+    def compile(self, kernel: Any) -> Any: ...
+
     def session(self) -> Any: ...
 
     def from_numpy(self, value: np.ndarray) -> Any: ...
@@ -42,7 +44,11 @@ class NumpyBackend:
     def __init__(self) -> None:
         import array_api_compat.numpy as xp
 
+        self.kernels: dict = {}
         self.xp = xp
+
+    def compile(self, kernel):
+        return kernel
 
     def session(self):
         import contextlib

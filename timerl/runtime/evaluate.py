@@ -41,16 +41,38 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
         return tuple(backend.from_numpy(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
     if op == "grad_accumulate":
         return (accumulate_gradient(node, point, inputs, attrs, bounds, backend),)
-    if _has_symbols(attrs):
-        env = {**bounds, **dict(zip(node.domain, point))}
-        attrs = {name: _concrete(value, env) for name, value in attrs.items()}
     try:
-        result = OPS[op].impl(backend.xp, *inputs, **attrs)
+        kernel = backend.kernels.get(node.id)
+        if kernel is None:
+            kernel = backend.kernels[node.id] = _kernel(node, attrs, backend)
+        if kernel is _SYMBOLIC:
+            env = {**bounds, **dict(zip(node.domain, point))}
+            attrs = {name: _concrete(value, env) for name, value in attrs.items()}
+            return (backend.cast(OPS[op].impl(backend.xp, *inputs, **attrs), node.outputs[0].dtype),)
+        return (kernel(*inputs),)
     except TimeRLError:
         raise
     except Exception as error:  # a kernel failing is a shape mistake the rules could not see before running
         raise ShapeError(f"{node.label()} failed at {point_dict(node.domain, point)}: {error}") from error
-    return (backend.cast(result, node.outputs[0].dtype),)
+
+
+_SYMBOLIC = object()
+
+
+def _kernel(node: Node, attrs: dict, backend: Any):
+    """The op's array kernel with its attributes bound, compiled by the backend where it can (jax.jit);
+    attributes with symbolic sizes are bound per point instead."""
+    if _has_symbols(attrs):
+        return _SYMBOLIC
+    impl, dtype, xp = OPS[node.op].impl, node.outputs[0].dtype, backend.xp
+
+    def kernel(*inputs: Any) -> Any:
+        return backend.cast(impl(xp, *inputs, **attrs), dtype)
+
+    if any(not isinstance(d, int) for t in node.outputs for d in t.shape) or any(
+            e.ranges() for e in node.inputs):
+        return kernel  # shapes change from point to point: compiling would retrace at every length
+    return backend.compile(kernel)
 
 
 def _has_symbols(value: Any) -> bool:
