@@ -36,6 +36,7 @@ class ReferenceInterpreter:
         self.defined = {n.id: condition_function(n.definition_condition(), n.domain, self.bounds)
                         for n in graph.nodes}
         self._evaluable: dict[Key, bool] = {}
+        self.arrays = NumpyBackend()  # one per program: its kernel cache is keyed by node id
 
     # ---- driving ----------------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -127,7 +128,7 @@ class ReferenceInterpreter:
                 inputs.append(_stack(values, lengths, node, self.graph, slot))
             else:
                 inputs.append(values[0])
-        return evaluate_node(node, point, inputs, self.seed, self.bounds)
+        return evaluate(node, point, inputs, self.seed, self.bounds, self.arrays)
 
     def evaluable(self, node_id: int, point: tuple[int, ...]) -> bool:
         """Whether ``node_id`` can be evaluated at ``point``: inside its definition domain, and (for ops that
@@ -175,15 +176,6 @@ def _stack(values: list[Any], lengths: tuple[int, ...], node: Node, graph: Graph
     if not all(isinstance(d, int) for d in produced.shape):
         raise ShapeError(f"{node.label()}: empty range read of a tensor with a dynamic shape")
     return np.zeros(lengths + tuple(produced.shape), dtype=produced.dtype)
-
-
-def evaluate_node(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int,
-                  bounds: Mapping[Symbol, int]) -> tuple[Any, ...]:
-    """One node at one point with NumPy (the shared evaluation of `timerl.runtime.evaluate`)."""
-    return evaluate(node, point, inputs, seed, bounds, _NUMPY)
-
-
-_NUMPY = NumpyBackend()
 
 
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
