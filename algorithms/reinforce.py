@@ -31,7 +31,8 @@ def discounted_returns(rewards: trl.RecurrentTensor, ends: trl.RecurrentTensor, 
 
 def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 16, steps: int = 500,
           n_step: int | None = None, gamma: float = 0.99, lr: float = 1e-2, hidden: int = 64, seed: int = 0,
-          baseline: bool = True, backend: str = "reference", progress: bool = False) -> list[dict[str, Any]]:
+          baseline: bool = True, backend: str = "reference", progress: bool = False,
+          print_schedule: bool = False) -> list[dict[str, Any]]:
     """Run REINFORCE; returns the learning curve, one dict per iteration (see `iteration_summary`)."""
     ctx = trl.Context("i t")  # i: training iteration, t: environment step
     i, t = ctx.dims
@@ -68,7 +69,10 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
 
         trl.stack([r[i, 0:T], terminated[i, 0:T].astype("float32")]).sink(log)
 
-    ctx.compile(bounds={I: iterations, T: steps}, backend=backend, seed=seed).execute()
+    executable = ctx.compile(bounds={I: iterations, T: steps}, backend=backend, seed=seed)
+    if print_schedule:
+        print(executable.schedule)
+    executable.execute()
     bar.close()
     return curve
 
@@ -99,9 +103,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--no-baseline", dest="baseline", action="store_false",
                         help="plain returns, without subtracting the batch mean at each step")
     parser.add_argument("--backend", default="reference", choices=("reference", "torch", "jax"))
+    parser.add_argument("--print-schedule", action="store_true", help="print the loop program (torch/jax)")
     args = parser.parse_args(argv)
     curve = train(args.env, args.iterations, args.num_envs, args.steps, args.n_step, args.gamma, args.lr,
-                  args.hidden, args.seed, args.baseline, args.backend, progress=True)
+                  args.hidden, args.seed, args.baseline, args.backend, progress=True,
+                  print_schedule=args.print_schedule)
     returns = "Monte Carlo" if args.n_step is None else f"{args.n_step}-step"
     print(f"\nREINFORCE ({returns} returns) on {args.env}, {args.num_envs} envs x {args.steps} steps, "
           f"backend {args.backend}")

@@ -38,21 +38,10 @@ def numpy_returns() -> np.ndarray:
     return returns
 
 
-def compiled_backend_available() -> bool:
-    try:
-        import timerl.runtime.executor  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def discounted_returns_section() -> bool:
     print(f"== Discounted returns: g = r[t:T].discounted_sum({GAMMA}), T = {STEPS} ==")
-    columns = {"numpy": numpy_returns(), "reference": timerl_returns("reference")}
-    if compiled_backend_available():
-        columns["torch"] = timerl_returns("torch")
-    else:
-        print("(torch backend not available yet: timerl.runtime.executor does not import)")
+    columns = {"numpy": numpy_returns(), "reference": timerl_returns("reference"), "torch": timerl_returns("torch"),
+               "jax": timerl_returns("jax")}
     print("   t  reward  " + "  ".join(f"{name:>10}" for name in columns))
     for k in range(STEPS):
         print(f"{k:4d}  {reward_stream(k):6.2f}  " + "  ".join(f"{c[k]:10.6f}" for c in columns.values()))
@@ -62,7 +51,24 @@ def discounted_returns_section() -> bool:
     return agree
 
 
-SECTIONS = [discounted_returns_section]
+def reinforce_section() -> bool:
+    """REINFORCE (paper Alg. 1) learning CartPole-v1 on the torch backend, with its learning curve."""
+    from algorithms.reinforce import train
+
+    iterations, steps = 30, 200
+    print(f"== REINFORCE on CartPole-v1: 16 environments, {iterations} iterations x {steps} steps, torch ==")
+    curve = train("CartPole-v1", iterations=iterations, num_envs=16, steps=steps, backend="torch", progress=True)
+    lengths = [row["mean_length"] for row in curve]
+    print(" iter  mean episode length")
+    for row, length in zip(curve, lengths):
+        print(f"{row['iteration']:5d}  {length:8.1f}  " + "#" * int(40 * length / steps))
+    first, last = np.mean(lengths[:5]), np.mean(lengths[-5:])
+    print(f"mean episode length: first 5 iterations {first:.1f}, last 5 iterations {last:.1f}")
+    print()
+    return last > first
+
+
+SECTIONS = [discounted_returns_section, reinforce_section]
 
 
 def main() -> int:

@@ -90,7 +90,7 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float) -
             identity = isl.Map.identity(group.domain.get_space().map_from_set()).intersect_domain(group.domain)
             dependences.append(identity.set_tuple_name(isl.dim_type.out, f"F{group.id}"))
             dependences.extend(frees[group.id])
-    labels = {g.id: "+".join(graph.nodes[n].op for n in g.members) + f" G{g.id}" for g in groups}
+    labels = {g.id: _label(graph, g) for g in groups}
     if not domains:
         return ScheduleResult(ast.Schedule(ast.Sequence(()), labels), demand, groups, 0,
                               time.perf_counter() - started)
@@ -108,6 +108,12 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float) -
     parameters = {b.name: const(demand.polyhedra.bounds[b]) for b in graph.bounds}
     tree = _convert(build.node_from_schedule(_atomic(isl_schedule)), parameters)
     return ScheduleResult(ast.Schedule(tree, labels), demand, groups, len(domains), time.perf_counter() - started)
+
+
+def _label(graph: Graph, group: Group) -> str:
+    ops = [graph.nodes[n].op for n in group.members]
+    shown = "+".join(ops) if len(ops) <= 4 else "+".join(ops[:3]) + f"+...({len(ops) - 3} more)"
+    return f"{shown} G{group.id}"
 
 
 def _atomic(schedule: isl.Schedule) -> isl.Schedule:

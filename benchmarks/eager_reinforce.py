@@ -1,0 +1,43 @@
+"""The eager PyTorch baseline of `algorithms/reinforce.py`: the same algorithm, written the usual way."""
+
+from __future__ import annotations
+
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+
+def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma: float = 0.99, lr: float = 1e-2,
+                seed: int = 0) -> float:
+    """Monte Carlo REINFORCE with masked returns and a batch-mean baseline; returns seconds per iteration."""
+    torch.manual_seed(seed)
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    policy = torch.nn.Sequential(torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(),
+                                 torch.nn.Linear(64, 2))
+    optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
+    obs, _ = envs.reset(seed=seed)
+    started = time.perf_counter()
+    for _ in range(iterations):
+        log_probs, rewards, ends = [], [], []
+        for _ in range(steps):
+            dist = torch.distributions.Categorical(logits=policy(torch.as_tensor(obs, dtype=torch.float32)))
+            action = dist.sample()
+            log_probs.append(dist.log_prob(action))
+            obs, reward, terminated, truncated, _ = envs.step(action.numpy())
+            rewards.append(reward)
+            ends.append(terminated | truncated)
+        rewards_t, ends_t = np.asarray(rewards, np.float32), np.asarray(ends, np.float32)
+        returns, running = np.zeros_like(rewards_t), np.zeros(num_envs, np.float32)
+        for t in reversed(range(steps)):
+            running = rewards_t[t] + gamma * running * (1.0 - ends_t[t])
+            returns[t] = running
+        returns_t = torch.as_tensor(returns)
+        advantage = returns_t - returns_t.mean(dim=1, keepdim=True)
+        loss = -(torch.stack(log_probs) * advantage).mean(dim=1).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return (time.perf_counter() - started) / iterations
