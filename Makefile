@@ -16,7 +16,7 @@ demo: $(VENV)/.installed
 	$(PY) -m timerl.demo
 
 test: $(VENV)/.installed
-	$(PY) -m pytest tests -q -p no:cacheprovider
+	$(PY) -m pytest tests -p no:cacheprovider
 
 bench: $(VENV)/.installed
 	$(PY) -m timerl.cli bench

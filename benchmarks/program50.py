@@ -39,17 +39,11 @@ def build(sink_values: dict):
 
 
 def main() -> None:
-    import time
+    """Compile and run on every backend (the table of `timerl bench`), then print the torch schedule."""
+    from timerl.cli import bench_program50
 
-    for backend in ("reference", "torch", "jax"):
-        values: dict = {}
-        ctx = build(values)
-        started = time.perf_counter()
-        exe = ctx.compile({"B": 2, "I": 3, "T": 12}, backend=backend)
-        compiled = time.perf_counter() - started
-        exe.execute()
-        print(f"{backend:9s} ops={len(ctx.nodes)} compile={compiled:.2f}s execute={exe.stats['execute_seconds']:.2f}s "
-              f"peak={exe.stats['peak_device_bytes']}B total[2]={values[('total', 2)]:.6f}")
+    bench_program50()
+    exe = build({}).compile({"B": 2, "I": 3, "T": 12}, backend="torch")
     print(exe.schedule)
 
 
