@@ -1,0 +1,265 @@
+"""Symbolic boolean conditions over dimensions and bounds: comparisons, and, or, not.
+
+Split from `timerl.rt.symbolic` (integer expressions), which re-exports every name here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from timerl.errors import user_location
+from timerl.rt.symbolic import Expr, IntLike, Symbol, SymbolicError, as_expr
+
+# ---- conditions -------------------------------------------------------------------------------------------
+
+
+class Cond:
+    """A boolean condition over symbols."""
+
+    __slots__ = ()
+
+    def __and__(self, other: Cond | bool) -> Cond:
+        return conjunction(self, as_cond(other))
+
+    __rand__ = __and__
+
+    def __or__(self, other: Cond | bool) -> Cond:
+        return disjunction(self, as_cond(other))
+
+    __ror__ = __or__
+
+    def __invert__(self) -> Cond:
+        return negation(self)
+
+    def __bool__(self) -> bool:
+        raise SymbolicError(
+            f"{user_location()}: the symbolic condition `{self}` has no truth value while the program is being "
+            "defined; use `with ctx.when(cond):` or `trl.where(cond, a, b)` instead of `if`"
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cond) and other.key() == self.key()
+
+    def key(self) -> tuple:
+        raise NotImplementedError
+
+    def symbols(self) -> frozenset[Symbol]:
+        raise NotImplementedError
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
+        raise NotImplementedError
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
+        raise NotImplementedError
+
+    def python(self) -> str:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BoolConst(Cond):
+    value: bool
+
+    def key(self) -> tuple:
+        return ("bool", self.value)
+
+    def __bool__(self) -> bool:
+        return self.value
+
+    def symbols(self) -> frozenset[Symbol]:
+        return frozenset()
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
+        return self.value
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
+        return self
+
+    def python(self) -> str:
+        return str(self.value)
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+TRUE = BoolConst(True)
+FALSE = BoolConst(False)
+
+_COMPARE = {
+    "<": lambda d: d < 0,
+    "<=": lambda d: d <= 0,
+    ">": lambda d: d > 0,
+    ">=": lambda d: d >= 0,
+    "==": lambda d: d == 0,
+    "!=": lambda d: d != 0,
+}
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Compare(Cond):
+    """``left op right``; kept as written for readable messages, decided on ``left - right``."""
+
+    left: Expr
+    op: str
+    right: Expr
+
+    def key(self) -> tuple:
+        return ("cmp", self.op, self.left.key(), self.right.key())
+
+    def __bool__(self) -> bool:
+        if self.op == "==":
+            return self.left.same(self.right)
+        if self.op == "!=":
+            return not self.left.same(self.right)
+        return super().__bool__()
+
+    def symbols(self) -> frozenset[Symbol]:
+        return self.left.symbols() | self.right.symbols()
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
+        return _COMPARE[self.op](self.left.evaluate(env) - self.right.evaluate(env))
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
+        return compare(self.left.substitute(mapping), self.op, self.right.substitute(mapping))
+
+    def python(self) -> str:
+        return f"({self.left.python()} {self.op} {self.right.python()})"
+
+    def __str__(self) -> str:
+        return f"{self.left} {self.op} {self.right}"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class And(Cond):
+    parts: tuple[Cond, ...]
+
+    def key(self) -> tuple:
+        return ("and",) + tuple(p.key() for p in self.parts)
+
+    def symbols(self) -> frozenset[Symbol]:
+        return frozenset().union(*(p.symbols() for p in self.parts))
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
+        return all(p.evaluate(env) for p in self.parts)
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
+        result: Cond = TRUE
+        for part in self.parts:
+            result = conjunction(result, part.substitute(mapping))
+        return result
+
+    def python(self) -> str:
+        return "(" + " and ".join(p.python() for p in self.parts) + ")"
+
+    def __str__(self) -> str:
+        return " & ".join(f"({p})" for p in self.parts)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Or(Cond):
+    parts: tuple[Cond, ...]
+
+    def key(self) -> tuple:
+        return ("or",) + tuple(p.key() for p in self.parts)
+
+    def symbols(self) -> frozenset[Symbol]:
+        return frozenset().union(*(p.symbols() for p in self.parts))
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
+        return any(p.evaluate(env) for p in self.parts)
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
+        result: Cond = FALSE
+        for part in self.parts:
+            result = disjunction(result, part.substitute(mapping))
+        return result
+
+    def python(self) -> str:
+        return "(" + " or ".join(p.python() for p in self.parts) + ")"
+
+    def __str__(self) -> str:
+        return " | ".join(f"({p})" for p in self.parts)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Not(Cond):
+    part: Cond
+
+    def key(self) -> tuple:
+        return ("not", self.part.key())
+
+    def symbols(self) -> frozenset[Symbol]:
+        return self.part.symbols()
+
+    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
+        return not self.part.evaluate(env)
+
+    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
+        return negation(self.part.substitute(mapping))
+
+    def python(self) -> str:
+        return f"(not {self.part.python()})"
+
+    def __str__(self) -> str:
+        return f"~({self.part})"
+
+
+def as_cond(value: Cond | bool) -> Cond:
+    if isinstance(value, Cond):
+        return value
+    if isinstance(value, bool):
+        return TRUE if value else FALSE
+    raise SymbolicError(f"{user_location()}: expected a symbolic condition or a bool, got {value!r}")
+
+
+def compare(left: IntLike, op: str, right: IntLike) -> Cond:
+    left, right = as_expr(left), as_expr(right)
+    difference = (left - right).constant_value()
+    if difference is not None:
+        return as_cond(_COMPARE[op](difference))
+    return Compare(left, op, right)
+
+
+def conjunction(*conds: Cond) -> Cond:
+    parts: list[Cond] = []
+    for cond in conds:
+        if isinstance(cond, BoolConst):
+            if not cond.value:
+                return FALSE
+            continue
+        for part in cond.parts if isinstance(cond, And) else (cond,):
+            if all(part.key() != kept.key() for kept in parts):
+                parts.append(part)
+    if not parts:
+        return TRUE
+    return parts[0] if len(parts) == 1 else And(tuple(parts))
+
+
+def disjunction(*conds: Cond) -> Cond:
+    parts: list[Cond] = []
+    for cond in conds:
+        if isinstance(cond, BoolConst):
+            if cond.value:
+                return TRUE
+            continue
+        for part in cond.parts if isinstance(cond, Or) else (cond,):
+            if all(part.key() != kept.key() for kept in parts):
+                parts.append(part)
+    if not parts:
+        return FALSE
+    return parts[0] if len(parts) == 1 else Or(tuple(parts))
+
+
+def negation(cond: Cond) -> Cond:
+    if isinstance(cond, BoolConst):
+        return as_cond(not cond.value)
+    if isinstance(cond, Not):
+        return cond.part
+    return Not(cond)
