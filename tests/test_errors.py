@@ -394,3 +394,20 @@ def test_compile_mistakes(mistake):
 def test_creating_outside_a_context():
     with pytest.raises(trl.TimeRLError, match="context"):
         trl.zeros((2,))
+
+
+def test_failing_user_source_or_sink_names_the_line_that_created_it(backend):
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        text = trl.source(lambda p: "not a number", domain=(t,))
+        text.sink(lambda p, v: None)
+    with pytest.raises(trl.TimeRLError, match=r"test_errors.py:\d+.*source function failed"):
+        ctx.compile({T: 2}, backend=backend).execute()
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        x = trl.source(lambda p: 1.0, domain=(t,))
+        x.sink(lambda value: None)  # forgot the point argument
+    with pytest.raises(trl.TimeRLError, match=r"test_errors.py:\d+.*sink function failed.*TypeError"):
+        ctx.compile({T: 2}, backend=backend).execute()

@@ -28,12 +28,13 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
     if op in ("rand", "randn"):
         return (backend.from_numpy(rng.draw(seed, node.id, point, attrs["shape"], attrs["dtype"], op == "randn")),)
     if op == "source":
-        value = np.asarray(attrs["fn"](point_dict(node.domain, point)), dtype=attrs["dtype"])
+        value = _call_user(node, point, lambda: np.asarray(attrs["fn"](point_dict(node.domain, point)),
+                                                             dtype=attrs["dtype"]))
         return (backend.from_numpy(_check_shape(node, value, attrs["shape"])),)
     if op == "merge":
         return (inputs[0],)
     if op == "sink":
-        attrs["fn"](point_dict(node.domain, point), inputs[0])
+        _call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), inputs[0]))
         return ()
     if op == "udf":
         arrays = [backend.to_numpy(v) for v in inputs]
@@ -97,6 +98,18 @@ def _concrete(value: Any, env: Mapping[Symbol, int]) -> Any:
     if isinstance(value, slice):
         return slice(*(_concrete(v, env) for v in (value.start, value.stop, value.step)))
     return value
+
+
+def _call_user(node: Node, point: tuple[int, ...], call: Any) -> Any:
+    """Run a user's source or sink function; its failure is reported with the line that created the op."""
+    try:
+        return call()
+    except TimeRLError:
+        raise
+    except Exception as error:
+        kind = "source" if node.op == "source" else "sink"
+        raise TimeRLError(f"{node.label()}: the {kind} function failed at {point_dict(node.domain, point)}: "
+                          f"{type(error).__name__}: {error}") from error
 
 
 def _check_shape(node: Node, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
