@@ -121,13 +121,15 @@ def test_program_of_fifty_ops_matches_reference_on_every_backend():
     program50 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(program50)
     results = {}
-    for backend in ["reference", "torch", "jax"]:
+    runs = [("reference", True), ("torch", True), ("jax", True), ("torch", False)]  # optimize off: no DCE, no fusion
+    for backend, optimize in runs:
         values: dict = {}
         ctx = program50.build(values)
-        exe = ctx.compile({"B": 2, "I": 3, "T": 6}, backend=backend)
+        exe = ctx.compile({"B": 2, "I": 3, "T": 6}, backend=backend, optimize=optimize)
         exe.execute()
-        results[backend] = values
-    for backend in COMPILED:
-        assert sorted(results[backend], key=str) == sorted(results["reference"], key=str)
-        for key, want in results["reference"].items():
-            np.testing.assert_allclose(results[backend][key], want, rtol=1e-4, atol=1e-5)
+        results[backend, optimize] = values
+    want_all = results["reference", True]
+    for run_key in runs[1:]:
+        assert sorted(results[run_key], key=str) == sorted(want_all, key=str)
+        for key, want in want_all.items():
+            np.testing.assert_allclose(results[run_key][key], want, rtol=1e-4, atol=1e-5)

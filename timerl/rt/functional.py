@@ -148,11 +148,11 @@ def _leaf(op: str, shape: Sequence[int], dtype: str, domain: Sequence[Symbol], *
 
 def rand(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = ()) -> RT:
     """Uniform [0, 1): a fresh, independent draw at every point of the domain, fixed by the seed."""
-    return _leaf("rand", shape, dtype, domain)
+    return _leaf("rand", shape, dtype, domain, stream=len(current_context().nodes))
 
 
 def randn(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = ()) -> RT:
-    return _leaf("randn", shape, dtype, domain)
+    return _leaf("randn", shape, dtype, domain, stream=len(current_context().nodes))
 
 
 def source(fn: Callable[[dict], Any], shape: Sequence[int] = (), dtype: str = "float32",

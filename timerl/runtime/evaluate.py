@@ -26,7 +26,7 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
     if op == "const":
         return (backend.from_numpy(attrs["value"]),)
     if op in ("rand", "randn"):
-        return (backend.from_numpy(rng.draw(seed, node.id, point, attrs["shape"], attrs["dtype"], op == "randn")),)
+        return (backend.from_numpy(rng.draw(seed, attrs["stream"], point, attrs["shape"], attrs["dtype"], op == "randn")),)
     if op == "source":
         value = _call_user(node, point, lambda: np.asarray(attrs["fn"](point_dict(node.domain, point)),
                                                              dtype=attrs["dtype"]))

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 from timerl.backends.base import get_backend
 from timerl.errors import TimeRLError
 from timerl.pdg.graph import Graph, Node
+from timerl.pdg.pipeline import optimize_graph
 from timerl.runtime.access import EdgeReader, point_dict
 from timerl.runtime.evaluate import evaluate
 from timerl.runtime.memory import MemoryPool
@@ -185,6 +186,8 @@ class _Interpreter:
 def build_executable(graph: Graph, bounds: Mapping[Symbol, int], backend_name: str, *, seed: int,
                      device_memory: int | None, swap: bool, optimize: bool, started: float) -> Executable:
     backend = get_backend(backend_name)
-    result = schedule_graph(graph, bounds)
+    if optimize:
+        graph = optimize_graph(graph, bounds)
+    result = schedule_graph(graph, bounds, fuse=optimize)
     return Executable(graph, bounds, backend, result.schedule, result.groups, seed, device_memory, swap,
                       time.perf_counter() - started)
