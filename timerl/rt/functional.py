@@ -10,7 +10,7 @@ import timerl.ops  # noqa: F401  (registers every op)
 from timerl.errors import ShapeError, TimeRLError, user_location
 from timerl.ops import registry
 from timerl.ops.registry import OPS, is_float
-from timerl.pdg.graph import Attrs, Edge, Point, TensorType
+from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt.context import Context, current_context
 from timerl.rt.symbolic import Cond, Expr, Symbol
 from timerl.rt.tensor import RecurrentTensor, check_same_context

@@ -14,7 +14,7 @@ import numpy as np
 
 from timerl.errors import DomainError, ShapeError, TimeRLError, user_location
 from timerl.ops.registry import is_float
-from timerl.pdg.graph import Attrs, Edge, Point, TensorType
+from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt import functional as F
 from timerl.rt.context import conjuncts, current_context
 from timerl.rt.symbolic import TRUE, Cond, Expr, Symbol, affine_coefficient, as_expr, compare, conjunction

@@ -12,7 +12,7 @@ from typing import Mapping
 import islpy as isl
 
 from timerl.errors import ScheduleError
-from timerl.pdg.graph import Edge, Graph, Node, Point, Range
+from timerl.pdg.graph import Edge, Graph, Node, Point
 from timerl.rt.symbolic import (
     Affine,
     And,
