@@ -133,3 +133,30 @@ def test_program_of_fifty_ops_matches_reference_on_every_backend():
         assert sorted(results[run_key], key=str) == sorted(want_all, key=str)
         for key, want in want_all.items():
             np.testing.assert_allclose(results[run_key][key], want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_range_reads_come_from_a_block_store(backend):
+    exe = run_window(50, backend)  # values checked against NumPy inside
+    assert list(exe.block_axes.values()) == [0]
+    swapping = run_window(10, backend, swap=True)
+    assert swapping.block_axes == {}  # swapping moves single points, so it keeps point stores
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch", "jax"])
+def test_block_store_rows_grow_drop_freed_points_and_slice(backend):
+    from timerl.backends.base import get_backend
+    from timerl.pdg.graph import TensorType
+    from timerl.runtime.blocks import BlockStore
+
+    arrays = get_backend(backend)
+    store = BlockStore(1, (TensorType((2,), "float32"),), arrays)
+    for k in range(30):  # row 0 of dimension 0, points k of dimension 1, freed three behind
+        store.put((0, k), (arrays.from_numpy(np.full(2, k, np.float32)),))
+        if k >= 3:
+            store.free((0, k - 3))
+    assert not store.has((0, 26)) and store.has((0, 27))
+    np.testing.assert_array_equal(np.asarray(store.slice((0,), 27, 30, 0)), [[27, 27], [28, 28], [29, 29]])
+    assert store.rows[(0,)].buffers[0].shape[0] < 30  # the freed prefix was dropped when the row grew
+    with pytest.raises(KeyError):
+        store.slice((0,), 26, 28, 0)

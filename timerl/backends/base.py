@@ -67,6 +67,14 @@ class NumpyBackend:
     def stack(self, values: Sequence[Any]) -> np.ndarray:
         return np.stack([np.asarray(v) for v in values])
 
+    def write(self, buffer: np.ndarray, index: int, value: Any) -> np.ndarray:
+        buffer[index] = value
+        return buffer
+
+    def write_block(self, buffer: np.ndarray, start: int, values: Any) -> np.ndarray:
+        buffer[start:start + len(values)] = values
+        return buffer
+
     def zeros(self, shape: Sequence[int], dtype: str) -> np.ndarray:
         return np.zeros(tuple(shape), dtype=dtype)
 

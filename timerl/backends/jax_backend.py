@@ -39,6 +39,12 @@ class JaxBackend:
     def stack(self, values: Sequence[jax.Array]) -> jax.Array:
         return jnp.stack(list(values))
 
+    def write(self, buffer: jax.Array, index: int, value: jax.Array) -> jax.Array:
+        return buffer.at[index].set(value)
+
+    def write_block(self, buffer: jax.Array, start: int, values: jax.Array) -> jax.Array:
+        return buffer.at[start:start + values.shape[0]].set(values)
+
     def zeros(self, shape: Sequence[int], dtype: str) -> jax.Array:
         return jnp.zeros(tuple(shape), dtype=dtype)
 

@@ -47,6 +47,14 @@ class TorchBackend:
     def stack(self, values: Sequence[torch.Tensor]) -> torch.Tensor:
         return torch.stack(list(values))
 
+    def write(self, buffer: torch.Tensor, index: int, value: torch.Tensor) -> torch.Tensor:
+        buffer[index] = value
+        return buffer
+
+    def write_block(self, buffer: torch.Tensor, start: int, values: torch.Tensor) -> torch.Tensor:
+        buffer[start:start + values.shape[0]] = values
+        return buffer
+
     def zeros(self, shape: Sequence[int], dtype: str) -> torch.Tensor:
         return torch.zeros(tuple(shape), dtype=_DTYPES[dtype], device=self.device)
 

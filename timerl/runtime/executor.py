@@ -13,10 +13,11 @@ from typing import Any, Callable, Mapping
 
 from timerl.backends.base import get_backend
 from timerl.errors import TimeRLError
-from timerl.pdg.graph import Graph, Node
+from timerl.pdg.graph import Graph, Node, Range
 from timerl.pdg.pipeline import optimize_graph
 from timerl.runtime.access import EdgeReader, point_dict
 from timerl.runtime.evaluate import evaluate
+from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
 from timerl.rt.symbolic import Symbol, compile_function
 from timerl.sched import ast
@@ -41,11 +42,14 @@ class Executable:
         }
         self.readers = {n.id: [EdgeReader(e, n.domain, self.bounds) for e in n.inputs] for n in graph.nodes}
         self.groups = {g.id: g for g in groups}
+        self.block_axes = {} if swap else block_axes(graph)
         self._program = _Interpreter(self).build(schedule.root, ())
 
     def execute(self) -> None:
         started = time.perf_counter()
-        self.pool = MemoryPool(self.device_memory, self.backend, self.swap)
+        blocks = {node_id: BlockStore(axis, self.graph.nodes[node_id].outputs, self.backend)
+                  for node_id, axis in self.block_axes.items()}
+        self.pool = MemoryPool(self.device_memory, self.backend, self.swap, blocks)
         with self.backend.session():
             self._program([])
         pool = self.pool
@@ -73,6 +77,11 @@ class Executable:
             if edge.masked_by is not None:
                 inputs.append([(k[1], pool.get(k, describe, pinned)[edge.output]) for k in keys if pool.has(k)])
                 continue
+            if lengths and edge.producer in pool.blocks:
+                window = self._slice(reader, point, edge)
+                if window is not None:
+                    inputs.append(window)
+                    continue
             try:
                 values = [pool.get(k, describe, pinned)[edge.output] for k in keys]
             except KeyError:
@@ -87,6 +96,22 @@ class Executable:
             pool.put((node.id, point), outputs, lambda: f"{node.label()} at {point_dict(node.domain, point)}",
                      pinned)
 
+    def _slice(self, reader: EdgeReader, point: tuple[int, ...], edge) -> Any:
+        """A range read along a block store's axis: one slice of its buffer (None: read point by point)."""
+        store = self.pool.blocks[edge.producer]
+        coords = reader.coordinates(point)
+        window = coords[store.axis]
+        if not isinstance(window, range) or window.step != 1 or len(window) == 0:
+            return None
+        if any(isinstance(c, range) for k, c in enumerate(coords) if k != store.axis):
+            return None
+        outer = tuple(c for k, c in enumerate(coords) if k != store.axis)
+        try:
+            return store.slice(outer, window.start, window.stop, edge.output)
+        except KeyError:
+            raise TimeRLError(f"internal error: %{edge.producer} read over {window} before every point was "
+                              "stored (a scheduling bug)") from None
+
     def _stack(self, values: list[Any], lengths: tuple[int, ...], edge) -> Any:
         produced = self.graph.nodes[edge.producer].outputs[edge.output]
         if not values:
@@ -95,6 +120,25 @@ class Executable:
         if len(lengths) > 1:
             stacked = self.backend.xp.reshape(stacked, lengths + tuple(stacked.shape[1:]))
         return stacked
+
+
+def block_axes(graph: Graph) -> dict[int, int]:
+    """Ops read through ranges along one dimension (and only with unit steps) get a block store on that
+    dimension; everything else is stored point by point."""
+    axes: dict[int, set] = {}
+    for node in graph.nodes:
+        for edge in node.inputs:
+            ranged = [k for k, item in enumerate(edge.index) if isinstance(item, Range)]
+            if not ranged:
+                continue
+            producer = graph.nodes[edge.producer]
+            static = all(isinstance(d, int) for t in producer.outputs for d in t.shape)
+            unit = all(edge.index[k].step == 1 for k in ranged)
+            if len(ranged) == 1 and static and unit and edge.masked_by is None and producer.op != "merge":
+                axes.setdefault(edge.producer, set()).add(ranged[0])
+            else:
+                axes.setdefault(edge.producer, set()).add(None)
+    return {node_id: next(iter(found)) for node_id, found in axes.items() if len(found) == 1 and None not in found}
 
 
 class _Interpreter:

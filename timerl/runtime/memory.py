@@ -17,7 +17,9 @@ Key = tuple[int, tuple[int, ...]]
 
 
 class MemoryPool:
-    def __init__(self, capacity: int | None, backend: Any, swap: bool) -> None:
+    def __init__(self, capacity: int | None, backend: Any, swap: bool, blocks: dict | None = None) -> None:
+        self.blocks: dict[int, Any] = blocks or {}  # node id -> BlockStore (not swapped: rows are contiguous)
+        self.block_bytes: dict[Key, int] = {}
         self.capacity = capacity
         self.backend = backend
         self.swap = swap
@@ -34,11 +36,19 @@ class MemoryPool:
     def put(self, key: Key, values: tuple[Any, ...], describe: Callable[[], str], pinned: set[Key]) -> None:
         size = sum(self.backend.nbytes(v) for v in values)
         self._reserve(size, describe, pinned)
-        self.device[key] = (values, size)
+        store = self.blocks.get(key[0])
+        if store is not None:
+            store.put(key[1], values)
+            self.block_bytes[key] = size
+        else:
+            self.device[key] = (values, size)
         self.device_bytes += size
         self.peak_device_bytes = max(self.peak_device_bytes, self.device_bytes)
 
     def get(self, key: Key, describe: Callable[[], str], pinned: set[Key]) -> tuple[Any, ...]:
+        store = self.blocks.get(key[0])
+        if store is not None:
+            return store.get(key[1])
         entry = self.device.get(key)
         if entry is not None:
             self.device.move_to_end(key)
@@ -54,9 +64,17 @@ class MemoryPool:
         return fetched
 
     def has(self, key: Key) -> bool:
+        store = self.blocks.get(key[0])
+        if store is not None:
+            return store.has(key[1])
         return key in self.device or key in self.host
 
     def free(self, key: Key) -> None:
+        store = self.blocks.get(key[0])
+        if store is not None:
+            store.free(key[1])
+            self.device_bytes -= self.block_bytes.pop(key, 0)
+            return
         entry = self.device.pop(key, None)
         if entry is not None:
             self.device_bytes -= entry[1]
@@ -66,7 +84,7 @@ class MemoryPool:
             self.host_bytes -= entry[1]
 
     def live_points(self) -> int:
-        return len(self.device) + len(self.host)
+        return len(self.device) + len(self.host) + len(self.block_bytes)
 
     # ---- making room ----------------------------------------------------------------------------------------
     def _reserve(self, size: int, describe: Callable[[], str], pinned: set[Key]) -> None:

@@ -1,0 +1,89 @@
+"""Block stores (paper §7): the points of an op that is read through ranges, kept contiguous along the range's
+dimension, so that a range read is a slice of one buffer instead of a stack of many points.
+
+A store keeps one growable buffer per value of the other dimensions ("row"). Writing point ``k`` fills slot
+``k - base``; when a row runs out of room it is copied once into a buffer twice as large that starts at its
+lowest live point, which also drops the freed prefix. Slices handed out stay valid: a buffer is only ever
+written at slots nobody has read yet, and a full buffer is replaced, not overwritten.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from timerl.pdg.graph import TensorType
+
+
+class _Row:
+    __slots__ = ("buffers", "base", "live")
+
+    def __init__(self, buffers: list[Any], base: int) -> None:
+        self.buffers = buffers
+        self.base = base
+        self.live: set[int] = set()
+
+
+class BlockStore:
+    def __init__(self, axis: int, types: Sequence[TensorType], backend: Any) -> None:
+        self.axis = axis
+        self.types = types
+        self.backend = backend
+        self.rows: dict[tuple[int, ...], _Row] = {}
+
+    def _split(self, point: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+        return point[:self.axis] + point[self.axis + 1:], point[self.axis]
+
+    def put(self, point: tuple[int, ...], values: tuple[Any, ...]) -> None:
+        outer, k = self._split(point)
+        row = self.rows.get(outer)
+        if row is None:
+            row = self.rows[outer] = _Row(self._allocate(8), k)
+        if k < row.base or k - row.base >= row.buffers[0].shape[0]:
+            self._regrow(row, k)
+        for slot, value in enumerate(values):
+            row.buffers[slot] = self.backend.write(row.buffers[slot], k - row.base, value)
+        row.live.add(k)
+
+    def get(self, point: tuple[int, ...]) -> tuple[Any, ...]:
+        outer, k = self._split(point)
+        row = self.rows[outer]
+        if k not in row.live:
+            raise KeyError(point)
+        return tuple(buffer[k - row.base] for buffer in row.buffers)
+
+    def has(self, point: tuple[int, ...]) -> bool:
+        outer, k = self._split(point)
+        row = self.rows.get(outer)
+        return row is not None and k in row.live
+
+    def slice(self, outer: tuple[int, ...], start: int, stop: int, output: int) -> Any:
+        """Points ``start .. stop-1`` of one row, all live, as one array (a view where the backend allows)."""
+        row = self.rows[outer]
+        if any(k not in row.live for k in range(start, stop)):
+            raise KeyError((outer, start, stop))
+        return row.buffers[output][start - row.base:stop - row.base]
+
+    def free(self, point: tuple[int, ...]) -> None:
+        outer, k = self._split(point)
+        row = self.rows.get(outer)
+        if row is None:
+            return
+        row.live.discard(k)
+        if not row.live:
+            del self.rows[outer]
+
+    def _allocate(self, capacity: int) -> list[Any]:
+        return [self.backend.zeros((capacity,) + tuple(t.shape), t.dtype) for t in self.types]
+
+    def _regrow(self, row: _Row, k: int) -> None:
+        low = min(row.live | {k})
+        high = max(row.live | {k}) + 1
+        capacity = max(8, 2 * (high - low))
+        fresh = self._allocate(capacity)
+        kept = [j for j in row.live]
+        for slot, old in enumerate(row.buffers):
+            if kept:
+                first, last = min(kept), max(kept) + 1
+                fresh[slot] = self.backend.write_block(fresh[slot], first - low, old[first - row.base:last - row.base])
+        row.buffers = fresh
+        row.base = low
