@@ -137,55 +137,41 @@ class Compare(Cond):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class And(Cond):
+class _Junction(Cond):
+    """``And`` and ``Or``: the same structure, told apart by their tag, Python word and symbol."""
+
     parts: tuple[Cond, ...]
+    tag = ""
+    word = ""
+    sign = ""
 
     def key(self) -> tuple:
-        return ("and",) + tuple(p.key() for p in self.parts)
+        return (self.tag,) + tuple(p.key() for p in self.parts)
 
     def symbols(self) -> frozenset[Symbol]:
         return frozenset().union(*(p.symbols() for p in self.parts))
 
     def evaluate(self, env: Mapping[Symbol, int]) -> bool:
-        return all(p.evaluate(env) for p in self.parts)
+        decide = all if self.tag == "and" else any
+        return decide(p.evaluate(env) for p in self.parts)
 
     def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
-        result: Cond = TRUE
-        for part in self.parts:
-            result = conjunction(result, part.substitute(mapping))
-        return result
+        combine = conjunction if self.tag == "and" else disjunction
+        return combine(*(part.substitute(mapping) for part in self.parts))
 
     def python(self) -> str:
-        return "(" + " and ".join(p.python() for p in self.parts) + ")"
+        return "(" + f" {self.word} ".join(p.python() for p in self.parts) + ")"
 
     def __str__(self) -> str:
-        return " & ".join(f"({p})" for p in self.parts)
+        return f" {self.sign} ".join(f"({p})" for p in self.parts)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Or(Cond):
-    parts: tuple[Cond, ...]
+class And(_Junction):
+    tag, word, sign = "and", "and", "&"
 
-    def key(self) -> tuple:
-        return ("or",) + tuple(p.key() for p in self.parts)
 
-    def symbols(self) -> frozenset[Symbol]:
-        return frozenset().union(*(p.symbols() for p in self.parts))
-
-    def evaluate(self, env: Mapping[Symbol, int]) -> bool:
-        return any(p.evaluate(env) for p in self.parts)
-
-    def substitute(self, mapping: Mapping[Symbol, IntLike]) -> Cond:
-        result: Cond = FALSE
-        for part in self.parts:
-            result = disjunction(result, part.substitute(mapping))
-        return result
-
-    def python(self) -> str:
-        return "(" + " or ".join(p.python() for p in self.parts) + ")"
-
-    def __str__(self) -> str:
-        return " | ".join(f"({p})" for p in self.parts)
+class Or(_Junction):
+    tag, word, sign = "or", "or", "|"
 
 
 @dataclass(frozen=True, eq=False, repr=False)
