@@ -135,11 +135,11 @@ def test_program_of_fifty_ops_matches_reference_on_every_backend():
             np.testing.assert_allclose(results[run_key][key], want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("backend", COMPILED)
-def test_range_reads_come_from_a_block_store(backend):
-    exe = run_window(50, backend)  # values checked against NumPy inside
+def test_range_reads_come_from_a_block_store():
+    exe = run_window(50, "torch")  # values checked against NumPy inside
     assert list(exe.block_axes.values()) == [0]
-    swapping = run_window(10, backend, swap=True)
+    assert run_window(10, "jax").block_axes == {}  # a jax slice costs a compiled computation per bounds
+    swapping = run_window(10, "torch", swap=True)
     assert swapping.block_axes == {}  # swapping moves single points, so it keeps point stores
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 class Backend(Protocol):
     name: str
+    slices_are_views: bool  # whether x[a:b] is free (block stores pay off)
     xp: Any
 
     def compile(self, kernel: Any) -> Any: ...
@@ -40,6 +41,7 @@ class NumpyBackend:
     """The reference interpreter's arrays."""
 
     name = "numpy"
+    slices_are_views = True
 
     def __init__(self) -> None:
         import array_api_compat.numpy as xp

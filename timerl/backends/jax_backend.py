@@ -12,6 +12,7 @@ import jax.numpy as jnp
 
 class JaxBackend:
     name = "jax"
+    slices_are_views = False
 
     def __init__(self) -> None:
         self.kernels: dict = {}

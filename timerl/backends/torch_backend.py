@@ -14,6 +14,7 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.
 
 class TorchBackend:
     name = "torch"
+    slices_are_views = True
 
     def __init__(self) -> None:
         import array_api_compat.torch as xp

@@ -42,7 +42,8 @@ class Executable:
         }
         self.readers = {n.id: [EdgeReader(e, n.domain, self.bounds) for e in n.inputs] for n in graph.nodes}
         self.groups = {g.id: g for g in groups}
-        self.block_axes = {} if swap else block_axes(graph)
+        # jax arrays cannot be sliced without a compiled computation per (start, stop): stacking is cheaper there
+        self.block_axes = block_axes(graph) if backend.slices_are_views and not swap else {}
         self._program = _Interpreter(self).build(schedule.root, ())
 
     def execute(self) -> None:
