@@ -27,7 +27,7 @@ import gymnasium
 import numpy as np
 
 from timerl.errors import ShapeError, TimeRLError, user_location
-from timerl.pdg.graph import Attrs, Edge, TensorType
+from timerl.pdg.graph import Edge, TensorType
 from timerl.rt import functional as F
 from timerl.rt.context import current_context
 from timerl.rt.placeholder import placeholder
@@ -224,13 +224,10 @@ class Env:
 
 def _udf(name: str, fn: Any, outputs: tuple[TensorType, ...], *inputs: RT) -> tuple[RT, ...]:
     """A ``udf`` node over the union of the inputs' domains: ``fn(point, *input_values)`` returns one array
-    per declared output. (``F.apply`` takes ``outputs=`` for itself, so the node is added here.)"""
-    ctx = inputs[0].ctx
-    domain = ctx.order_dims(set().union(*(t.domain for t in inputs)))
-    edges = [Edge(t.node.id, t.output, t.index) for t in inputs]
-    node = ctx.add_node("udf", Attrs.of(fn=fn, outputs=outputs), domain, edges, outputs, user_location())
-    node.name = name
-    return tuple(RT.of(ctx, node, k) for k in range(len(outputs)))
+    per declared output."""
+    results = F.apply("udf", *inputs, fn=fn, outputs=outputs, as_tuple=True)
+    results[0].node.name = name
+    return results
 
 
 class _Step:

@@ -92,8 +92,9 @@ def _as_tensors(args: Sequence[Any]) -> list[RT]:
     return out
 
 
-def apply(op: str, *args: Any, outputs: int | None = None, **attrs: Any) -> Any:
-    """Create a node of ``op`` over the union of the inputs' domains, reading each input through its view."""
+def apply(op: str, *args: Any, as_tuple: bool = False, **attrs: Any) -> Any:
+    """Create a node of ``op`` over the union of the inputs' domains, reading each input through its view.
+    Returns the output RT, or a tuple of them for ops with several outputs (or when ``as_tuple``)."""
     inputs = _as_tensors(args)
     ctx = inputs[0].ctx
     location = user_location()
@@ -106,7 +107,7 @@ def apply(op: str, *args: Any, outputs: int | None = None, **attrs: Any) -> Any:
     edges = [Edge(t.node.id, t.output, t.index) for t in inputs]
     node = ctx.add_node(op, frozen, domain, edges, types, location)
     results = [RT.of(ctx, node, k) for k in range(len(types))]
-    return results[0] if len(results) == 1 and outputs is None else tuple(results)
+    return results[0] if len(results) == 1 and not as_tuple else tuple(results)
 
 
 # ---- creation -------------------------------------------------------------------------------------------
