@@ -16,6 +16,13 @@ class JaxBackend:
 
     def __init__(self) -> None:
         self.kernels: dict = {}
+        self.dynamic_nodes: dict = {}
+        from timerl.backends.base import NumpyBackend
+
+        # jax compiles a computation per distinct shape: ops whose shapes change from point to point (windows
+        # of length T - t) run on NumPy instead, zero-copy on the CPU. (On an accelerator this costs a host
+        # round trip; padding windows to static shapes is the better fix, see incrementalization.)
+        self.host_for_dynamic_shapes = NumpyBackend()
         self.xp = jnp
         self.device = jax.devices()[0]
         self.host = jax.devices("cpu")[0]
@@ -38,7 +45,7 @@ class JaxBackend:
         return int(value.nbytes)
 
     def stack(self, values: Sequence[jax.Array]) -> jax.Array:
-        return jnp.stack(list(values))
+        return self.from_numpy(np.stack([np.asarray(v) for v in values]))  # no compile per stack length
 
     def write(self, buffer: jax.Array, index: int, value: jax.Array) -> jax.Array:
         return buffer.at[index].set(value)

@@ -40,6 +40,9 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
         arrays = [backend.to_numpy(v) for v in inputs]
         results = attrs["fn"](point_dict(node.domain, point), *arrays)
         return tuple(backend.from_numpy(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
+    host = getattr(backend, "host_for_dynamic_shapes", None)
+    if host is not None and _dynamic(node, backend):
+        return _on_host(node, point, inputs, seed, bounds, backend, host)
     if op == "grad_accumulate":
         return (accumulate_gradient(node, point, inputs, attrs, bounds, backend),)
     try:
@@ -58,6 +61,26 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
 
 
 _SYMBOLIC = object()
+
+
+def _dynamic(node: Node, backend: Any) -> bool:
+    """Whether the node's shapes change from point to point (range reads, symbolic sizes, accumulations)."""
+    known = backend.dynamic_nodes.get(node.id)
+    if known is None:
+        known = backend.dynamic_nodes[node.id] = (
+            node.op == "grad_accumulate" or _has_symbols(node.attrs.as_dict())
+            or any(not isinstance(d, int) for t in node.outputs for d in t.shape)
+            or any(e.ranges() for e in node.inputs))
+    return known
+
+
+def _on_host(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, bounds: Mapping[Symbol, int],
+             backend: Any, host: Any) -> tuple[Any, ...]:
+    """Evaluate with the host backend (NumPy) and move the results back: for jax, whose eager mode compiles a
+    computation for every new shape, a window that grows by one each step would compile at every step."""
+    moved = [[(q, backend.to_numpy(v)) for q, v in value] if isinstance(value, list) else backend.to_numpy(value)
+             for value in inputs]
+    return tuple(backend.from_numpy(np.asarray(v)) for v in evaluate(node, point, moved, seed, bounds, host))
 
 
 def _kernel(node: Node, attrs: dict, backend: Any):
