@@ -179,9 +179,9 @@ class HloModule:
         return {inst.name: (comp.name, inst) for comp in self.computations.values() for inst in comp.instructions}
 
 
-def split_top_level(text: str, separator: str = ",") -> list[str]:
-    """Split at separators outside (), {}, [] and quotes."""
-    parts, depth, quote, start, i = [], 0, False, 0, 0
+def _unquoted(text: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """(position, character, bracket depth after it) for every character outside quoted strings."""
+    depth, quote, i = 0, False, start
     while i < len(text):
         char = text[i]
         if quote:
@@ -191,36 +191,30 @@ def split_top_level(text: str, separator: str = ",") -> list[str]:
                 quote = False
         elif char == '"':
             quote = True
-        elif char in "({[":
-            depth += 1
-        elif char in ")}]":
-            depth -= 1
-        elif char == separator and depth == 0:
+        else:
+            if char in "({[":
+                depth += 1
+            elif char in ")}]":
+                depth -= 1
+            yield i, char, depth
+        i += 1
+
+
+def split_top_level(text: str, separator: str = ",") -> list[str]:
+    """Split at separators outside (), {}, [] and quotes."""
+    parts, start = [], 0
+    for i, char, depth in _unquoted(text):
+        if char == separator and depth == 0:
             parts.append(text[start:i])
             start = i + 1
-        i += 1
     parts.append(text[start:])
     return [part.strip() for part in parts if part.strip()]
 
 
 def _matching_close(text: str, open_at: int) -> int:
-    depth, quote, i = 0, False, open_at
-    while i < len(text):
-        char = text[i]
-        if quote:
-            if char == "\\":
-                i += 1
-            elif char == '"':
-                quote = False
-        elif char == '"':
-            quote = True
-        elif char in "({[":
-            depth += 1
-        elif char in ")}]":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
+    for i, char, depth in _unquoted(text, open_at):
+        if char in ")}]" and depth == 0:
+            return i
     raise HloParseError(f"unbalanced brackets in {text[:80]!r}")
 
 
