@@ -7,7 +7,6 @@ from timerl.ops.registry import (
     MOVEMENT,
     NOT_DIFFERENTIABLE,
     ShapeError,
-    normalize_axis,
     numel,
     promote,
     register,
@@ -228,6 +227,3 @@ register("one_hot", MOVEMENT, shape=_one_hot_shape,
          impl=lambda xp, x, num_classes: xp.astype(x[..., None] == xp.arange(num_classes), xp.int64),
          grad=NOT_DIFFERENTIABLE)
 
-
-def check_axis(axis: int, rank: int) -> int:
-    return normalize_axis(axis, rank)

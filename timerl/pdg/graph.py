@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Union
 
-from timerl.rt.symbolic import TRUE, Cond, Expr, IntLike, Symbol, as_expr, conjunction, disjunction
+from timerl.rt.symbolic import TRUE, Cond, Expr, IntLike, Symbol, conjunction, disjunction
 
 Dim = Union[int, Expr]
 
@@ -176,11 +176,3 @@ class Graph:
             when = f" when {node.condition}" if node.condition is not TRUE else ""
             lines.append(f"%{node.id}[{dims}]{when} = {node.op}({ins}) {node.attrs} -> {outs}")
         return "\n".join(lines)
-
-
-def identity_index(domain: tuple[Symbol, ...]) -> tuple[IndexItem, ...]:
-    return tuple(Point(d) for d in domain)
-
-
-def as_point(value: IntLike) -> Point:
-    return Point(as_expr(value))

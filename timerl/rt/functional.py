@@ -12,7 +12,7 @@ from timerl.ops import registry
 from timerl.ops.registry import OPS, is_float
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt.context import Context, current_context
-from timerl.rt.symbolic import Cond, Expr, Symbol
+from timerl.rt.symbolic import Symbol
 from timerl.rt.tensor import RecurrentTensor, check_same_context
 
 RT = RecurrentTensor
@@ -180,14 +180,7 @@ def scalar(value: Any, dtype: str | None = None) -> RT:
 
 
 def where(cond: Any, x: Any, y: Any) -> RT:
-    return apply("where", *_broadcastable(cond, x, y))
-
-
-def _broadcastable(*args: Any) -> list[Any]:
-    tensors = [a for a in args if isinstance(a, RT)]
-    if not tensors:
-        raise TimeRLError(f"{user_location()}: trl.where needs at least one recurrent tensor")
-    return list(args)
+    return apply("where", cond, x, y)
 
 
 def maximum(x: Any, y: Any) -> RT:
@@ -423,5 +416,3 @@ METHODS = (
     "gather", "index_select", "one_hot", "clip", "clamp", "detach", "astype", "exp", "log", "sqrt", "abs",
     "tanh", "sigmoid", "relu", "sign", "sum_to",
 )
-
-__all__ = ["apply", "Cond", "Expr"]

@@ -398,15 +398,11 @@ from timerl.rt.conditions import (  # noqa: E402  (conditions build on the expre
 )
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -((-a) // b)
-
 
 __all__ = [
     "SymbolicError", "Expr", "Symbol", "Affine", "FloorDiv", "Mod", "Min", "Max", "Product", "Cond", "BoolConst",
     "Compare", "And", "Or", "Not", "TRUE", "FALSE", "as_expr", "as_cond", "const", "add", "mul", "floordiv", "mod",
     "minimum", "maximum", "compare", "conjunction", "disjunction", "negation", "affine_coefficient",
-    "ceil_div",
 ]
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from timerl.errors import DomainError, ShapeError, TimeRLError, user_location
 from timerl.pdg.graph import IndexItem, Point, Range, TensorType
 from timerl.rt.context import Context, NodeDraft
-from timerl.rt.symbolic import Expr, IntLike, Symbol, as_expr
+from timerl.rt.symbolic import Expr, Symbol, as_expr
 
 
 class RecurrentTensor:
@@ -208,5 +208,3 @@ def check_same_context(*tensors: RecurrentTensor) -> Context:
         raise ShapeError(f"{user_location()}: tensors from different contexts cannot meet")
     return next(iter(contexts.values()))
 
-
-IntOrExpr = IntLike

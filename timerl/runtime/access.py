@@ -7,9 +7,10 @@ values once, and every index expression becomes one compiled Python function of 
 from __future__ import annotations
 
 import itertools
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from timerl.pdg.graph import Edge, Node, Range
+from timerl.errors import ShapeError
+from timerl.pdg.graph import Edge, Graph, Range
 from timerl.rt.symbolic import TRUE, Cond, Symbol, compile_function
 
 
@@ -65,13 +66,24 @@ def condition_function(cond: Cond, domain: Sequence[Symbol], bounds: Mapping[Sym
     return lambda point: bool(function(*point)[0])
 
 
-def box(node: Node, bounds: Mapping[Symbol, int], graph_bounds: Mapping[Symbol, Symbol]) -> list[range]:
-    return [range(bounds[graph_bounds[d]]) for d in node.domain]
-
-
-def in_box(point: Sequence[int], sizes: Sequence[int]) -> bool:
-    return all(0 <= c < s for c, s in zip(point, sizes))
-
-
 def point_dict(domain: Sequence[Symbol], point: Sequence[int]) -> dict[str, int]:
     return {d.name: int(c) for d, c in zip(domain, point)}
+
+
+def stack_range(values: list[Any], lengths: tuple[int, ...], graph: Graph, edge: Edge, backend: Any) -> Any:
+    """The points of a range read, stacked: range dimensions first, in index order."""
+    if not values:
+        produced = graph.nodes[edge.producer].outputs[edge.output]
+        if not all(isinstance(d, int) for d in produced.shape):
+            raise ShapeError(f"empty range read of {graph.nodes[edge.producer].label()}, whose shape is dynamic")
+        return backend.zeros(lengths + tuple(produced.shape), produced.dtype)
+    stacked = backend.stack(values)
+    if len(lengths) > 1:
+        stacked = backend.xp.reshape(stacked, lengths + tuple(stacked.shape[1:]))
+    return stacked
+
+
+def empty_stats(compile_seconds: float) -> dict[str, float]:
+    """`exe.stats` before the first run: the fields SPEC.md promises."""
+    return {"peak_device_bytes": 0, "peak_host_bytes": 0, "bytes_offloaded": 0, "bytes_fetched": 0,
+            "compile_seconds": compile_seconds, "execute_seconds": 0.0}

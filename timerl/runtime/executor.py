@@ -15,7 +15,7 @@ from timerl.backends.base import get_backend
 from timerl.errors import TimeRLError
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.pdg.pipeline import optimize_graph
-from timerl.runtime.access import EdgeReader, point_dict
+from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
 from timerl.runtime.evaluate import evaluate
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
@@ -36,10 +36,7 @@ class Executable:
         self.seed = seed
         self.device_memory = device_memory
         self.swap = swap
-        self.stats: dict[str, float] = {
-            "peak_device_bytes": 0, "peak_host_bytes": 0, "bytes_offloaded": 0, "bytes_fetched": 0,
-            "compile_seconds": compile_seconds, "execute_seconds": 0.0,
-        }
+        self.stats = empty_stats(compile_seconds)
         self.readers = {n.id: [EdgeReader(e, n.domain, self.bounds) for e in n.inputs] for n in graph.nodes}
         self.groups = {g.id: g for g in groups}
         # jax arrays cannot be sliced without a compiled computation per (start, stop): stacking is cheaper there
@@ -89,7 +86,7 @@ class Executable:
                 raise TimeRLError(f"internal error: {node.label()} at {point_dict(node.domain, point)} read a "
                                   f"value of %{edge.producer} that is not stored (a scheduling bug)") from None
             if lengths:
-                inputs.append(self._stack(values, lengths, edge))
+                inputs.append(stack_range(values, lengths, self.graph, edge, self.backend))
             else:
                 inputs.append(values[0])
         outputs = evaluate(node, point, inputs, self.seed, self.bounds, self.backend)
@@ -112,15 +109,6 @@ class Executable:
         except KeyError:
             raise TimeRLError(f"internal error: %{edge.producer} read over {window} before every point was "
                               "stored (a scheduling bug)") from None
-
-    def _stack(self, values: list[Any], lengths: tuple[int, ...], edge) -> Any:
-        produced = self.graph.nodes[edge.producer].outputs[edge.output]
-        if not values:
-            return self.backend.zeros(lengths + tuple(int(d) for d in produced.shape), produced.dtype)
-        stacked = self.backend.stack(values)
-        if len(lengths) > 1:
-            stacked = self.backend.xp.reshape(stacked, lengths + tuple(stacked.shape[1:]))
-        return stacked
 
 
 def block_axes(graph: Graph) -> dict[int, int]:

@@ -11,14 +11,13 @@ import sys
 import time
 from typing import Any, Mapping
 
-import numpy as np
 
 import timerl.ops  # noqa: F401
-from timerl.errors import DomainError, ScheduleError, ShapeError
+from timerl.errors import DomainError, ScheduleError
 from timerl.pdg.graph import Graph, Node
 from timerl.backends.base import NumpyBackend
 from timerl.runtime.evaluate import evaluate
-from timerl.runtime.access import EdgeReader, condition_function, point_dict
+from timerl.runtime.access import EdgeReader, condition_function, empty_stats, point_dict, stack_range
 from timerl.rt.symbolic import Symbol
 
 _EXPANDING = 1
@@ -125,7 +124,7 @@ class ReferenceInterpreter:
             if masked:
                 inputs.append([(k[1], v) for k, v in zip(keys, values)])
             elif lengths:
-                inputs.append(_stack(values, lengths, node, self.graph, slot))
+                inputs.append(stack_range(values, lengths, self.graph, node.inputs[slot], self.arrays))
             else:
                 inputs.append(values[0])
         return evaluate(node, point, inputs, self.seed, self.bounds, self.arrays)
@@ -167,17 +166,6 @@ def _children(plan) -> list[Key]:
     return out
 
 
-def _stack(values: list[Any], lengths: tuple[int, ...], node: Node, graph: Graph, slot: int) -> np.ndarray:
-    if values:
-        stacked = np.stack([np.asarray(v) for v in values])
-        return stacked.reshape(lengths + stacked.shape[1:])
-    edge = node.inputs[slot]
-    produced = graph.nodes[edge.producer].outputs[edge.output]
-    if not all(isinstance(d, int) for d in produced.shape):
-        raise ShapeError(f"{node.label()}: empty range read of a tensor with a dynamic shape")
-    return np.zeros(lengths + tuple(produced.shape), dtype=produced.dtype)
-
-
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
 
 
@@ -188,10 +176,7 @@ class ReferenceExecutable:
         self.graph = graph
         self.bounds = dict(bounds)
         self.seed = seed
-        self.stats: dict[str, float] = {
-            "peak_device_bytes": 0, "peak_host_bytes": 0, "bytes_offloaded": 0, "bytes_fetched": 0,
-            "compile_seconds": compile_seconds, "execute_seconds": 0.0,
-        }
+        self.stats = empty_stats(compile_seconds)
         self.schedule = "reference interpreter: every sink point evaluated on demand, memoized"
 
     def execute(self) -> None:

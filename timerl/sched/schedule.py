@@ -18,8 +18,6 @@ import islpy as isl
 from timerl.errors import ScheduleError
 from timerl.pdg.graph import Graph
 from timerl.rt.symbolic import (
-    FALSE,
-    TRUE,
     Cond,
     Expr,
     Symbol,
@@ -31,7 +29,6 @@ from timerl.rt.symbolic import (
     maximum,
     minimum,
     mod,
-    negation,
 )
 from timerl.sched import ast
 from timerl.sched.demand import Demand, analyze
@@ -252,5 +249,3 @@ def _cond(expr: isl.AstExpr, loop_vars) -> Cond:
         return disjunction(*(_cond(a, loop_vars) for a in args))
     raise ScheduleError(f"unsupported isl condition {expr.to_C_str()}")
 
-
-__all__ = ["schedule_graph", "ScheduleResult", "TRUE", "FALSE", "negation"]
