@@ -63,6 +63,10 @@ unary("tanh", lambda xp, x: xp.tanh(x), lambda F, ins, outs, g, a: [g[0] * (1.0 
 unary("sigmoid", _sigmoid, lambda F, ins, outs, g, a: [g[0] * outs[0] * (1.0 - outs[0])], dtype=_float_result)
 unary("relu", lambda xp, x: xp.where(x > 0, x, xp.zeros_like(x)),
       lambda F, ins, outs, g, a: [F.where(ins[0] > 0, g[0], 0.0)])
+unary("sin", lambda xp, x: xp.sin(x), lambda F, ins, outs, g, a: [g[0] * F.apply("cos", ins[0])],
+      dtype=_float_result)
+unary("cos", lambda xp, x: xp.cos(x), lambda F, ins, outs, g, a: [F.neg(g[0] * F.apply("sin", ins[0]))],
+      dtype=_float_result)
 unary("logical_not", lambda xp, x: xp.logical_not(x), NOT_DIFFERENTIABLE, dtype=_bool_result)
 unary("identity", lambda xp, x: x, lambda F, ins, outs, g, a: [g[0]])
 unary("detach", lambda xp, x: x, NOT_DIFFERENTIABLE)
@@ -85,6 +89,11 @@ binary("div", lambda xp, x, y: x / y,
 binary("pow", lambda xp, x, y: xp.pow(x, y),
        lambda F, ins, outs, g, a: [_unbroadcast(F, g[0] * ins[1] * F.pow(ins[0], ins[1] - 1.0), ins[0]),
                                    _unbroadcast(F, g[0] * outs[0] * F.log(ins[0]), ins[1])])
+# the sign of the divisor, like Python's % and numpy.remainder; out = x - y * floor(x / y), so
+# d out / d y = -floor(x / y) = (out - x) / y, written without a floor op
+binary("remainder", lambda xp, x, y: xp.remainder(x, y),
+       lambda F, ins, outs, g, a: [_unbroadcast(F, g[0], ins[0]),
+                                   _unbroadcast(F, g[0] * (outs[0] - ins[0]) / ins[1], ins[1])])
 binary("maximum", lambda xp, x, y: xp.maximum(x, y),
        lambda F, ins, outs, g, a: [_unbroadcast(F, F.where(ins[0] >= ins[1], g[0], 0.0), ins[0]),
                                    _unbroadcast(F, F.where(ins[0] >= ins[1], 0.0, g[0]), ins[1])])
