@@ -10,7 +10,7 @@ same relations, so isl keeps producers next to their consumers and frees memory 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import islpy as isl
@@ -50,21 +50,25 @@ class ScheduleResult:
     groups: list[Group]
     statements: int
     seconds: float
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per step: demand, grouping, isl, ast
 
 
 def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], fuse: bool = True) -> ScheduleResult:
     """Schedule dataflow groups; if fusing made isl fail, schedule op by op before calling it a cycle."""
     started = time.perf_counter()
     demand = analyze(graph, bounds)
+    phases = {"demand": time.perf_counter() - started}
     try:
-        return _schedule_groups(graph, demand, fuse, started)
+        return _schedule_groups(graph, demand, fuse, started, phases)
     except ScheduleError:
         if not fuse:
             raise
-        return _schedule_groups(graph, demand, False, started)
+        return _schedule_groups(graph, demand, False, started, phases)
 
 
-def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float) -> ScheduleResult:
+def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
+                     phases: dict[str, float]) -> ScheduleResult:
+    clock = time.perf_counter()
     groups, group_of = group_nodes(graph, demand, fuse)
     domains: list[isl.Set] = [g.domain for g in groups]
     dependences: list[isl.Map] = []
@@ -93,6 +97,8 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float) -
                               time.perf_counter() - started)
     domain = _union_set(domains)
     validity = _union_map(dependences, domain)
+    phases["grouping"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     constraints = isl.ScheduleConstraints.on_domain(domain).set_context(demand.polyhedra.generic_context)
     constraints = constraints.set_validity(validity).set_proximity(validity)
     try:
@@ -101,10 +107,14 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float) -
         isl_schedule = None
     if isl_schedule is None:
         raise ScheduleError(_cycle_message(graph, groups, validity.intersect_params(demand.polyhedra.context)))
+    phases["isl"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     build = isl.AstBuild.from_context(demand.polyhedra.context)
     parameters = {b.name: const(demand.polyhedra.bounds[b]) for b in graph.bounds}
     tree = _convert(build.node_from_schedule(_atomic(isl_schedule)), parameters)
-    return ScheduleResult(ast.Schedule(tree, labels), demand, groups, len(domains), time.perf_counter() - started)
+    phases["ast"] = time.perf_counter() - clock
+    return ScheduleResult(ast.Schedule(tree, labels), demand, groups, len(domains), time.perf_counter() - started,
+                          phases)
 
 
 def _label(graph: Graph, group: Group) -> str:
