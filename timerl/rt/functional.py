@@ -116,7 +116,7 @@ def apply(op: str, *args: Any, as_tuple: bool = False, **attrs: Any) -> Any:
 def tensor(value: Any, dtype: str | None = None, domain: Sequence[Symbol] = (), requires_grad: bool = False) -> RT:
     ctx = current_context()
     result = constant(ctx, value, dtype, tuple(domain))
-    result.node.requires_grad = requires_grad
+    result.node.requires_grad = _grad_flag(requires_grad, result.dtype)
     return result
 
 
@@ -135,33 +135,44 @@ def ones(shape: Sequence[int], dtype: str = "float32", domain: Sequence[Symbol] 
     return full(shape, 1, dtype, domain, requires_grad)
 
 
-def arange(n: int, dtype: str = "int64", domain: Sequence[Symbol] = ()) -> RT:
-    return tensor(np.arange(n), dtype, domain)
+def arange(n: int, dtype: str = "int64", domain: Sequence[Symbol] = (), requires_grad: bool = False) -> RT:
+    return tensor(np.arange(n), dtype, domain, requires_grad)
 
 
-def _leaf(op: str, shape: Sequence[int], dtype: str, domain: Sequence[Symbol], **attrs: Any) -> RT:
+def _leaf(op: str, shape: Sequence[int], dtype: str, domain: Sequence[Symbol], requires_grad: bool,
+          **attrs: Any) -> RT:
     ctx = current_context()
     shape = static_shape(shape)
     node = ctx.add_node(op, Attrs.of(shape=shape, dtype=check_dtype(dtype), **attrs), tuple(domain), [],
                         (TensorType(shape, dtype),), user_location())
+    node.requires_grad = _grad_flag(requires_grad, dtype)
     return RT.of(ctx, node)
 
 
-def rand(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = ()) -> RT:
+def _grad_flag(requires_grad: bool, dtype: str) -> bool:
+    """Like torch: only floating-point tensors can require gradients."""
+    if requires_grad and not is_float(dtype):
+        raise TimeRLError(f"{user_location()}: only floating-point tensors can require gradients, got {dtype}")
+    return bool(requires_grad)
+
+
+def rand(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = (),
+         requires_grad: bool = False) -> RT:
     """Uniform [0, 1): a fresh, independent draw at every point of the domain, fixed by the seed."""
-    return _leaf("rand", shape, dtype, domain, stream=len(current_context().nodes))
+    return _leaf("rand", shape, dtype, domain, requires_grad, stream=len(current_context().nodes))
 
 
-def randn(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = ()) -> RT:
-    return _leaf("randn", shape, dtype, domain, stream=len(current_context().nodes))
+def randn(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = (),
+          requires_grad: bool = False) -> RT:
+    return _leaf("randn", shape, dtype, domain, requires_grad, stream=len(current_context().nodes))
 
 
 def source(fn: Callable[[dict], Any], shape: Sequence[int] = (), dtype: str = "float32",
-           domain: Sequence[Symbol] = ()) -> RT:
+           domain: Sequence[Symbol] = (), requires_grad: bool = False) -> RT:
     """``fn(point)`` gets the point as ``{"t": 3, ...}`` and returns an array-like of ``shape``."""
     if not callable(fn):
         raise TimeRLError(f"{user_location()}: source(fn, ...) needs a callable")
-    return _leaf("source", shape, dtype, domain, fn=fn)
+    return _leaf("source", shape, dtype, domain, requires_grad, fn=fn)
 
 
 def sink(value: RT, fn: Callable[[dict, Any], Any]) -> None:

@@ -34,7 +34,7 @@ class RecurrentTensor:
         lengths = tuple(_simplify_dim(item.length()) for item in index if isinstance(item, Range))
         self.shape: tuple[int | Expr, ...] = lengths + tuple(produced.shape)
         self.dtype: str = produced.dtype
-        self._grad: RecurrentTensor | None = None
+        self._grad: tuple[int, RecurrentTensor] | None = None  # (number of backward passes, gradient)
 
     @classmethod
     def of(cls, ctx: Context, node: NodeDraft, output: int = 0) -> RecurrentTensor:
@@ -126,11 +126,15 @@ class RecurrentTensor:
 
     @property
     def grad(self) -> RecurrentTensor | None:
-        if self._grad is None and self.node.requires_grad:
+        """The gradient summed over every ``backward()`` so far: a later ``backward()`` gives a fresh one."""
+        if not self.node.requires_grad:
+            return None
+        passes = len(self.ctx.objectives)
+        if self._grad is None or self._grad[0] != passes:
             from timerl.rt.autodiff import gradient_of
 
-            self._grad = gradient_of(self)
-        return self._grad
+            self._grad = (passes, gradient_of(self))
+        return self._grad[1]
 
 
 class _SpatialIndexer:

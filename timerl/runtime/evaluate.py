@@ -149,8 +149,8 @@ def accumulate_gradient(node: Node, point: tuple[int, ...], inputs: list[Any], a
 
     Each input is a list of (consumer point q, contribution at q); ``windows`` says, for a forward range
     read, where this point sits inside the window read at q."""
-    total = backend.zeros(attrs["shape"], attrs["dtype"])
     here = dict(zip(node.domain, point))
+    total = backend.zeros(_concrete(tuple(attrs["shape"]), {**bounds, **here}), attrs["dtype"])
     for contributions, window in zip(inputs, attrs["windows"]):
         for q, value in contributions:
             selected = value
