@@ -1,0 +1,152 @@
+"""REGAL's performance model (paper §2.1 and A.4), decoding a whole BRKGA population at once.
+
+A chromosome in [0, 1]^n, ``n = ops * d + ops + tensors * d``, holds op-device affinities, op priorities and
+tensor-transfer priorities, in that order. Decoding:
+
+1. Placement: op v runs on ``argmax_j affinity[v, j]``.
+2. Transfers: a slot X(k, j) exists for every tensor k and device j. It is *active* when k's producer is
+   not on j and some consumer of k is; otherwise it is a no-op. Op v reads tensor k through X(k, place[v]),
+   so "inputs must be local" is a dependence, and the node set is the same for every chromosome (which is
+   what lets the population advance in lockstep).
+3. Schedule: one topological sort of ops and transfer slots (Kahn's algorithm), always taking the ready
+   node of highest priority; each device's schedule is its subsequence.
+4. Simulation, in that order. An op starts when its device is free and its inputs are there, and runs for
+   its runtime. A transfer is synchronous (blocking) and free: it takes place, in zero time, once the
+   tensor exists and both devices are free, and both devices wait for it.
+5. Memory, per device: an op's outputs are allocated while its inputs are still live; a tensor is freed
+   after its last local reader (a local consumer op, or an outgoing transfer); a tensor nobody reads is
+   freed right after its producer (it still counts at that moment). The copy made by a transfer is live on
+   the destination from the transfer until its last consumer there.
+
+Objectives: ``peak_memory`` (max over devices), and ``runtime`` (makespan) under the graph's memory limit,
+where an infeasible solution costs ``sum(runtimes) * (1 + peak / limit)``: more than any feasible one (the
+makespan never exceeds the sum of runtimes), and less the nearer it is to fitting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from algorithms.regal.graph import CompGraph
+
+DEVICES = 2
+OBJECTIVES = ("runtime", "peak_memory")
+
+
+def chromosome_length(graph: CompGraph, devices: int = DEVICES) -> int:
+    return graph.num_ops * devices + graph.num_ops + graph.num_tensors * devices
+
+
+def split(graph: CompGraph, chromosomes: np.ndarray, devices: int = DEVICES) -> tuple[np.ndarray, ...]:
+    """``(affinity (P, ops, d), op_priority (P, ops), transfer_priority (P, tensors, d))``."""
+    ops, tensors = graph.num_ops, graph.num_tensors
+    population = chromosomes.shape[0]
+    affinity = chromosomes[:, :ops * devices].reshape(population, ops, devices)
+    op_priority = chromosomes[:, ops * devices:ops * devices + ops]
+    transfer_priority = chromosomes[:, ops * devices + ops:].reshape(population, tensors, devices)
+    return affinity, op_priority, transfer_priority
+
+
+def evaluate(graph: CompGraph, chromosomes: np.ndarray, devices: int = DEVICES) -> tuple[np.ndarray, np.ndarray]:
+    """``(runtime, peak_memory)``, each of shape (P,), for a population of chromosomes (P, n)."""
+    chromosomes = np.atleast_2d(np.asarray(chromosomes, np.float64))
+    if chromosomes.shape[1] != chromosome_length(graph, devices):
+        raise ValueError(f"chromosomes of length {chromosomes.shape[1]}; graph {graph.name!r} on {devices} "
+                         f"devices needs {chromosome_length(graph, devices)}")
+    return _Simulation(graph, chromosomes, devices).run()
+
+
+def objective(graph: CompGraph, chromosomes: np.ndarray, kind: str, devices: int = DEVICES) -> np.ndarray:
+    """The cost BRKGA minimizes, (P,)."""
+    runtime, peak = evaluate(graph, chromosomes, devices)
+    if kind == "peak_memory":
+        return peak
+    if kind != "runtime":
+        raise ValueError(f"unknown objective {kind!r}; choose one of {OBJECTIVES}")
+    limit = graph.memory_limit
+    infeasible = graph.runtimes.sum() * (1.0 + peak / limit)
+    return np.where(peak <= limit, runtime, infeasible)
+
+
+class _Simulation:
+    """The lockstep decoder: every array has the population as its first axis."""
+
+    def __init__(self, graph: CompGraph, chromosomes: np.ndarray, devices: int) -> None:
+        self.graph, self.devices = graph, devices
+        ops, tensors = graph.num_ops, graph.num_tensors
+        population = chromosomes.shape[0]
+        affinity, op_priority, transfer_priority = split(graph, chromosomes, devices)
+        self.place = affinity.argmax(axis=2)  # (P, ops)
+        self.source = self.place[:, graph.producer]  # (P, tensors): where each tensor is made
+        on_device = self.place[:, :, None] == np.arange(devices)  # (P, ops, d)
+        readers = np.einsum("vk,pvj->pkj", graph.uses.astype(np.int64), on_device.astype(np.int64))
+        here = self.source[:, :, None] == np.arange(devices)  # (P, tensors, d)
+        self.active = (readers > 0) & ~here
+        # local readers left: consumer ops on the device, plus outgoing transfers on the producer's device
+        self.remaining = readers + here * self.active.sum(axis=2, keepdims=True)
+        self.priority = np.concatenate([op_priority, transfer_priority.reshape(population, -1)], axis=1)
+        inputs = graph.uses.sum(axis=1)
+        self.pending = np.tile(np.concatenate([inputs, np.ones(tensors * devices, np.int64)]), (population, 1))
+        # an op's completion releases the transfer slots of all its outputs
+        self.release = np.repeat(graph.produces.astype(np.int64), devices, axis=1)  # (ops, tensors * d)
+        self.free = np.zeros((population, devices))  # when each device is next idle
+        self.present = np.zeros((population, tensors, devices))  # when tensor k arrived on device j
+        self.memory = np.zeros((population, devices))
+        self.peak = np.zeros((population, devices))
+        self.tensor_axis = np.arange(tensors)
+
+    def run(self) -> tuple[np.ndarray, np.ndarray]:
+        ops = self.graph.num_ops
+        population, nodes = self.pending.shape
+        rows = np.arange(population)
+        unscheduled = np.ones((population, nodes), bool)
+        for _ in range(nodes):
+            score = np.where((self.pending == 0) & unscheduled, self.priority, -np.inf)
+            chosen = score.argmax(axis=1)
+            unscheduled[rows, chosen] = False
+            is_op = chosen < ops
+            op_rows = np.flatnonzero(is_op)
+            if op_rows.size:
+                self._run_ops(op_rows, chosen[op_rows])
+            transfer_rows = np.flatnonzero(~is_op)
+            if transfer_rows.size:
+                slot = chosen[transfer_rows] - ops
+                self._transfer(transfer_rows, slot // self.devices, slot % self.devices)
+        return self.free.max(axis=1), self.peak.max(axis=1)
+
+    def _run_ops(self, rows: np.ndarray, op: np.ndarray) -> None:
+        graph, tensor = self.graph, self.tensor_axis[None, :]
+        device = self.place[rows, op]
+        reads, writes = graph.uses[op], graph.produces[op]  # (R, tensors)
+        cell = (rows[:, None], tensor, device[:, None])
+        arrived = np.where(reads, self.present[cell], 0.0).max(axis=1, initial=0.0)
+        finish = np.maximum(self.free[rows, device], arrived) + graph.runtimes[op]
+        self.free[rows, device] = finish
+        self.present[cell] = np.where(writes, finish[:, None], self.present[cell])
+        self.memory[rows, device] += writes @ graph.sizes
+        self.peak[rows, device] = np.maximum(self.peak[rows, device], self.memory[rows, device])
+        remaining = self.remaining[cell] - reads
+        self.remaining[cell] = remaining
+        freed = (reads | writes) & (remaining == 0)
+        self.memory[rows, device] -= freed @ graph.sizes
+        self.pending[rows, graph.num_ops:] -= self.release[op]
+
+    def _transfer(self, rows: np.ndarray, tensor: np.ndarray, device: np.ndarray) -> None:
+        graph = self.graph
+        consumers = graph.uses[:, tensor].T & (self.place[rows] == device[:, None])  # (R, ops)
+        self.pending[rows, :graph.num_ops] -= consumers
+        active = self.active[rows, tensor, device]
+        rows, tensor, device = rows[active], tensor[active], device[active]
+        if not rows.size:
+            return
+        source, size = self.source[rows, tensor], graph.sizes[tensor]
+        when = np.maximum(np.maximum(self.free[rows, source], self.free[rows, device]),
+                          self.present[rows, tensor, source])
+        self.free[rows, source] = when
+        self.free[rows, device] = when
+        self.present[rows, tensor, device] = when
+        self.memory[rows, device] += size
+        self.peak[rows, device] = np.maximum(self.peak[rows, device], self.memory[rows, device])
+        self.remaining[rows, tensor, source] -= 1
+        self.memory[rows, source] -= np.where(self.remaining[rows, tensor, source] == 0, size, 0.0)
+
