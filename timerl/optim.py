@@ -1,9 +1,20 @@
-"""Optimizers: ``step()`` defines each parameter at ``i + 1`` from its value and gradient at ``i``.
+"""Optimizers: ``step()`` defines each parameter at the next point of its domain from its value and gradient
+at the current one.
 
-A parameter is a `trl.param`: a placeholder over its iteration dimension (the first of its domain) whose
-value at ``i = 0`` is its initial value. ``step()`` adds the branch ``param[i + 1] = update(param[i])``.
+A parameter is a `trl.param`: a placeholder over its update dimensions whose value at the origin is its
+initial value. Over one dimension ``(i,)``, ``step()`` adds ``param[i + 1] = update(param[i])``. Over several,
+the points are visited in lexicographic order, like nested loops: PPO's ``(i, e, m)`` (iteration, epoch,
+minibatch) steps ``m``, then carries the last minibatch's update to the next epoch, and the last epoch's
+to the next iteration:
+
+    param[i, e, m + 1] = update[i, e, m]
+    param[i, e + 1, 0] = update[i, e, M - 1]
+    param[i + 1, 0, 0] = update[i, E - 1, M - 1]
+
 Updates are built from detached values, so no later ``backward()`` differentiates through them. The
-learning rate is a float or a recurrent tensor (e.g. a schedule ``lr[i + 1] = lr[i] * 0.98``), read at ``i``.
+learning rate is a float or a recurrent tensor (e.g. a schedule ``lr[i + 1] = lr[i] * 0.98``), read at the
+current point. ``max_grad_norm`` rescales the gradients of all parameters together, like PyTorch's
+``clip_grad_norm_``, before the update.
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ RT = RecurrentTensor
 
 
 class Optimizer:
-    def __init__(self, params: Sequence[RT], lr: float | RT) -> None:
+    def __init__(self, params: Sequence[RT], lr: float | RT, max_grad_norm: float | None = None) -> None:
         self.params = list(params)
         if not self.params:
             raise TimeRLError(f"{user_location()}: an optimizer needs at least one parameter")
@@ -34,7 +45,12 @@ class Optimizer:
                                   f"iteration dimension with requires_grad=True), got {param!r}")
             if not is_float(param.dtype):
                 raise TimeRLError(f"{user_location()}: cannot optimize a {param.dtype} parameter")
+        domains = {tuple(p.domain) for p in self.params}
+        if len(domains) > 1:
+            raise TimeRLError(f"{user_location()}: one optimizer steps parameters over one domain, got "
+                              f"{sorted(tuple(d.name for d in domain) for domain in domains)}")
         self.lr = lr
+        self.max_grad_norm = max_grad_norm
         self._stepped = False
 
     def step(self) -> None:
@@ -43,12 +59,11 @@ class Optimizer:
                               "i + 1 for all i at once")
         self._stepped = True
         with self.params[0].ctx:
-            for param in self.params:
-                grad = param.grad
-                if grad is None:
-                    raise TimeRLError(f"{user_location()}: parameter {param!r} has no gradient")
-                update = self.update(param, F.detach(param), F.detach(grad))
-                _assign_next(param, update)
+            grads = [F.detach(param.grad) for param in self.params]
+            if self.max_grad_norm is not None:
+                grads = _clip_norm(grads, self.max_grad_norm)
+            for param, grad in zip(self.params, grads):
+                _assign_next(param, self.update(param, F.detach(param), grad))
 
     def update(self, param: RT, value: RT, grad: RT) -> RT:
         raise NotImplementedError
@@ -59,15 +74,25 @@ class Optimizer:
         return float(self.lr)
 
 
-def _iteration_dim(param: RT) -> Symbol:
-    return param.domain[0]
+def _clip_norm(grads: list[RT], max_norm: float) -> list[RT]:
+    """Scale all gradients by ``min(1, max_norm / (norm + 1e-6))``, ``norm`` taken over all of them."""
+    total = None
+    for grad in grads:
+        squares = F.sum(grad * grad)
+        total = squares if total is None else total + F.astype(squares, total.dtype)
+    scale = F.minimum(max_norm / (F.sqrt(total) + 1e-6), 1.0)
+    return [grad * F.astype(scale, grad.dtype) for grad in grads]
 
 
 def _assign_next(param: RT, value: RT) -> None:
-    """``param[i + 1] = value`` (``value`` read at ``i``)."""
-    dim = _iteration_dim(param)
-    key = tuple(d + 1 if d is dim else d for d in param.domain)
-    param[key if len(key) > 1 else key[0]] = value
+    """``param`` at the lexicographic successor of each point is ``value`` there (see the module docstring)."""
+    ctx = param.ctx
+    domain = tuple(param.domain)
+    for level in range(len(domain) - 1, -1, -1):
+        key = domain[:level] + (domain[level] + 1,) + (0,) * (len(domain) - level - 1)
+        last = {d: ctx.bound_of(d) - 1 for d in domain[level + 1:]}
+        read = value[tuple(last.get(d, d) for d in value.domain)] if last else value
+        param[key if len(key) > 1 else key[0]] = read
 
 
 class SGD(Optimizer):
@@ -84,11 +109,11 @@ class Adam(Optimizer):
     ``1 - beta**(i + 1)`` are computed per iteration in double precision, like PyTorch's."""
 
     def __init__(self, params: Sequence[RT], lr: float | RT = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8) -> None:
-        super().__init__(params, lr)
+                 eps: float = 1e-8, max_grad_norm: float | None = None) -> None:
+        super().__init__(params, lr, max_grad_norm)
         self.betas = (float(betas[0]), float(betas[1]))
         self.eps = float(eps)
-        self._bias_corrections: dict[Symbol, tuple[RT, ...]] = {}
+        self._step_counts: dict[tuple[Symbol, ...], RT] = {}
 
     def update(self, param: RT, value: RT, grad: RT) -> RT:
         beta1, beta2 = self.betas
@@ -103,21 +128,26 @@ class Adam(Optimizer):
         return value - self.learning_rate(value) * step
 
     def _corrections(self, param: RT) -> tuple[RT, RT]:
-        """``1 - beta1**(i + 1)`` and ``1 - beta2**(i + 1)`` over the iteration dimension, in float64."""
-        dim = _iteration_dim(param)
-        if dim not in self._bias_corrections:
-            self._bias_corrections[dim] = tuple(
-                F.source(lambda p, beta=beta: 1.0 - beta ** (p[dim.name] + 1), (), "float64", (dim,))
-                for beta in self.betas)
-        return self._bias_corrections[dim]
+        """``1 - beta1**n`` and ``1 - beta2**n`` for the ``n``-th step, in float64."""
+        domain = tuple(param.domain)
+        if domain not in self._step_counts:
+            # n counts along the same lexicographic order as the updates, however many dimensions they have
+            count = _start_at_origin(placeholder((), "float64", domain), F.tensor(1.0, "float64"))
+            _assign_next(count, count + 1.0)
+            self._step_counts[domain] = count
+        count = self._step_counts[domain]
+        return tuple(1.0 - F.pow(beta, count) for beta in self.betas)
 
 
 def _moment(param: RT) -> RT:
     moment = placeholder(tuple(param.shape), param.dtype, param.domain)
-    dim = _iteration_dim(param)
-    key = tuple(0 if d is dim else d for d in param.domain)
-    moment[key if len(key) > 1 else key[0]] = F.tensor(np.zeros(tuple(param.shape)), param.dtype)
-    return moment
+    return _start_at_origin(moment, F.tensor(np.zeros(tuple(param.shape)), param.dtype))
+
+
+def _start_at_origin(target: RT, value: RT) -> RT:
+    key = (0,) * len(target.domain)
+    target[key if len(key) > 1 else key[0]] = value
+    return target
 
 
 __all__ = ["SGD", "Adam", "Optimizer"]
