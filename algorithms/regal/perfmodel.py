@@ -4,12 +4,12 @@ A chromosome in [0, 1]^n, ``n = ops * d + ops + tensors * d``, holds op-device a
 tensor-transfer priorities, in that order. Decoding:
 
 1. Placement: op v runs on ``argmax_j affinity[v, j]``.
-2. Transfers: a slot X(k, j) exists for every tensor k and device j. It is *active* when k's producer is
-   not on j and some consumer of k is; otherwise it is a no-op. Op v reads tensor k through X(k, place[v]),
-   so "inputs must be local" is a dependence, and the node set is the same for every chromosome (which is
-   what lets the population advance in lockstep).
-3. Schedule: one topological sort of ops and transfer slots (Kahn's algorithm), always taking the ready
-   node of highest priority; each device's schedule is its subsequence.
+2. Transfers: tensor k is copied to device j (a transfer node X(k, j)) when k's producer is not on j and
+   some consumer of k is. An op reads a remote input through its transfer, a local one straight from its
+   producer: "inputs must be local" is a dependence. (The decoder keeps a slot for every (k, j), and
+   marks the unneeded ones done from the start, so the whole population advances in lockstep.)
+3. Schedule: one topological sort of ops and transfers (Kahn's algorithm), always taking the ready node
+   of highest priority; each device's schedule is its subsequence.
 4. Simulation, in that order. An op starts when its device is free and its inputs are there, and runs for
    its runtime. A transfer is synchronous (blocking) and free: it takes place, in zero time, once the
    tensor exists and both devices are free, and both devices wait for it.
@@ -69,7 +69,9 @@ def objective(graph: CompGraph, chromosomes: np.ndarray, kind: str, devices: int
 
 
 class _Simulation:
-    """The lockstep decoder: every array has the population as its first axis."""
+    """The lockstep decoder: every array has the population as its first axis. Per-tensor state is laid out
+    (P, devices, tensors) so that one op's row on its device is a single two-index lookup. Node ``ops + j *
+    tensors + k`` is the transfer of tensor k to device j."""
 
     def __init__(self, graph: CompGraph, chromosomes: np.ndarray, devices: int) -> None:
         self.graph, self.devices = graph, devices
@@ -78,75 +80,73 @@ class _Simulation:
         affinity, op_priority, transfer_priority = split(graph, chromosomes, devices)
         self.place = affinity.argmax(axis=2)  # (P, ops)
         self.source = self.place[:, graph.producer]  # (P, tensors): where each tensor is made
-        on_device = self.place[:, :, None] == np.arange(devices)  # (P, ops, d)
-        readers = np.einsum("vk,pvj->pkj", graph.uses.astype(np.int64), on_device.astype(np.int64))
-        here = self.source[:, :, None] == np.arange(devices)  # (P, tensors, d)
+        on_device = (self.place[:, None, :] == np.arange(devices)[:, None]).astype(np.int64)  # (P, d, ops)
+        readers = on_device @ graph.uses.astype(np.int64)  # (P, d, tensors): consumers of k on device j
+        here = self.source[:, None, :] == np.arange(devices)[:, None]
         self.active = (readers > 0) & ~here
         # local readers left: consumer ops on the device, plus outgoing transfers on the producer's device
-        self.remaining = readers + here * self.active.sum(axis=2, keepdims=True)
-        self.priority = np.concatenate([op_priority, transfer_priority.reshape(population, -1)], axis=1)
+        self.remaining = readers + here * self.active.sum(axis=1, keepdims=True)
+        transfer_priority = transfer_priority.transpose(0, 2, 1).reshape(population, -1)
+        self.priority = np.concatenate([op_priority, transfer_priority], axis=1)
         inputs = graph.uses.sum(axis=1)
         self.pending = np.tile(np.concatenate([inputs, np.ones(tensors * devices, np.int64)]), (population, 1))
-        # an op's completion releases the transfer slots of all its outputs
-        self.release = np.repeat(graph.produces.astype(np.int64), devices, axis=1)  # (ops, tensors * d)
+        # transfers nobody needs are never scheduled
+        self.unscheduled = np.concatenate([np.ones((population, ops), bool), self.active.reshape(population, -1)],
+                                          axis=1)
         self.free = np.zeros((population, devices))  # when each device is next idle
-        self.present = np.zeros((population, tensors, devices))  # when tensor k arrived on device j
+        self.present = np.zeros((population, devices, tensors))  # when tensor k arrived on device j
         self.memory = np.zeros((population, devices))
         self.peak = np.zeros((population, devices))
-        self.tensor_axis = np.arange(tensors)
+        self.reads_from = graph.produces.astype(np.int64) @ graph.uses.T.astype(np.int64)  # [u, v]: v reads u's
 
     def run(self) -> tuple[np.ndarray, np.ndarray]:
-        ops = self.graph.num_ops
-        population, nodes = self.pending.shape
-        rows = np.arange(population)
-        unscheduled = np.ones((population, nodes), bool)
-        for _ in range(nodes):
-            score = np.where((self.pending == 0) & unscheduled, self.priority, -np.inf)
+        ops, tensors = self.graph.num_ops, self.graph.num_tensors
+        unscheduled = self.unscheduled
+        for _ in range(unscheduled.shape[1]):
+            rows = np.flatnonzero(unscheduled.any(axis=1))
+            if not rows.size:
+                break
+            score = np.where((self.pending[rows] == 0) & unscheduled[rows], self.priority[rows], -np.inf)
             chosen = score.argmax(axis=1)
             unscheduled[rows, chosen] = False
             is_op = chosen < ops
-            op_rows = np.flatnonzero(is_op)
-            if op_rows.size:
-                self._run_ops(op_rows, chosen[op_rows])
-            transfer_rows = np.flatnonzero(~is_op)
-            if transfer_rows.size:
-                slot = chosen[transfer_rows] - ops
-                self._transfer(transfer_rows, slot // self.devices, slot % self.devices)
+            if is_op.any():
+                self._run_ops(rows[is_op], chosen[is_op])
+            if not is_op.all():
+                slot = chosen[~is_op] - ops
+                self._transfer(rows[~is_op], slot % tensors, slot // tensors)
         return self.free.max(axis=1), self.peak.max(axis=1)
 
     def _run_ops(self, rows: np.ndarray, op: np.ndarray) -> None:
-        graph, tensor = self.graph, self.tensor_axis[None, :]
+        graph = self.graph
         device = self.place[rows, op]
         reads, writes = graph.uses[op], graph.produces[op]  # (R, tensors)
-        cell = (rows[:, None], tensor, device[:, None])
-        arrived = np.where(reads, self.present[cell], 0.0).max(axis=1, initial=0.0)
+        present = self.present[rows, device]
+        arrived = np.where(reads, present, 0.0).max(axis=1, initial=0.0)
         finish = np.maximum(self.free[rows, device], arrived) + graph.runtimes[op]
         self.free[rows, device] = finish
-        self.present[cell] = np.where(writes, finish[:, None], self.present[cell])
-        self.memory[rows, device] += writes @ graph.sizes
-        self.peak[rows, device] = np.maximum(self.peak[rows, device], self.memory[rows, device])
-        remaining = self.remaining[cell] - reads
-        self.remaining[cell] = remaining
-        freed = (reads | writes) & (remaining == 0)
-        self.memory[rows, device] -= freed @ graph.sizes
-        self.pending[rows, graph.num_ops:] -= self.release[op]
+        self.present[rows, device] = np.where(writes, finish[:, None], present)
+        memory = self.memory[rows, device] + writes @ graph.sizes
+        self.peak[rows, device] = np.maximum(self.peak[rows, device], memory)
+        remaining = self.remaining[rows, device] - reads
+        self.remaining[rows, device] = remaining
+        self.memory[rows, device] = memory - ((reads | writes) & (remaining == 0)) @ graph.sizes
+        # the outputs release their transfers, and their readers on this device (remote ones read a copy)
+        self.pending[rows, graph.num_ops:] -= (writes[:, None, :] & self.active[rows]).reshape(rows.size, -1)
+        local = self.place[rows] == device[:, None]  # (R, ops)
+        self.pending[rows, :graph.num_ops] -= self.reads_from[op] * local
 
     def _transfer(self, rows: np.ndarray, tensor: np.ndarray, device: np.ndarray) -> None:
         graph = self.graph
         consumers = graph.uses[:, tensor].T & (self.place[rows] == device[:, None])  # (R, ops)
         self.pending[rows, :graph.num_ops] -= consumers
-        active = self.active[rows, tensor, device]
-        rows, tensor, device = rows[active], tensor[active], device[active]
-        if not rows.size:
-            return
         source, size = self.source[rows, tensor], graph.sizes[tensor]
         when = np.maximum(np.maximum(self.free[rows, source], self.free[rows, device]),
-                          self.present[rows, tensor, source])
+                          self.present[rows, source, tensor])
         self.free[rows, source] = when
         self.free[rows, device] = when
-        self.present[rows, tensor, device] = when
+        self.present[rows, device, tensor] = when
         self.memory[rows, device] += size
         self.peak[rows, device] = np.maximum(self.peak[rows, device], self.memory[rows, device])
-        self.remaining[rows, tensor, source] -= 1
-        self.memory[rows, source] -= np.where(self.remaining[rows, tensor, source] == 0, size, 0.0)
-
+        self.remaining[rows, source, tensor] -= 1
+        self.memory[rows, source] -= np.where(self.remaining[rows, source, tensor] == 0, size, 0.0)

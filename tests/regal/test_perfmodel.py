@@ -72,8 +72,9 @@ def plain_simulation(graph: CompGraph, genes: np.ndarray, devices: int = 2) -> t
     readers = {(k, j): [v for v in range(graph.num_ops) if graph.uses[v, k] and place[v] == j]
                for k in range(graph.num_tensors) for j in range(devices)}
     active = {(k, j): bool(readers[k, j]) and j != place[graph.producer[k]] for (k, j) in readers}
-    deps = {("op", v): {("x", k, place[v]) for k in np.flatnonzero(graph.uses[v])} for v in range(graph.num_ops)}
-    deps.update({("x", k, j): {("op", graph.producer[k])} for (k, j) in readers})
+    deps = {("op", v): {("x", k, place[v]) if active[k, place[v]] else ("op", graph.producer[k])
+                        for k in np.flatnonzero(graph.uses[v])} for v in range(graph.num_ops)}
+    deps.update({("x", k, j): {("op", graph.producer[k])} for (k, j) in readers if active[k, j]})
     priority = {node: (op_priority[node[1]] if node[0] == "op" else transfer_priority[node[1], node[2]])
                 for node in deps}
     left = {(k, j): len(readers[k, j]) + (sum(active[k, i] for i in range(devices))
@@ -94,7 +95,7 @@ def plain_simulation(graph: CompGraph, genes: np.ndarray, devices: int = 2) -> t
             for k in inputs:
                 left[k, j] -= 1
             memory[j] -= sum(graph.sizes[k] for k in inputs + outputs if left[k, j] == 0)
-        elif active[node[1], node[2]]:
+        else:
             k, j = node[1], node[2]
             source = place[graph.producer[k]]
             free[j] = free[source] = arrived[k, j] = max(free[j], free[source], arrived[k, source])

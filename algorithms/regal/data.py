@@ -1,0 +1,108 @@
+"""Synthetic computation graphs for REGAL (paper §4.1 and A.1.4, scaled to a 2-core machine).
+
+Topologies come from three classical random-graph models, made acyclic by orienting every edge from the
+lower to the higher node index (a node index is a topological position):
+- Erdős–Rényi G(n, p), with p chosen for a mean in-degree of 1.5;
+- Barabási–Albert preferential attachment: node v reads m in {1, 2} earlier nodes, chosen with
+  probability proportional to their degree + 1;
+- Watts–Strogatz small world: each node reads its k = 2 predecessors on a line, each read rewired with
+  probability 0.3 to a uniformly random earlier node.
+Every op makes one output tensor. Op runtimes and tensor sizes are Gaussian (mean 10, std 3, clipped at
+1), and each topology has a few variants with multiplicative noise (x N(1, 0.1)) on both, as the paper
+augments its data. Splits are by topology: no topology is in two of train / valid / test.
+
+Graph sizes default to 12-28 ops: BRKGA-5K then takes about a second per graph on this machine.
+The runtime objective's memory limit is 90% of the median peak memory of 64 uniformly random solutions of
+that graph, so the constraint binds for a good fraction of the search space.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from algorithms.regal.graph import CompGraph, from_edges
+from algorithms.regal.perfmodel import chromosome_length, evaluate
+
+MODELS = ("erdos_renyi", "barabasi_albert", "watts_strogatz")
+
+
+@dataclasses.dataclass(frozen=True)
+class Splits:
+    train: list[CompGraph]
+    valid: list[CompGraph]
+    test: list[CompGraph]
+
+
+def topology(model: str, ops: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """Edges ``(u, v)`` with ``u < v`` of one random DAG on ``ops`` nodes."""
+    if model == "erdos_renyi":
+        p = min(1.0, 3.0 / max(ops - 1, 1))
+        return [(u, v) for v in range(ops) for u in range(v) if rng.random() < p]
+    if model == "barabasi_albert":
+        degree = np.zeros(ops)
+        edges = []
+        for v in range(1, ops):
+            reads = rng.choice(v, size=min(v, int(rng.integers(1, 3))), replace=False,
+                               p=(degree[:v] + 1) / (degree[:v] + 1).sum())
+            for u in reads:
+                edges.append((int(u), v))
+                degree[u] += 1
+                degree[v] += 1
+        return edges
+    if model == "watts_strogatz":
+        edges = set()
+        for v in range(1, ops):
+            for lag in (1, 2):
+                if v - lag >= 0:
+                    u = int(rng.integers(0, v)) if rng.random() < 0.3 else v - lag
+                    edges.add((u, v))
+        return sorted(edges)
+    raise ValueError(f"unknown random-graph model {model!r}; choose one of {MODELS}")
+
+
+def variant(edges: list[tuple[int, int]], ops: int, base_runtimes: np.ndarray, base_sizes: np.ndarray,
+            rng: np.random.Generator, name: str, topology_id: str) -> CompGraph:
+    runtimes = np.clip(base_runtimes * rng.normal(1.0, 0.1, ops), 1.0, None)
+    sizes = np.clip(base_sizes * rng.normal(1.0, 0.1, ops), 1.0, None)
+    graph = from_edges(runtimes, edges, sizes, name, topology_id)
+    return with_memory_limit(graph, rng)
+
+
+def with_memory_limit(graph: CompGraph, rng: np.random.Generator, samples: int = 64) -> CompGraph:
+    _, peak = evaluate(graph, rng.random((samples, chromosome_length(graph))))
+    return dataclasses.replace(graph, memory_limit=float(0.9 * np.median(peak)))
+
+
+def generate(topologies: int, variants: int = 2, ops: tuple[int, int] = (12, 28), seed: int = 0) -> list[CompGraph]:
+    """``topologies * variants`` graphs; graph ``name`` is ``model-topology-variant``."""
+    rng = np.random.default_rng(seed)
+    graphs = []
+    for number in range(topologies):
+        model = MODELS[number % len(MODELS)]
+        size = int(rng.integers(ops[0], ops[1] + 1))
+        edges = topology(model, size, rng)
+        runtimes = np.clip(rng.normal(10.0, 3.0, size), 1.0, None)
+        sizes = np.clip(rng.normal(10.0, 3.0, size), 1.0, None)
+        topology_id = f"{model}-{number}"
+        graphs += [variant(edges, size, runtimes, sizes, rng, f"{topology_id}-{k}", topology_id)
+                   for k in range(variants)]
+    return graphs
+
+
+def splits(train: int = 48, valid: int = 8, test: int = 20, variants: int = 2, ops: tuple[int, int] = (12, 28),
+           seed: int = 0) -> Splits:
+    """Topology counts per split; every split's graphs come from its own topologies."""
+    graphs = generate(train + valid + test, variants, ops, seed)
+    by_topology: dict[str, list[CompGraph]] = {}
+    for graph in graphs:
+        by_topology.setdefault(graph.topology, []).append(graph)
+    names = list(by_topology)
+    order = np.random.default_rng(seed + 1).permutation(len(names))
+    chosen = [names[k] for k in order]
+
+    def pick(start: int, count: int) -> list[CompGraph]:
+        return [graph for name in chosen[start:start + count] for graph in by_topology[name]]
+
+    return Splits(pick(0, train), pick(train, valid), pick(train + valid, test))

@@ -1,0 +1,39 @@
+"""Synthetic graphs: acyclic, the stated distributions, and splits that share no topology."""
+
+import numpy as np
+import pytest
+
+from algorithms.regal import data
+from algorithms.regal.perfmodel import chromosome_length, evaluate
+
+
+@pytest.mark.parametrize("model", data.MODELS)
+def test_models_make_forward_edges(model):
+    rng = np.random.default_rng(0)
+    edges = data.topology(model, 30, rng)
+    assert edges and all(u < v for u, v in edges)
+    assert len(set(edges)) == len(edges)
+
+
+def test_unknown_model():
+    with pytest.raises(ValueError):
+        data.topology("lattice", 10, np.random.default_rng(0))
+
+
+def test_splits_share_no_topology():
+    splits = data.splits(train=6, valid=3, test=3, variants=2, seed=1)
+    topologies = [{g.topology for g in part} for part in (splits.train, splits.valid, splits.test)]
+    assert [len(t) for t in topologies] == [6, 3, 3]
+    assert not (topologies[0] & topologies[1] or topologies[0] & topologies[2] or topologies[1] & topologies[2])
+    assert len(splits.train) == 12
+
+
+def test_gaussian_attributes_and_binding_memory_limit():
+    graphs = data.generate(12, 1, seed=2)
+    runtimes = np.concatenate([g.runtimes for g in graphs])
+    assert runtimes.min() >= 1.0 and 8.5 < runtimes.mean() < 11.5 and 2.0 < runtimes.std() < 4.5
+    infeasible = []
+    for graph in graphs:
+        _, peak = evaluate(graph, np.random.default_rng(3).random((64, chromosome_length(graph))))
+        infeasible.append((peak > graph.memory_limit).mean())
+    assert 0.2 < np.mean(infeasible) < 0.8
