@@ -32,12 +32,12 @@ def discounted_returns(rewards: trl.RecurrentTensor, ends: trl.RecurrentTensor, 
 def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 16, steps: int = 500,
           n_step: int | None = None, gamma: float = 0.99, lr: float = 1e-2, hidden: int = 64, seed: int = 0,
           baseline: bool = True, backend: str = "reference", progress: bool = False,
-          print_schedule: bool = False) -> list[dict[str, Any]]:
+          print_schedule: bool = False, simulator: str = "gymnasium") -> list[dict[str, Any]]:
     """Run REINFORCE; returns the learning curve, one dict per iteration (see `iteration_summary`)."""
     ctx = trl.Context("i t")  # i: training iteration, t: environment step
     i, t = ctx.dims
     I, T = ctx.bounds
-    env = trl.rl.make_env(env_name, num_envs=num_envs, seed=seed)
+    env = trl.rl.make_env(env_name, num_envs=num_envs, seed=seed, simulator=simulator)
     curve: list[dict[str, Any]] = []
     bar = tqdm(total=iterations, desc=f"REINFORCE {env_name}", disable=not progress)
 
@@ -103,11 +103,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--no-baseline", dest="baseline", action="store_false",
                         help="plain returns, without subtracting the batch mean at each step")
     parser.add_argument("--backend", default="reference", choices=("reference", "torch", "jax"))
+    parser.add_argument("--simulator", default="gymnasium", choices=trl.rl.SIMULATORS,
+                        help="rt: the environment's dynamics as RT ops (CartPole-v1, Pendulum-v1)")
     parser.add_argument("--print-schedule", action="store_true", help="print the loop program (torch/jax)")
     args = parser.parse_args(argv)
     curve = train(args.env, args.iterations, args.num_envs, args.steps, args.n_step, args.gamma, args.lr,
                   args.hidden, args.seed, args.baseline, args.backend, progress=True,
-                  print_schedule=args.print_schedule)
+                  print_schedule=args.print_schedule, simulator=args.simulator)
     returns = "Monte Carlo" if args.n_step is None else f"{args.n_step}-step"
     print(f"\nREINFORCE ({returns} returns) on {args.env}, {args.num_envs} envs x {args.steps} steps, "
           f"backend {args.backend}")

@@ -1,4 +1,5 @@
-"""Environments behind the recurrent-tensor interface: a batch of gymnasium environments as two `udf` nodes.
+"""Environments behind the recurrent-tensor interface: a batch of gymnasium environments as two `udf` nodes,
+or (``simulator="rt"``) environments whose dynamics are RT ops themselves (`timerl.envs`).
 
 ```python
 env = trl.rl.make_env("CartPole-v1", num_envs=16, seed=0)
@@ -26,20 +27,17 @@ from typing import Any, Sequence
 import gymnasium
 import numpy as np
 
-from timerl.errors import ShapeError, TimeRLError, user_location
+from timerl.envs import ENVIRONMENTS, RTEnvironment
+from timerl.envs.base import ActionError, check_reset_domain, step_domain
+from timerl.errors import TimeRLError, user_location
 from timerl.pdg.graph import Edge, TensorType
 from timerl.rt import functional as F
-from timerl.rt.context import current_context
 from timerl.rt.placeholder import placeholder
 from timerl.rt.symbolic import Symbol
 from timerl.rt.tensor import RecurrentTensor
 
 RT = RecurrentTensor
 _TOKEN = TensorType((0,), "float32")
-
-
-class ActionError(TimeRLError):
-    """An action the environment cannot take: wrong shape or dtype, out of range, NaN or infinite."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +50,36 @@ class Episode:
     total_return: float
 
 
-def make_env(name: str, num_envs: int = 16, seed: int = 0, **kwargs: Any) -> Env:
-    """A batch of ``num_envs`` ``gymnasium.make(name, **kwargs)`` environments, seeded ``seed + k``."""
-    return Env(name, num_envs, seed, **kwargs)
+SIMULATORS = ("gymnasium", "rt")
+
+
+def make_env(name: str, num_envs: int = 16, seed: int = 0, simulator: str = "gymnasium",
+             **kwargs: Any) -> Env | RTEnvironment:
+    """A batch of ``num_envs`` environments with the same RT interface:
+    - ``simulator="gymnasium"``: ``gymnasium.make(name, **kwargs)`` environments, seeded ``seed + k``,
+      stepped on the host;
+    - ``simulator="rt"``: the dynamics as RT ops (CartPole-v1, Pendulum-v1), no host code at run time.
+      Initial states come from the program's random stream (``ctx.compile(seed=...)``), uniform in
+      gymnasium's ranges; they cannot match gymnasium's draws and ``seed`` does not change them."""
+    if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
+        raise TimeRLError(f"{user_location()}: num_envs must be a positive int, got {num_envs!r}")
+    if simulator == "gymnasium":
+        return Env(name, num_envs, seed, **kwargs)
+    if simulator != "rt":
+        raise TimeRLError(f"{user_location()}: simulator={simulator!r}: choose one of {', '.join(SIMULATORS)}")
+    if name not in ENVIRONMENTS:
+        raise TimeRLError(f"{user_location()}: no RT simulator for {name!r}; there are "
+                          f"{', '.join(sorted(ENVIRONMENTS))} (simulator='gymnasium' runs any gymnasium env)")
+    unknown = set(kwargs) - {"max_episode_steps"}
+    if unknown:
+        raise TimeRLError(f"{user_location()}: the RT {name} takes only max_episode_steps of gymnasium's "
+                          f"options, got {', '.join(sorted(unknown))}")
+    return ENVIRONMENTS[name](num_envs, seed, **kwargs)
 
 
 class Env:
+    simulator = "gymnasium"
+
     def __init__(self, name: str, num_envs: int = 16, seed: int = 0, **kwargs: Any) -> None:
         if not isinstance(num_envs, int) or num_envs < 1:
             raise TimeRLError(f"{user_location()}: num_envs must be a positive int, got {num_envs!r}")
@@ -103,14 +125,7 @@ class Env:
     def reset(self, domain: Sequence[Symbol] = ()) -> RT:
         """The first observations, shape ``(num_envs, *observation_shape)``, at every point of ``domain``
         (at most one dimension: one fresh batch of episodes per iteration)."""
-        current_context()  # raises outside `with ctx:`
-        domain = tuple(domain)
-        if self._reset_view is not None:
-            raise TimeRLError(f"{user_location()}: {self.name}: reset() is called once per program; "
-                              "make another environment for another rollout")
-        if len(domain) > 1:
-            raise TimeRLError(f"{user_location()}: {self.name}: reset(domain=...) takes at most one dimension "
-                              f"(one batch of environments is stepped in one order), got {len(domain)}")
+        domain = check_reset_domain(self.name, domain, self._reset_view is not None)
         if domain:
             (dim,) = domain
             # reset(i) runs after the last step of i - 1; until step() exists, after reset(i - 1)
@@ -129,23 +144,9 @@ class Env:
     def step(self, action: RT) -> tuple[RT, RT, RT]:
         """``obs, reward, terminated`` over the action's domain, which is ``reset``'s plus one (time)
         dimension. ``obs`` is the observation after the step (the next episode's first one after an end)."""
-        location = user_location()
-        if self._reset_view is None:
-            raise TimeRLError(f"{location}: {self.name}: call env.reset(domain=...) before env.step(...)")
-        if self._stepped:
-            raise TimeRLError(f"{location}: {self.name}: step() is called once per program")
-        if not isinstance(action, RT):
-            raise ActionError(f"{location}: env.step needs a recurrent tensor action, got {type(action).__name__}")
-        self._check_action_type(action)
+        outer = None if self._reset_view is None else self._reset_view.domain
+        steps, t = step_domain(self, action, outer, self._stepped)
         ctx = action.ctx
-        outer = self._reset_view.domain
-        steps = ctx.order_dims(set(action.domain) | set(outer))
-        time = [d for d in steps if d not in outer]
-        if len(time) != 1 or steps[:-1] != outer:
-            raise TimeRLError(f"{location}: {self.name}: the action (created at {action.node.location}) must vary "
-                              f"over reset's domain ({', '.join(d.name for d in outer)}) plus one later time "
-                              f"dimension; it varies over ({', '.join(d.name for d in action.domain)})")
-        (t,) = time
         order = placeholder((0,), "float32", steps)
         order[(*outer, 0)] = self._reset_token
         n = self.num_envs
@@ -163,19 +164,6 @@ class Env:
             chain.inputs[1] = Edge(last_step.node.id, last_step.output, index, provisional.condition)
         self._stepped = True
         return obs, reward, terminated
-
-    def _check_action_type(self, action: RT) -> None:
-        expected = (self.num_envs, *self.action_shape)
-        where = f"{user_location()}: {self.name}: the action created at {action.node.location}"
-        if tuple(action.shape) != expected or not all(isinstance(s, int) for s in action.shape):
-            raise ShapeError(f"{where} has shape {tuple(action.shape)}; the environment takes {expected} "
-                             f"(num_envs, *action_shape)")
-        kind = np.dtype(action.dtype).kind if action.dtype != "bfloat16" else "f"
-        if self.discrete and kind not in "iu":
-            raise ShapeError(f"{where} has dtype {action.dtype}; discrete actions are integers in "
-                             f"[0, {self.num_actions})")
-        if not self.discrete and kind != "f":
-            raise ShapeError(f"{where} has dtype {action.dtype}; continuous actions are floats")
 
     # ---- what runs at execution time -------------------------------------------------------------------------
     def _reset(self, point: dict, *tokens: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -257,4 +245,4 @@ def episode_statistics(rewards: np.ndarray, ends: np.ndarray) -> tuple[np.ndarra
     return np.asarray(lengths, dtype=np.int64), np.asarray(returns, dtype=np.float64)
 
 
-__all__ = ["ActionError", "Env", "Episode", "episode_statistics", "make_env"]
+__all__ = ["ActionError", "Env", "Episode", "RTEnvironment", "SIMULATORS", "episode_statistics", "make_env"]

@@ -36,7 +36,9 @@ class JaxBackend:
         return jax.enable_x64(True)
 
     def from_numpy(self, value: np.ndarray) -> jax.Array:
-        return jax.device_put(np.asarray(value), self.device)
+        # constants are converted when a program is lowered, outside `session`: keep their float64/int64 too
+        with jax.enable_x64(True):
+            return jax.device_put(np.asarray(value), self.device)
 
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.asarray(value)

@@ -1,0 +1,170 @@
+"""`make_env(..., simulator="rt")`: CartPole-v1 and Pendulum-v1 written in RT ops agree with gymnasium step
+for step. gymnasium replays the actions the RT program took, starting from the RT environment's own float64
+state (its reset draws come from the program's random stream and cannot match gymnasium's), and is put in
+the RT state again after every automatic restart; between restarts it runs on its own."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium
+import numpy as np
+import pytest
+
+import timerl as trl
+from algorithms.reinforce import train
+from tests.conftest import collect, run
+
+CONTROLLED = np.array([True, True, False, False])  # balanced by a controller / random actions
+NUM_ENVS = len(CONTROLLED)
+
+
+def rt_rollout(name: str, iterations: int, steps: int, backend: str, **options):
+    """Runs the RT environment under actions computed in the program: a balancing controller for the
+    first environments and uniform random actions for the others. Returns the collected values by name."""
+    ctx = trl.Context("i t")
+    i, t = ctx.dims
+    I, T = ctx.bounds
+    env = trl.rl.make_env(name, num_envs=NUM_ENVS, simulator="rt", **options)
+    with ctx:
+        o = trl.placeholder((NUM_ENVS, *env.observation_shape), domain=(i, t))
+        o[i, 0] = env.reset(domain=(i,))
+        noise = trl.rand((NUM_ENVS,), domain=(i, t))
+        if env.discrete:  # push towards the side the pole falls to
+            balance = o.spatial[:, 2] + 0.2 * o.spatial[:, 3] > 0
+            a = trl.where(trl.tensor(CONTROLLED), balance, noise < 0.5).astype("int64")
+        else:  # swing with the angular velocity, or push at random
+            push = (o.spatial[:, 2] * 0.5).clip(-2.0, 2.0)
+            a = trl.where(trl.tensor(CONTROLLED), push, noise * 4.0 - 2.0).unsqueeze(1)
+        o[i, t + 1], r, terminated = env.step(a)
+        names = ("obs", "action", "reward", "ended", "state")
+        stores = dict(zip(names, (collect(x) for x in (o, a, r, terminated, env.state))))
+    run(ctx, {I: iterations, T: steps}, backend)
+    return env, stores
+
+
+def observe(name: str, state: np.ndarray) -> np.ndarray:
+    """gymnasium's observation of a float64 state."""
+    if name == "CartPole-v1":
+        return state.astype(np.float32)
+    return np.array([np.cos(state[0]), np.sin(state[0]), state[1]], dtype=np.float32)
+
+
+def replay(name: str, rt: dict, iterations: int, steps: int, **options) -> dict[str, int]:
+    """Steps gymnasium environments with the RT program's actions and asserts every step agrees; returns
+    how many episode ends of each kind the rollout went through."""
+    counts = {"terminated": 0, "truncated": 0}
+    for k in range(NUM_ENVS):
+        env = gymnasium.make(name, **options)
+        for i in range(iterations):
+            env.reset(seed=k)  # a fresh episode (and time limit) per iteration, as in the RT env
+            env.unwrapped.state = rt["state"][(i, 0)][k].copy()
+            np.testing.assert_array_equal(rt["obs"][(i, 0)][k], observe(name, rt["state"][(i, 0)][k]))
+            for t in range(steps):
+                where = f"{name} env {k} at (i={i}, t={t})"
+                action = rt["action"][(i, t)][k]
+                obs, reward, terminated, truncated, _ = env.step(int(action) if action.ndim == 0 else action)
+                assert rt["ended"][(i, t)][k] == (terminated or truncated), where
+                np.testing.assert_allclose(rt["reward"][(i, t)][k], np.float32(reward), rtol=1e-6, atol=1e-6,
+                                           err_msg=where)
+                counts["terminated"] += terminated
+                counts["truncated"] += truncated and not terminated
+                if t + 1 == steps:
+                    continue
+                state = rt["state"][(i, t + 1)][k]
+                if terminated or truncated:  # the restart's draw is the RT env's own: take it over
+                    assert np.all(np.abs(state) <= RESET_HIGH[name]), where
+                    env.reset()
+                    env.unwrapped.state = state.copy()
+                    np.testing.assert_array_equal(rt["obs"][(i, t + 1)][k], observe(name, state))
+                    continue
+                np.testing.assert_allclose(state, np.asarray(env.unwrapped.state), rtol=1e-9, atol=1e-10,
+                                           err_msg=where)
+                np.testing.assert_allclose(rt["obs"][(i, t + 1)][k], obs, rtol=1e-6, atol=1e-7, err_msg=where)
+    return counts
+
+
+RESET_HIGH = {"CartPole-v1": 0.05, "Pendulum-v1": np.array([math.pi, 1.0])}
+
+
+@pytest.mark.parametrize("name, steps, limit", [("CartPole-v1", 60, 25), ("Pendulum-v1", 30, 12)])
+def test_rt_env_matches_gymnasium_step_for_step(backend, name, steps, limit):
+    """Short time limits (gymnasium.make's max_episode_steps) put truncations, terminations and restarts
+    inside a few dozen steps."""
+    env, rt = rt_rollout(name, 2, steps, backend, max_episode_steps=limit)
+    assert env.max_episode_steps == limit and env.simulator == "rt"
+    counts = replay(name, rt, 2, steps, max_episode_steps=limit)
+    assert counts["truncated"] >= 2
+    if name == "CartPole-v1":
+        assert counts["terminated"] >= 2
+    for value in rt["obs"].values():
+        assert value.dtype == np.float32
+    assert all(v.dtype == np.float32 for v in rt["reward"].values())
+    assert all(v.dtype == bool for v in rt["ended"].values())
+
+
+@pytest.mark.parametrize("name, steps", [("CartPole-v1", 505), ("Pendulum-v1", 205)])
+def test_default_time_limits(name, steps):
+    """gymnasium's own limits, 500 and 200 steps, counted across restarts like its TimeLimit wrapper."""
+    env, rt = rt_rollout(name, 1, steps, "torch")
+    counts = replay(name, rt, 1, steps)
+    ends = np.array([rt["ended"][(0, t)] for t in range(steps)])
+    controlled = ends[:, CONTROLLED]
+    if name == "CartPole-v1":  # the controller balances until the limit
+        assert controlled[:499].sum() == 0 and controlled[499].all() and counts["terminated"] > 0
+    else:
+        assert ends[:199].sum() == 0 and ends[199].all() and counts["truncated"] == NUM_ENVS
+
+
+def test_interface_matches_the_gymnasium_env():
+    for name in ("CartPole-v1", "Pendulum-v1"):
+        rt_env = trl.rl.make_env(name, num_envs=3, simulator="rt")
+        gym_env = trl.rl.make_env(name, num_envs=3)
+        assert (rt_env.observation_shape, rt_env.num_actions, rt_env.action_shape, rt_env.discrete) == (
+            gym_env.observation_shape, gym_env.num_actions, gym_env.action_shape, gym_env.discrete)
+        assert rt_env.max_episode_steps == gymnasium.make(name).spec.max_episode_steps
+
+
+def test_reset_draws_are_uniform_in_gymnasiums_range():
+    ctx = trl.Context("i")
+    (i,) = ctx.dims
+    (I,) = ctx.bounds
+    env = trl.rl.make_env("Pendulum-v1", num_envs=64, simulator="rt")
+    with ctx:
+        first = collect(env.reset(domain=(i,)))
+    run(ctx, {I: 8}, "reference", seed=3)
+    values = np.stack(list(first.values()))  # (8, 64, 3): cos, sin, theta_dot
+    theta = np.arctan2(values[..., 1], values[..., 0])
+    assert np.abs(values[..., 2]).max() <= 1.0 and np.abs(values[..., 2]).mean() == pytest.approx(0.5, abs=0.06)
+    assert np.abs(theta).mean() == pytest.approx(math.pi / 2, abs=0.15)
+    assert len({v.tobytes() for v in first.values()}) == 8  # a fresh draw per iteration
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: trl.rl.make_env("CartPole-v1", simulator="brax"), "choose one of"),
+    (lambda: trl.rl.make_env("Acrobot-v1", simulator="rt"), "no RT simulator"),
+    (lambda: trl.rl.make_env("CartPole-v1", simulator="rt", render_mode="human"), "render_mode"),
+    (lambda: trl.rl.make_env("CartPole-v1", simulator="rt", max_episode_steps=0), "positive int"),
+])
+def test_bad_make_env_calls_name_the_users_line(call, message):
+    with pytest.raises(trl.TimeRLError, match=message) as error:
+        call()
+    assert f"{__file__}:" in str(error.value)
+
+
+def test_wrong_action_dtype_is_a_shape_error():
+    ctx = trl.Context("i t")
+    i, t = ctx.dims
+    env = trl.rl.make_env("CartPole-v1", num_envs=2, simulator="rt")
+    with ctx:
+        env.reset(domain=(i,))
+        with pytest.raises(trl.ShapeError, match="discrete actions are integers"):
+            env.step(trl.zeros((2,), "float32", domain=(i, t)))
+
+
+def test_reinforce_learns_with_the_rt_cartpole():
+    curve = train("CartPole-v1", iterations=20, num_envs=16, steps=100, lr=1e-2, seed=0, backend="torch",
+                  simulator="rt")
+    lengths = [row["mean_length"] for row in curve]
+    first, last = np.mean(lengths[:5]), np.mean(lengths[-5:])
+    assert last > 80 and last > first + 25, f"no clear improvement: {np.round(lengths, 1)}"

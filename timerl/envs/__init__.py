@@ -1,0 +1,9 @@
+"""Environments whose dynamics are recurrent tensors (``trl.rl.make_env(..., simulator="rt")``)."""
+
+from timerl.envs.base import ActionError, RTEnvironment
+from timerl.envs.cartpole import CartPole
+from timerl.envs.pendulum import Pendulum
+
+ENVIRONMENTS: dict[str, type[RTEnvironment]] = {env.name: env for env in (CartPole, Pendulum)}
+
+__all__ = ["ActionError", "CartPole", "ENVIRONMENTS", "Pendulum", "RTEnvironment"]
