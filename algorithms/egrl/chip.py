@@ -1,0 +1,149 @@
+"""A simulated three-level inference chip (after Intel NNP-I, EGRL paper §3), its "compiler" and the
+compiler's own mapping heuristic (the baseline every speedup is measured against).
+
+Constants (stated here because the paper gives only ratios):
+- capacities: DRAM 32 GiB, LLC 24 MiB, SRAM 4 MiB;
+- bandwidths: DRAM 16 GB/s, LLC 160 GB/s, SRAM 1600 GB/s (the paper's ~1 : 10 : 100);
+- compute: 50 Tera int8 ops/s (2 ops per multiply-accumulate); tensors are int8 (1 byte per element).
+
+Latency model (a roofline per layer): a layer's time is ``max(ops / compute, sum over the tensors it touches of
+bytes / bandwidth of the level the tensor lives in)``; it reads its weights, reads each producer's activation
+from where the producer's mapping put it (the network input comes from DRAM), and writes its own activation.
+The inference latency is the sum over layers (they run one after another) times ``1 + noise * N(0, 1)``, a
+measurement noise of 1 % by default.
+
+Capacity over lifetimes: weights stay resident for the whole inference; a layer's activation lives from the
+step that produces it to the step of its last consumer (layers run in topological order). A mapping is valid
+when, at every step, the bytes live in LLC and in SRAM fit their capacities.
+
+The compiler repairs an invalid mapping by demotion: while a level overflows at some step, the largest tensor
+mapped there and live at the first overflowing step moves one level down (SRAM -> LLC -> DRAM); SRAM is
+repaired before LLC, so what SRAM sheds can still be demoted again. ``epsilon`` (the paper's ε_M) is the
+fraction of all mapped bytes that the repair moved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DRAM, LLC, SRAM = 0, 1, 2
+LEVELS = ("DRAM", "LLC", "SRAM")
+CAPACITY = np.array([32 * 2**30, 24 * 2**20, 4 * 2**20], dtype=np.float64)
+BANDWIDTH = np.array([16e9, 160e9, 1600e9])
+COMPUTE = 50e12
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the chip needs of a network: per layer (in topological order) its ops and tensor bytes, and the
+    producer -> consumer edges."""
+
+    name: str
+    ops: np.ndarray           # (N,) int8 ops of each layer
+    weight_bytes: np.ndarray  # (N,)
+    act_bytes: np.ndarray     # (N,) bytes of each layer's output activation
+    input_bytes: float        # the network input, read from DRAM by the layers without a producer
+    edges: np.ndarray         # (E, 2) int: (producer, consumer), producer < consumer
+
+    @property
+    def size(self) -> int:
+        return int(self.ops.shape[0])
+
+
+@dataclass(frozen=True)
+class Repair:
+    weights: np.ndarray  # (N,) level per layer's weights after repair
+    acts: np.ndarray     # (N,) level per layer's activation after repair
+    epsilon: float       # fraction of mapped bytes the compiler moved
+
+    @property
+    def valid(self) -> bool:
+        return self.epsilon == 0.0
+
+
+class Chip:
+    """The simulator for one workload: everything that does not depend on the mapping is computed once."""
+
+    def __init__(self, workload: Workload, noise: float = 0.01, seed: int = 0) -> None:
+        self.workload, self.noise = workload, noise
+        self.rng = np.random.default_rng(seed)
+        n = workload.size
+        producers, consumers = workload.edges[:, 0], workload.edges[:, 1]
+        last_use = np.arange(n)
+        np.maximum.at(last_use, producers, consumers)
+        steps = np.arange(n)
+        # live[k, s]: tensor k occupies memory at step s; weights (rows n..2n-1) are always live
+        self.live = np.concatenate([(steps[:, None] <= steps[None, :]) & (steps[None, :] <= last_use[:, None]),
+                                    np.ones((n, n), dtype=bool)])
+        self.bytes = np.concatenate([workload.act_bytes, workload.weight_bytes]).astype(np.float64)
+        self.compute_seconds = workload.ops / COMPUTE
+        self.has_producer = np.zeros(n, dtype=bool)
+        self.has_producer[consumers] = True
+        self.evaluations = 0
+
+    # ---- validity and repair ------------------------------------------------------------------------------
+    def usage(self, weights: np.ndarray, acts: np.ndarray) -> np.ndarray:
+        """(3, N) bytes live in each level at each step."""
+        levels = np.concatenate([acts, weights])
+        placed = (levels[None, :] == np.arange(3)[:, None]) * self.bytes[None, :]
+        return placed @ self.live
+
+    def repair(self, weights: np.ndarray, acts: np.ndarray) -> Repair:
+        levels = np.concatenate([np.asarray(acts), np.asarray(weights)]).astype(np.int64)
+        original = levels.copy()
+        usage = self.usage(levels[self.workload.size:], levels[:self.workload.size])
+        for level in (SRAM, LLC):
+            over = np.flatnonzero(usage[level] > CAPACITY[level])
+            while over.size:
+                step = over[0]
+                candidates = np.flatnonzero((levels == level) & self.live[:, step])
+                victim = candidates[np.argmax(self.bytes[candidates])]
+                levels[victim] = level - 1
+                contribution = self.live[victim] * self.bytes[victim]
+                usage[level] -= contribution
+                usage[level - 1] += contribution
+                over = np.flatnonzero(usage[level] > CAPACITY[level])
+        moved = self.bytes[levels != original].sum()
+        n = self.workload.size
+        return Repair(levels[n:], levels[:n], float(moved / self.bytes.sum()))
+
+    # ---- latency ---------------------------------------------------------------------------------------------
+    def latency(self, weights: np.ndarray, acts: np.ndarray, noisy: bool = True) -> float:
+        """Seconds for one inference with a valid mapping (see the module docstring)."""
+        w = self.workload
+        seconds_per_byte = 1.0 / BANDWIDTH
+        memory = w.weight_bytes * seconds_per_byte[weights] + w.act_bytes * seconds_per_byte[acts]
+        producers, consumers = w.edges[:, 0], w.edges[:, 1]
+        np.add.at(memory, consumers, w.act_bytes[producers] * seconds_per_byte[acts[producers]])
+        memory = memory + (~self.has_producer) * w.input_bytes * seconds_per_byte[DRAM]
+        total = float(np.maximum(self.compute_seconds, memory).sum())
+        if noisy and self.noise:
+            total *= 1.0 + self.noise * self.rng.standard_normal()
+        return total
+
+    def evaluate(self, weights: np.ndarray, acts: np.ndarray) -> tuple[Repair, float | None]:
+        """One simulator evaluation: the compiler's repair, and the measured latency when the mapping was valid
+        (the paper runs no inference for an invalid one)."""
+        self.evaluations += 1
+        repair = self.repair(weights, acts)
+        return repair, (self.latency(repair.weights, repair.acts) if repair.valid else None)
+
+
+def compiler_mapping(chip: Chip) -> tuple[np.ndarray, np.ndarray]:
+    """The compiler's heuristic: first every activation, then every weight, in topological order, goes to the
+    fastest level where it fits over its whole lifetime given what was placed before (first come, first
+    served); SRAM is reserved for activations (weights go to LLC or DRAM). So early layers take the fast
+    memory whatever their need for bandwidth, and SRAM left over by small activations stays unused."""
+    n = chip.workload.size
+    usage = np.zeros((3, n))
+    levels = np.zeros(2 * n, dtype=np.int64)
+    for tensor in range(2 * n):
+        need = chip.live[tensor] * chip.bytes[tensor]
+        for level in ((SRAM, LLC, DRAM) if tensor < n else (LLC, DRAM)):
+            if np.all(usage[level] + need <= CAPACITY[level]):
+                levels[tensor] = level
+                usage[level] += need
+                break
+    return levels[n:], levels[:n]
