@@ -96,6 +96,7 @@ CASES = [
     ("scatter_add", "scatter_add", [normal(3, 2), integers(4, 3, 2)], {"dim": 1, "size": 4}),
     ("index_select", "index_select", [normal(3, 4), np.array([3, 0, 3])], {"dim": 1}),
     ("index_add", "index_add", [normal(3, 3), np.array([3, 0, 3])], {"dim": 1, "size": 4}),
+    ("bincount", "bincount", [integers(5, 3, 4), normal(3, 4)], {"size": 5}),
     ("sum", "sum", [normal(3, 4)], {"dims": (1,), "keepdim": False}),
     ("sum-keepdim", "sum", [normal(2, 3, 4)], {"dims": (0, 2), "keepdim": True}),
     ("mean", "mean", [normal(3, 4)], {"dims": (0,), "keepdim": False}),
