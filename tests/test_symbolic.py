@@ -13,8 +13,12 @@ from timerl.rt.symbolic import (
     Symbol,
     compile_function,
     conjunction,
+    const,
     disjunction,
     negation,
+    position,
+    same,
+    same_all,
 )
 
 t, i = Symbol("t"), Symbol("i")
@@ -130,19 +134,40 @@ def test_conditions_fold():
     assert ((t < 3) | False) == (t < 3)
 
 
-def test_equality_is_truthy_only_for_identical_expressions():
+def test_equality_builds_a_condition_without_truth_value():
+    # comparisons that fold to a constant are decided; every symbolic one refuses bool(), == and != included
     assert bool(t == t) and bool(t + 1 - 1 == t) and bool(T - t == T - t)  # noqa: PLR0124
-    assert not bool(t != t)  # noqa: PLR0124
-    assert bool(t != i)
-    assert not bool(t == i) and not bool(t == 0) and not bool(t + 1 == t + 2 - 1 + i)
-    with pytest.raises(trl.TimeRLError, match="ctx.when"):   # every other condition refuses bool()
-        bool(t < 3)
-    with pytest.raises(TypeError):                             # (a TypeError too, for Python's protocols)
-        bool((t == 0) & (i == 1))
-    assert {t: 1, i: 2}[t + 0] == 1           # expressions work as dictionary keys
-    assert t in (i, t) and t not in (i, T)
-    assert hash(t + 1 - 1) == hash(t)
+    assert not bool(t != t) and not bool(t + 1 == t)  # noqa: PLR0124
+    for cond in (t == 0, t != 0, t == i, t != i, t + 1 == t + 2 - 1 + i, t < 3, (t == 0) & (i == 1)):
+        with pytest.raises(trl.TimeRLError, match="ctx.when"):
+            bool(cond)
+        with pytest.raises(TypeError):                         # (a TypeError too, for Python's protocols)
+            bool(cond)
+    with pytest.raises(trl.TimeRLError, match="trl.where"):
+        if t == 0:
+            pass
+    assert (t == 3).key() == ("cmp", "==", t.key(), const(3).key())
     assert (t == 3) != (t == 4)
+
+
+def test_structural_equality_and_dictionary_keys():
+    assert same(t + 1 - 1, t) and not same(t, i) and same(3, const(3)) and not same(t, 0)
+    assert same_all((t, T - 1), (t, T - 1)) and not same_all((t,), (t, i)) and not same_all((t, i), (i, t))
+    assert position(i, (t, i)) == 1
+    with pytest.raises(ValueError):
+        position(T, (t, i))
+    assert {t: 1, i: 2}[t + 0] == 1           # expressions work as dictionary keys
+    assert {t - 1: "a", t - 2: "b"}[t + 1 - 2] == "a"
+    assert {-t: "a", -2 * t: "b"}[-2 * t] == "b"   # tuple hashes of -1 and -2 agree; ours must not
+    assert hash(t + 1 - 1) == hash(t)
+    assert t in {i, t} and t not in {i, T}
+
+
+def test_symbols_of_the_same_name_are_distinct():
+    first, second = Symbol("t"), Symbol("t")
+    assert not same(first, second) and first is not second
+    assert len({first, second}) == 2
+    assert not same(first - second, 0)
 
 
 def test_bounds_and_dimensions_are_distinct():

@@ -7,6 +7,7 @@ from typing import Any
 
 from timerl.errors import TimeRLError, user_location
 from timerl.pdg.verify import verify
+from timerl.rt.symbolic import Symbol
 
 BACKENDS = ("reference", "torch", "jax")
 
@@ -16,7 +17,7 @@ def resolve_bounds(ctx, bounds: dict) -> dict:
     by_name = {b.name: b for b in ctx.bounds}
     for key, value in bounds.items():
         symbol = by_name.get(key) if isinstance(key, str) else key
-        if symbol is None or symbol not in ctx.bounds:
+        if not isinstance(symbol, Symbol) or symbol not in set(ctx.bounds):
             raise TimeRLError(f"{user_location()}: {key!r} is not a bound of this context "
                               f"({', '.join(b.name for b in ctx.bounds)})")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Union
 
-from timerl.rt.symbolic import TRUE, Cond, Expr, IntLike, Symbol, conjunction, disjunction
+from timerl.rt.symbolic import TRUE, Cond, Expr, IntLike, Symbol, conjunction, disjunction, position
 
 Dim = Union[int, Expr]
 
@@ -152,7 +152,7 @@ class Graph:
     _consumers: dict = field(default_factory=dict, compare=False, repr=False)
 
     def bound_of(self, dim: Symbol) -> Symbol:
-        return self.bounds[self.dims.index(dim)]
+        return self.bounds[position(dim, self.dims)]
 
     def consumers(self, node_id: int) -> tuple[tuple[int, int], ...]:
         """(consumer id, input slot) pairs reading ``node_id``."""

@@ -34,6 +34,7 @@ from timerl.rt.symbolic import (
     Symbol,
     conjunction,
     negation,
+    same_all,
 )
 from timerl.rt.inversion import invert_read
 from timerl.rt.tensor import RecurrentTensor
@@ -256,7 +257,7 @@ def _only_where(ctx: Context, condition: Cond, vjp: RT, domain: tuple[Symbol, ..
 
 def _over_domain(ctx: Context, vjp: RT, domain: tuple[Symbol, ...]) -> RT:
     """A plain view over exactly ``domain``: masked reads pick points of the consumer's domain."""
-    if vjp.is_plain() and tuple(vjp.node.domain) == tuple(domain):
+    if vjp.is_plain() and same_all(vjp.node.domain, domain):
         return vjp
     zero = F.constant(ctx, 0, vjp.dtype, domain=domain)
     return F.apply("add", vjp, zero)

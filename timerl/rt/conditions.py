@@ -113,13 +113,6 @@ class Compare(Cond):
     def key(self) -> tuple:
         return ("cmp", self.op, self.left.key(), self.right.key())
 
-    def __bool__(self) -> bool:
-        if self.op == "==":
-            return self.left.same(self.right)
-        if self.op == "!=":
-            return not self.left.same(self.right)
-        return super().__bool__()
-
     def symbols(self) -> frozenset[Symbol]:
         return self.left.symbols() | self.right.symbols()
 

@@ -8,7 +8,7 @@ from typing import Any, Iterator, Sequence
 
 from timerl.errors import DomainError, TimeRLError
 from timerl.pdg.graph import Attrs, Edge, Graph, Node, TensorType
-from timerl.rt.symbolic import TRUE, And, Cond, Symbol, as_cond, conjunction
+from timerl.rt.symbolic import TRUE, And, Cond, Symbol, as_cond, conjunction, position
 
 _ACTIVE: list[Context] = []
 
@@ -99,7 +99,7 @@ class Context:
         return tuple(d for d in self.dims if d in dims)
 
     def bound_of(self, dim: Symbol) -> Symbol:
-        return self.bounds[self.dims.index(dim)]
+        return self.bounds[position(dim, self.dims)]
 
     def graph(self) -> Graph:
         return Graph(self.dims, self.bounds, tuple(n.freeze() for n in self.nodes))

@@ -12,7 +12,7 @@ from timerl.ops import registry
 from timerl.ops.registry import OPS, is_float
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt.context import Context, current_context
-from timerl.rt.symbolic import Symbol
+from timerl.rt.symbolic import Symbol, same_all
 from timerl.rt.tensor import RecurrentTensor, check_same_context
 
 RT = RecurrentTensor
@@ -304,7 +304,7 @@ def sum_to(x: RT, shape: Sequence[Any]) -> RT:
     if not dims:
         return x
     summed = apply("sum", x, dims=tuple(dims), keepdim=True)
-    return reshape(summed, tuple(shape)) if tuple(summed.shape) != tuple(shape) else summed
+    return summed if same_all(summed.shape, shape) else reshape(summed, tuple(shape))
 
 
 # ---- layout -------------------------------------------------------------------------------------------------

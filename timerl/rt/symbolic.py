@@ -4,19 +4,26 @@ Integer expressions are kept in one canonical form, an affine sum ``const + sum(
 atom is a `Symbol` or a non-affine node (`FloorDiv`, `Mod`, `Min`, `Max`, `Product`). Smart constructors
 fold constants and merge like terms, so ``t + 1 - 1`` *is* ``t`` and structural equality is cheap.
 
-Python's ``==`` on expressions builds a condition (``t == 0``), like NumPy's elementwise ``==``. So that
-expressions still work as dictionary keys, an ``==`` condition is truthy exactly when both sides are the
-same expression; every other condition refuses ``bool()`` with a message pointing at ``ctx.when``.
+Python's ``==`` on expressions builds a condition (``t == 0``), like every other comparison, and no
+condition has a truth value (``if t == 0:`` would silently pick a branch while the program is recorded).
+Internal code asks for structural equality explicitly: `same`, `same_all`, `position`. Expressions stay
+usable as dictionary keys and set members: their hash is structural and collision-resistant, and two
+structurally equal expressions compare to the constant `TRUE` (their difference folds to 0), so a lookup
+never asks a symbolic condition for its truth value. Every `Symbol` is distinct from every other one, even
+one of the same name (two contexts may both have a ``t``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Union
+import itertools
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence, Union
 
 from timerl.errors import TimeRLError, user_location
 
 IntLike = Union[int, "Expr"]
+
+_SYMBOL_IDS = itertools.count()
 
 
 class SymbolicError(TimeRLError, TypeError):
@@ -78,7 +85,16 @@ class Expr:
         return compare(self, "!=", other)
 
     def __hash__(self) -> int:
-        return hash(self.key())
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            # repr, not the key tuple: CPython hashes -1 and -2 alike, so ``-t`` and ``-2*t`` would collide
+            # and a dict lookup would then need the truth value of ``-t == -2*t``
+            cached = hash(repr(self.key()))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self) -> dict:
+        return {name: value for name, value in self.__dict__.items() if name != "_hash"}  # str hash is per process
 
     def __index__(self) -> int:
         value = self.constant_value()
@@ -122,9 +138,10 @@ class Symbol(Expr):
 
     name: str
     is_bound: bool = False
+    uid: int = field(default_factory=lambda: next(_SYMBOL_IDS))
 
     def key(self) -> tuple:
-        return ("sym", self.name, self.is_bound)
+        return ("sym", self.name, self.is_bound, self.uid)
 
     def symbols(self) -> frozenset[Symbol]:
         return frozenset((self,))
@@ -273,6 +290,26 @@ class Product(_Binary):
 # ---- smart constructors ---------------------------------------------------------------------------------
 
 
+def same(left: IntLike, right: IntLike) -> bool:
+    """Structural equality of two integer expressions or ints (``==`` builds a condition instead)."""
+    if isinstance(left, int) and isinstance(right, int):
+        return left == right
+    return as_expr(left).key() == as_expr(right).key()
+
+
+def same_all(left: Sequence[IntLike], right: Sequence[IntLike]) -> bool:
+    """`same` for two sequences (domains, shapes), element by element."""
+    return len(left) == len(right) and all(same(a, b) for a, b in zip(left, right))
+
+
+def position(item: Expr, items: Sequence[Expr]) -> int:
+    """Index of ``item`` in ``items`` by structural equality; ValueError when absent, like ``tuple.index``."""
+    for at, candidate in enumerate(items):
+        if same(item, candidate):
+            return at
+    raise ValueError(f"{item} is not among {tuple(items)}")
+
+
 def as_expr(value: IntLike) -> Expr:
     if isinstance(value, Expr):
         return value
@@ -402,7 +439,8 @@ from timerl.rt.conditions import (  # noqa: E402  (conditions build on the expre
 __all__ = [
     "SymbolicError", "Expr", "Symbol", "Affine", "FloorDiv", "Mod", "Min", "Max", "Product", "Cond", "BoolConst",
     "Compare", "And", "Or", "Not", "TRUE", "FALSE", "as_expr", "as_cond", "const", "add", "mul", "floordiv", "mod",
-    "minimum", "maximum", "compare", "conjunction", "disjunction", "negation", "affine_coefficient",
+    "minimum", "maximum", "compare", "conjunction", "disjunction", "negation", "affine_coefficient", "same",
+    "same_all", "position",
 ]
 
 

@@ -173,7 +173,7 @@ def _domain_items(tensor: RecurrentTensor, key: Any) -> list[IndexItem]:
     for dim in tensor.domain[len(keys):]:
         items.append(Point(dim))
     for item in items:
-        unknown = {s for s in item.symbols() if s not in tensor.ctx.dims and s not in tensor.ctx.bounds}
+        unknown = item.symbols() - set(tensor.ctx.dims) - set(tensor.ctx.bounds)
         if unknown:
             raise DomainError(f"{user_location()}: index uses symbols {sorted(s.name for s in unknown)} that "
                               "belong to another context")

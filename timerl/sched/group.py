@@ -15,6 +15,7 @@ import islpy as isl
 
 from timerl.errors import ScheduleError
 from timerl.pdg.graph import Edge, Graph, Node, Point
+from timerl.rt.symbolic import same_all
 from timerl.sched.demand import Demand
 
 
@@ -46,7 +47,7 @@ def _advances(edge: Edge, consumer: Node, producer: Node) -> bool:
 
 def _identity(edge: Edge, consumer: Node, producer: Node) -> bool:
     return (edge.masked_by is None and edge.condition.key() == ("bool", True)
-            and consumer.domain == producer.domain
+            and same_all(consumer.domain, producer.domain)
             and all(isinstance(item, Point) and item.expr.same(dim) for item, dim in zip(edge.index, producer.domain)))
 
 
