@@ -1,0 +1,111 @@
+"""What the REGAL networks see of a graph, and what their actions mean for BRKGA.
+
+Node attributes (7): runtime and output size (each over the graph's mean), log(1 + in-degree),
+log(1 + out-degree), the longest path (in ops) from any source and to any sink, each over the longest
+path of the graph, and output size over the memory limit (0 without one), so the network knows how tight
+memory is.
+Edge attributes (2) of edge u -> v (v reads tensor k of u): the size of k over the mean size, and
+1 / (number of readers of k).
+
+Graphs are batched densely and padded to ``nodes`` ops: ``adjacency[b, v, u]`` counts the edges u -> v
+(a multigraph), ``edges[b, v, u]`` holds their attributes, ``mask[b, v]`` marks real ops.
+
+Actions: for each op, d + 1 = 3 independent Beta distributions (affinity for device 0, for device 1, and
+the op's priority), each chosen among 16 quantized (mean, concentration) pairs: means
+{0.125, 0.375, 0.625, 0.875} x concentrations alpha + beta in {2, 5, 12, 30} (a smaller concentration is
+a larger variance, ``mean (1 - mean) / (concentration + 1)``). Transfer priorities stay uniform.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from algorithms.regal.brkga import Proposal
+from algorithms.regal.graph import CompGraph
+from algorithms.regal.perfmodel import DEVICES, chromosome_length
+
+NODE_FEATURES = 7
+EDGE_FEATURES = 2
+MEANS = np.array([0.125, 0.375, 0.625, 0.875])
+CONCENTRATIONS = np.array([2.0, 5.0, 12.0, 30.0])
+CHOICES = MEANS.size * CONCENTRATIONS.size  # 16 actions per Beta distribution
+HEADS = DEVICES + 1  # Beta distributions per op
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    nodes: np.ndarray  # (B, N, NODE_FEATURES)
+    edges: np.ndarray  # (B, N, N, EDGE_FEATURES)
+    adjacency: np.ndarray  # (B, N, N)
+    mask: np.ndarray  # (B, N)
+
+
+def path_lengths(graph: CompGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Longest path, in ops, from any source to each op (depth) and from each op to any sink (height)."""
+    reads = graph.op_adjacency() > 0  # [u, v]: v reads u
+    depth = np.zeros(graph.num_ops)
+    height = np.zeros(graph.num_ops)
+    for v in graph.order:
+        parents = np.flatnonzero(reads[:, v])
+        depth[v] = 1 + (depth[parents].max() if parents.size else 0)
+    for u in graph.order[::-1]:
+        children = np.flatnonzero(reads[u])
+        height[u] = 1 + (height[children].max() if children.size else 0)
+    return depth, height
+
+
+def node_features(graph: CompGraph) -> np.ndarray:
+    adjacency = graph.op_adjacency()
+    depth, height = path_lengths(graph)
+    longest = depth.max()
+    output = graph.produces.astype(float) @ graph.sizes
+    tightness = output / graph.memory_limit if np.isfinite(graph.memory_limit) else np.zeros(graph.num_ops)
+    return np.stack([graph.runtimes / graph.runtimes.mean(), output / graph.sizes.mean(),
+                     np.log1p(adjacency.sum(axis=0)), np.log1p(adjacency.sum(axis=1)), depth / longest,
+                     height / longest, tightness], axis=1)
+
+
+def edge_features(graph: CompGraph) -> np.ndarray:
+    """(ops, ops, EDGE_FEATURES), indexed [v, u] for the edge u -> v (attributes of parallel edges add)."""
+    features = np.zeros((graph.num_ops, graph.num_ops, EDGE_FEATURES))
+    readers = graph.uses.sum(axis=0)
+    for u, v, tensor in graph.edges():
+        features[v, u] += [graph.sizes[tensor] / graph.sizes.mean(), 1.0 / readers[tensor]]
+    return features
+
+
+def batch(graphs: list[CompGraph], nodes: int) -> Batch:
+    count = len(graphs)
+    result = Batch(np.zeros((count, nodes, NODE_FEATURES), np.float32),
+                   np.zeros((count, nodes, nodes, EDGE_FEATURES), np.float32),
+                   np.zeros((count, nodes, nodes), np.float32), np.zeros((count, nodes), np.float32))
+    for b, graph in enumerate(graphs):
+        ops = graph.num_ops
+        if ops > nodes:
+            raise ValueError(f"graph {graph.name!r} has {ops} ops; the batch is padded to {nodes}")
+        result.nodes[b, :ops] = node_features(graph)
+        result.edges[b, :ops, :ops] = edge_features(graph)
+        result.adjacency[b, :ops, :ops] = graph.op_adjacency().T
+        result.mask[b, :ops] = 1.0
+    return result
+
+
+def beta_parameters(actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(alpha, beta)`` of integer actions in [0, CHOICES): action = mean index * 4 + concentration index."""
+    mean = MEANS[actions // CONCENTRATIONS.size]
+    concentration = CONCENTRATIONS[actions % CONCENTRATIONS.size]
+    return mean * concentration, (1.0 - mean) * concentration
+
+
+def proposal(graph: CompGraph, actions: np.ndarray) -> Proposal:
+    """BRKGA's mutant distribution from ``actions`` (ops, HEADS): affinities and op priorities per op."""
+    ops = graph.num_ops
+    alpha, beta = np.ones(chromosome_length(graph)), np.ones(chromosome_length(graph))
+    node_alpha, node_beta = beta_parameters(np.asarray(actions)[:ops])
+    alpha[:ops * DEVICES] = node_alpha[:, :DEVICES].ravel()
+    beta[:ops * DEVICES] = node_beta[:, :DEVICES].ravel()
+    alpha[ops * DEVICES:ops * HEADS] = node_alpha[:, DEVICES]
+    beta[ops * DEVICES:ops * HEADS] = node_beta[:, DEVICES]
+    return Proposal(alpha, beta)

@@ -1,0 +1,135 @@
+"""REGAL's networks (paper §3.2) as recurrent tensors: a message-passing GNN over the op multigraph, a
+policy head with per-op categorical distributions over quantized Beta parameters, and a baseline GNN.
+
+    h_v^0       = MLP_n(x_v)                      e_uv = MLP_e(x_uv)
+    m_v (fwd)   = sum over edges u -> v of  MLP_msg([h_u, e_uv])
+    m_u (rev)   = sum over edges u -> v of  MLP_rev([h_v, e_uv])
+    h_v^{t+1}   = h_v^t + MLP_node([h_v^t, m_v, m_u])          (T rounds, weights shared across rounds)
+    logits_v    = MLP_a(h_v^T)  -> (d + 1) x 16
+
+Messages use a dense adjacency (graphs of tens of ops, padded): the message of every (v, u) pair is
+computed and weighted by the count of edges u -> v, then summed over u (forward) or v (reverse). A
+message MLP on the concatenation ``[h_u, e_uv]`` is applied as ``h_u W_h + e_uv W_e + b`` so the node part
+is computed once per node, not once per pair. The baseline is a second GNN whose node states are averaged
+over the real ops and mapped to a scalar, as the paper's.
+
+All weights live in one flat vector (a ``trl.param`` while training, a ``trl.tensor`` constant at
+inference, so one forward function serves both) and each layer reads its slice of it: one parameter
+instead of 56 keeps the optimizer's part of the program at one update instead of 56 (the program's
+compile time grows with its node count).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+import timerl as trl
+from algorithms.regal.features import CHOICES, EDGE_FEATURES, HEADS, NODE_FEATURES
+
+RT = trl.RecurrentTensor
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    hidden: int = 32
+    edge_hidden: int = 16
+    rounds: int = 2
+
+
+def _layers(sizes: Sizes) -> dict[str, tuple[int, int]]:
+    """Every weight matrix, (fan in, fan out), of one GNN."""
+    h, e = sizes.hidden, sizes.edge_hidden
+    return {"node_in": (NODE_FEATURES, h), "node_out": (h, h), "edge_in": (EDGE_FEATURES, e), "edge_out": (e, e),
+            "fwd_node": (h, h), "fwd_edge": (e, h), "fwd_out": (h, h),
+            "rev_node": (h, h), "rev_edge": (e, h), "rev_out": (h, h),
+            "update_in": (3 * h, h), "update_out": (h, h)}
+
+
+def init_weights(sizes: Sizes = Sizes(), seed: int = 0) -> dict[str, np.ndarray]:
+    """PyTorch-style uniform(-1/sqrt(fan in), 1/sqrt(fan in)) for the policy and baseline GNNs and heads;
+    the last policy layer is scaled by 0.01 so the first proposals are close to uniform over actions."""
+    rng = np.random.default_rng(seed)
+    shapes = {f"{net}.{name}": shape for net in ("policy", "baseline") for name, shape in _layers(sizes).items()}
+    shapes.update({"policy.head_hidden": (sizes.hidden, sizes.hidden), "policy.head_out": (sizes.hidden, HEADS * CHOICES),
+                   "baseline.head_hidden": (sizes.hidden, sizes.hidden), "baseline.head_out": (sizes.hidden, 1)})
+    weights = {}
+    for name, (fan_in, fan_out) in shapes.items():
+        limit = 1.0 / np.sqrt(fan_in)
+        weights[f"{name}.w"] = rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
+        weights[f"{name}.b"] = rng.uniform(-limit, limit, (fan_out,)).astype(np.float32)
+    weights["policy.head_out.w"] *= 0.01
+    weights["policy.head_out.b"] *= 0.01
+    return weights
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where each named weight sits in the flat vector: name -> (offset, shape)."""
+
+    slots: dict[str, tuple[int, tuple[int, ...]]]
+    size: int
+
+    @classmethod
+    def of(cls, weights: dict[str, np.ndarray]) -> Layout:
+        slots, offset = {}, 0
+        for name, value in weights.items():
+            slots[name] = (offset, value.shape)
+            offset += value.size
+        return cls(slots, offset)
+
+    def pack(self, weights: dict[str, np.ndarray]) -> np.ndarray:
+        return np.concatenate([weights[name].ravel() for name in self.slots]).astype(np.float32)
+
+
+class Weights:
+    """Slices the flat weight vector into layers and applies affine maps."""
+
+    def __init__(self, flat: RT, layout: Layout, net: str) -> None:
+        self.flat, self.layout, self.net = flat, layout, net
+
+    def get(self, name: str) -> RT:
+        offset, shape = self.layout.slots[f"{self.net}.{name}"]
+        return self.flat.spatial[offset:offset + int(np.prod(shape))].reshape(shape)
+
+    def affine(self, name: str, x: RT, bias: bool = True) -> RT:
+        y = x @ self.get(f"{name}.w")
+        return y + self.get(f"{name}.b") if bias else y
+
+    def mlp(self, first: str, second: str, x: RT) -> RT:
+        return self.affine(second, self.affine(first, x).tanh())
+
+
+def gnn(weights: Weights, nodes: RT, edges: RT, adjacency: RT, rounds: int) -> RT:
+    """Node states (B, N, hidden) after ``rounds`` of forward and reverse message passing."""
+    h = weights.mlp("node_in", "node_out", nodes)  # (B, N, H)
+    e = weights.mlp("edge_in", "edge_out", edges)  # (B, N, N, E), [b, v, u] for edge u -> v
+    pair_weight = adjacency.unsqueeze(-1)  # (B, N, N, 1)
+    fwd_edge = weights.affine("fwd_edge", e)  # edge parts do not change across rounds
+    rev_edge = weights.affine("rev_edge", e)
+    for _ in range(rounds):
+        # forward: v gathers from its producers u (axis 2 of the pair); reverse: u from its consumers v (axis 1)
+        fwd = (weights.affine("fwd_node", h, bias=False).unsqueeze(1) + fwd_edge).tanh()
+        to_target = (weights.affine("fwd_out", fwd) * pair_weight).sum(dim=2)
+        rev = (weights.affine("rev_node", h, bias=False).unsqueeze(2) + rev_edge).tanh()
+        to_source = (weights.affine("rev_out", rev) * pair_weight).sum(dim=1)
+        h = h + weights.mlp("update_in", "update_out", trl.cat([h, to_target, to_source], dim=-1))
+    return h
+
+
+def policy_logits(flat: RT, layout: Layout, nodes: RT, edges: RT, adjacency: RT, sizes: Sizes) -> RT:
+    """(B, N, HEADS, CHOICES) logits of each op's quantized Beta choices."""
+    weights = Weights(flat, layout, "policy")
+    h = gnn(weights, nodes, edges, adjacency, sizes.rounds)
+    logits = weights.mlp("head_hidden", "head_out", h)
+    batch, count = int(nodes.shape[0]), int(nodes.shape[1])
+    return logits.reshape((batch, count, HEADS, CHOICES))
+
+
+def baseline(flat: RT, layout: Layout, nodes: RT, edges: RT, adjacency: RT, mask: RT, sizes: Sizes) -> RT:
+    """(B,) predicted reward: the mean node state over real ops, through an MLP."""
+    weights = Weights(flat, layout, "baseline")
+    h = gnn(weights, nodes, edges, adjacency, sizes.rounds)
+    pooled = (h * mask.unsqueeze(-1)).sum(dim=1) / mask.sum(dim=1, keepdim=True)
+    return weights.mlp("head_hidden", "head_out", pooled).squeeze(-1)

@@ -1,0 +1,184 @@
+"""REGAL training (paper §3.1): a contextual bandit trained with REINFORCE and a learned baseline, written
+as one recurrent-tensor program over the training iteration ``i``.
+
+At each iteration a batch of training graphs is drawn; the policy samples, per op, d + 1 quantized Beta
+distributions; BRKGA runs with them as its mutant distribution (a host ``udf`` node, like the
+environments of `timerl.rl`), and the reward is ``-cost(REGAL) / cost(uniform BRKGA)`` on the same graph
+with the same budget and the same BRKGA seed (common random numbers, so the ratio measures the proposal,
+not the luck of the search). The loss is the REINFORCE term with the baseline GNN's prediction
+subtracted, plus the baseline's squared error.
+
+Training runs BRKGA with a small budget (``train_budget``, 1,000 by default instead of the paper's 5,000)
+to fit this machine; the paper shows the learned proposals carry over to larger budgets, and `bench`
+measures them at 5,000.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+import torch
+
+import timerl as trl
+from algorithms.regal import brkga, features
+from algorithms.regal.graph import CompGraph
+from algorithms.regal.policy import Layout, Sizes, baseline, init_weights, policy_logits
+from timerl.pdg.graph import TensorType
+from timerl.rt import functional as F
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    kind: str = "runtime"
+    iterations: int = 60
+    batch: int = 8
+    train_budget: int = 1000
+    lr: float = 3e-3
+    sizes: Sizes = Sizes()
+    seed: int = 0
+    backend: str = "torch"
+    workers: int = 1  # processes running BRKGA inside the reward
+
+
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    weights: np.ndarray  # flat, laid out by `layout`
+    layout: Layout
+    sizes: Sizes
+    nodes: int  # ops every batch is padded to
+    curve: list[dict[str, float]]  # per iteration: mean reward, mean baseline
+    seconds: dict[str, float]  # compile, execute
+
+
+def brkga_cost(job: tuple[CompGraph, str, int, np.ndarray | None, int]) -> float:
+    """One BRKGA run; ``actions`` None is uniform BRKGA. A module-level function so worker processes can
+    run it."""
+    graph, kind, budget, actions, seed = job
+    proposal = None if actions is None else features.proposal(graph, actions)
+    return brkga.optimize(graph, kind, budget, proposal, seed).best_cost
+
+
+def run_jobs(jobs: list[tuple], workers: int) -> np.ndarray:
+    if workers <= 1:
+        return np.array([brkga_cost(job) for job in jobs])
+    with ProcessPoolExecutor(workers) as pool:
+        return np.array(list(pool.map(brkga_cost, jobs)))
+
+
+def single_threaded() -> None:
+    """The GNN's tensors are tiny: torch's intra-op threads only contend with BRKGA and each other (on a
+    loaded 2-core machine a (3, 14, 14, 16) @ (16, 32) matmul took 8 ms with 2 threads, 12 us with 1)."""
+    torch.set_num_threads(1)
+
+
+class _Reward:
+    """The reward udf: ``fn(point, actions)`` -> (B,) rewards for the batch of iteration ``point["i"]``."""
+
+    def __init__(self, graphs: list[CompGraph], batches: np.ndarray, uniform: np.ndarray, config: Config) -> None:
+        self.graphs, self.batches, self.uniform, self.config = graphs, batches, uniform, config
+
+    def __call__(self, point: dict, actions: Any) -> tuple[np.ndarray]:
+        chosen = self.batches[point["i"]]
+        actions = np.asarray(actions)
+        jobs = [(self.graphs[g], self.config.kind, self.config.train_budget, actions[b], int(g))
+                for b, g in enumerate(chosen)]
+        costs = run_jobs(jobs, self.config.workers)
+        return (-(costs / self.uniform[chosen])).astype(np.float32),
+
+    def __repr__(self) -> str:
+        return f"brkga_reward({self.config.kind}, budget={self.config.train_budget})"
+
+
+def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = False) -> Trained:
+    """REINFORCE on ``graphs``; the uniform-BRKGA costs of the reward's denominator are computed first."""
+    single_threaded()
+    rng = np.random.default_rng(config.seed)
+    nodes = max(graph.num_ops for graph in graphs)
+    uniform = run_jobs([(graph, config.kind, config.train_budget, None, g) for g, graph in enumerate(graphs)],
+                       config.workers)
+    batches = np.stack([rng.choice(len(graphs), config.batch, replace=len(graphs) < config.batch)
+                        for _ in range(config.iterations)])
+    inputs = _BatchInputs(graphs, batches, nodes)
+    initial = init_weights(config.sizes, config.seed)
+    layout = Layout.of(initial)
+    curve: list[dict[str, float]] = []
+    final: list[np.ndarray] = []
+
+    ctx = trl.Context("i")
+    (i,), (I,) = ctx.dims, ctx.bounds
+    with ctx:
+        weights = trl.param(layout.pack(initial), domain=(i,))
+        x, e, adjacency, mask = (trl.source(inputs.field(name), shape, "float32", (i,))
+                                 for name, shape in inputs.shapes(config.batch).items())
+        policy = trl.distributions.Categorical(logits=policy_logits(weights, layout, x, e, adjacency, config.sizes))
+        action = policy.sample()  # (B, N, HEADS)
+        (reward,) = F.apply("udf", action, fn=_Reward(graphs, batches, uniform, config),
+                            outputs=(TensorType((config.batch,), "float32"),), as_tuple=True)
+        value = baseline(weights, layout, x, e, adjacency, mask, config.sizes)
+        advantage = (reward - value).detach()
+        log_prob = (policy.log_prob(action).sum(dim=-1) * mask).sum(dim=-1)  # (B,): the whole action
+        loss = -(log_prob * advantage).mean() + ((reward - value) * (reward - value)).mean()
+        loss.backward()
+        trl.optim.Adam([weights], lr=config.lr).step()
+
+        def log(point: dict, rewards_and_values: np.ndarray) -> None:
+            curve.append({"iteration": point["i"], "reward": float(rewards_and_values[0].mean()),
+                          "baseline": float(rewards_and_values[1].mean())})
+            if progress:
+                print(f"iteration {point['i']:4d}  mean reward {curve[-1]['reward']:+.4f}  "
+                      f"baseline {curve[-1]['baseline']:+.4f}", flush=True)
+
+        trl.stack([reward, value]).sink(log)
+        with ctx.when(i == I - 1):
+            weights.sink(lambda point, value: final.append(np.array(value)))
+
+    executable = ctx.compile(bounds={I: config.iterations}, backend=config.backend, seed=config.seed)
+    executable.execute()
+    seconds = {"compile": executable.stats["compile_seconds"], "execute": executable.stats["execute_seconds"]}
+    return Trained(final[-1], layout, config.sizes, nodes, curve, seconds)
+
+
+class _BatchInputs:
+    """Padded features of each iteration's batch, built once per iteration and shared by the four sources."""
+
+    def __init__(self, graphs: list[CompGraph], batches: np.ndarray, nodes: int) -> None:
+        self.graphs, self.batches, self.nodes = graphs, batches, nodes
+        self._cache: dict[int, features.Batch] = {}
+
+    def shapes(self, batch: int) -> dict[str, tuple[int, ...]]:
+        n = self.nodes
+        return {"nodes": (batch, n, features.NODE_FEATURES), "edges": (batch, n, n, features.EDGE_FEATURES),
+                "adjacency": (batch, n, n), "mask": (batch, n)}
+
+    def field(self, name: str):
+        def read(point: dict) -> np.ndarray:
+            iteration = point["i"]
+            if iteration not in self._cache:
+                self._cache = {iteration: features.batch([self.graphs[g] for g in self.batches[iteration]],
+                                                         self.nodes)}
+            return getattr(self._cache[iteration], name)
+        return read
+
+
+def propose(trained: Trained, graphs: list[CompGraph], batch: int = 8, backend: str = "torch") -> list[np.ndarray]:
+    """The trained policy's most likely action per op, (ops, HEADS) for each graph, computed by an RT
+    program over batches ``i`` of graphs with the trained weights as constants."""
+    single_threaded()
+    nodes = max([trained.nodes] + [graph.num_ops for graph in graphs])
+    count = -(-len(graphs) // batch)
+    batches = np.arange(count * batch).reshape(count, batch) % len(graphs)
+    inputs = _BatchInputs(graphs, batches, nodes)
+    chosen: dict[int, np.ndarray] = {}
+    ctx = trl.Context("i")  # i: a batch of graphs
+    (I,) = ctx.bounds
+    with ctx:
+        weights = trl.tensor(trained.weights)
+        x, e, adjacency, _ = (trl.source(inputs.field(name), shape, "float32", ctx.dims)
+                              for name, shape in inputs.shapes(batch).items())
+        policy_logits(weights, trained.layout, x, e, adjacency, trained.sizes).argmax(dim=-1).sink(
+            lambda point, value: chosen.__setitem__(point["i"], np.array(value)))
+    ctx.compile(bounds={I: count}, backend=backend).execute()
+    return [chosen[k // batch][k % batch, :graph.num_ops] for k, graph in enumerate(graphs)]
