@@ -11,9 +11,10 @@ Graphs are batched densely and padded to ``nodes`` ops: ``adjacency[b, v, u]`` c
 (a multigraph), ``edges[b, v, u]`` holds their attributes, ``mask[b, v]`` marks real ops.
 
 Actions: for each op, d + 1 = 3 independent Beta distributions (affinity for device 0, for device 1, and
-the op's priority), each chosen among 16 quantized (mean, concentration) pairs: means
-{0.125, 0.375, 0.625, 0.875} x concentrations alpha + beta in {2, 5, 12, 30} (a smaller concentration is
-a larger variance, ``mean (1 - mean) / (concentration + 1)``). Transfer priorities stay uniform.
+the op's priority), each chosen among 16 quantized (mean, variance) choices: the 15 pairs of means
+{0.1, 0.3, 0.5, 0.7, 0.9} and concentrations alpha + beta in {4, 10, 30} (variance
+``mean (1 - mean) / (concentration + 1)``, so a larger concentration is a smaller variance), and, as
+action 15, the uniform Beta(1, 1) of standard BRKGA. Transfer priorities stay uniform.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from algorithms.regal.perfmodel import DEVICES, chromosome_length
 
 NODE_FEATURES = 7
 EDGE_FEATURES = 2
-MEANS = np.array([0.125, 0.375, 0.625, 0.875])
-CONCENTRATIONS = np.array([2.0, 5.0, 12.0, 30.0])
-CHOICES = MEANS.size * CONCENTRATIONS.size  # 16 actions per Beta distribution
+MEANS = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
+CONCENTRATIONS = np.array([4.0, 10.0, 30.0])
+UNIFORM = MEANS.size * CONCENTRATIONS.size  # the last action: Beta(1, 1)
+CHOICES = UNIFORM + 1  # 16 actions per Beta distribution
 HEADS = DEVICES + 1  # Beta distributions per op
 
 
@@ -93,10 +95,14 @@ def batch(graphs: list[CompGraph], nodes: int) -> Batch:
 
 
 def beta_parameters(actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(alpha, beta)`` of integer actions in [0, CHOICES): action = mean index * 4 + concentration index."""
-    mean = MEANS[actions // CONCENTRATIONS.size]
-    concentration = CONCENTRATIONS[actions % CONCENTRATIONS.size]
-    return mean * concentration, (1.0 - mean) * concentration
+    """``(alpha, beta)`` of integer actions in [0, CHOICES): action = mean index * 3 + concentration index,
+    or UNIFORM."""
+    actions = np.asarray(actions)
+    grid = np.minimum(actions, UNIFORM - 1)
+    mean = MEANS[grid // CONCENTRATIONS.size]
+    concentration = CONCENTRATIONS[grid % CONCENTRATIONS.size]
+    uniform = actions == UNIFORM
+    return np.where(uniform, 1.0, mean * concentration), np.where(uniform, 1.0, (1.0 - mean) * concentration)
 
 
 def proposal(graph: CompGraph, actions: np.ndarray) -> Proposal:

@@ -125,6 +125,7 @@ def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = F
         trl.optim.Adam([weights], lr=config.lr).step()
 
         def log(point: dict, rewards_and_values: np.ndarray) -> None:
+            rewards_and_values = np.asarray(rewards_and_values)
             curve.append({"iteration": point["i"], "reward": float(rewards_and_values[0].mean()),
                           "baseline": float(rewards_and_values[1].mean())})
             if progress:
@@ -133,7 +134,7 @@ def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = F
 
         trl.stack([reward, value]).sink(log)
         with ctx.when(i == I - 1):
-            weights.sink(lambda point, value: final.append(np.array(value)))
+            weights.sink(lambda point, value: final.append(np.asarray(value).copy()))
 
     executable = ctx.compile(bounds={I: config.iterations}, backend=config.backend, seed=config.seed)
     executable.execute()
@@ -179,6 +180,6 @@ def propose(trained: Trained, graphs: list[CompGraph], batch: int = 8, backend: 
         x, e, adjacency, _ = (trl.source(inputs.field(name), shape, "float32", ctx.dims)
                               for name, shape in inputs.shapes(batch).items())
         policy_logits(weights, trained.layout, x, e, adjacency, trained.sizes).argmax(dim=-1).sink(
-            lambda point, value: chosen.__setitem__(point["i"], np.array(value)))
+            lambda point, value: chosen.__setitem__(point["i"], np.asarray(value).copy()))
     ctx.compile(bounds={I: count}, backend=backend).execute()
     return [chosen[k // batch][k % batch, :graph.num_ops] for k, graph in enumerate(graphs)]

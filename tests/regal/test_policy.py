@@ -1,0 +1,100 @@
+"""The REGAL networks written as RTs against the same equations in NumPy, and the action encoding."""
+
+import numpy as np
+import pytest
+
+import timerl as trl
+from algorithms.regal import features
+from algorithms.regal.data import generate
+from algorithms.regal.perfmodel import chromosome_length
+from algorithms.regal.policy import Layout, Sizes, baseline, init_weights, policy_logits
+
+
+def numpy_gnn(w, net, x, e, adjacency, rounds):
+    def affine(name, v, bias=True):
+        y = v @ w[f"{net}.{name}.w"]
+        return y + w[f"{net}.{name}.b"] if bias else y
+
+    def mlp(first, second, v):
+        return affine(second, np.tanh(affine(first, v)))
+
+    h, edge = mlp("node_in", "node_out", x), mlp("edge_in", "edge_out", e)
+    for _ in range(rounds):
+        fwd = np.zeros_like(h)
+        rev = np.zeros_like(h)
+        for b in range(x.shape[0]):
+            for v, u in zip(*np.nonzero(adjacency[b])):
+                count = adjacency[b, v, u]
+                fwd[b, v] += count * affine("fwd_out", np.tanh(affine("fwd_node", h[b, u], False)
+                                                               + affine("fwd_edge", edge[b, v, u])))
+                rev[b, u] += count * affine("rev_out", np.tanh(affine("rev_node", h[b, v], False)
+                                                               + affine("rev_edge", edge[b, v, u])))
+        h = h + mlp("update_in", "update_out", np.concatenate([h, fwd, rev], axis=-1))
+    return h, mlp
+
+
+@pytest.fixture(scope="module")
+def setting():
+    graphs = generate(3, 1, ops=(5, 8), seed=4)
+    data = features.batch(graphs, 8)
+    sizes = Sizes(hidden=8, edge_hidden=4, rounds=2)
+    weights = init_weights(sizes, seed=3)
+    weights["policy.head_out.w"] *= 100.0  # undo the near-zero init so the comparison has signal
+    return graphs, data, sizes, weights
+
+
+def test_networks_match_numpy(setting):
+    graphs, data, sizes, weights = setting
+    layout = Layout.of(weights)
+    got = {}
+    ctx = trl.Context("i")
+    with ctx:
+        flat = trl.tensor(layout.pack(weights))
+        x, e, a, m = (trl.tensor(v) for v in (data.nodes, data.edges, data.adjacency, data.mask))
+        keep = lambda name: lambda point, value: got.__setitem__(name, np.asarray(value).copy())  # noqa: E731
+        policy_logits(flat, layout, x, e, a, sizes).sink(keep("logits"))
+        baseline(flat, layout, x, e, a, m, sizes).sink(keep("value"))
+    ctx.compile(bounds={ctx.bounds[0]: 1}, backend="torch").execute()
+
+    w = {k: v.astype(np.float64) for k, v in weights.items()}
+    h, mlp = numpy_gnn(w, "policy", data.nodes, data.edges, data.adjacency, sizes.rounds)
+    logits = mlp("head_hidden", "head_out", h).reshape(3, 8, features.HEADS, features.CHOICES)
+    np.testing.assert_allclose(got["logits"], logits, rtol=1e-4, atol=1e-5)
+    h, mlp = numpy_gnn(w, "baseline", data.nodes, data.edges, data.adjacency, sizes.rounds)
+    pooled = (h * data.mask[..., None]).sum(1) / data.mask.sum(1, keepdims=True)
+    np.testing.assert_allclose(got["value"], mlp("head_hidden", "head_out", pooled)[:, 0], rtol=1e-4, atol=1e-5)
+
+
+def test_padding_and_features(setting):
+    graphs, data, _, _ = setting
+    for b, graph in enumerate(graphs):
+        assert data.mask[b].sum() == graph.num_ops and not data.nodes[b, graph.num_ops:].any()
+        assert data.adjacency[b].sum() == len(graph.edges())
+        depth, height = features.path_lengths(graph)
+        assert depth.max() == height.max()  # both are the longest path's op count
+
+
+def test_actions_are_quantized_betas():
+    actions = np.arange(features.CHOICES)
+    alpha, beta = features.beta_parameters(actions)
+    means, concentration = alpha / (alpha + beta), alpha + beta
+    assert len({(round(m, 6), round(c, 6)) for m, c in zip(means, concentration)}) == 16
+    grid = slice(0, features.UNIFORM)
+    assert set(np.round(means[grid], 6)) == set(features.MEANS)
+    assert set(concentration[grid]) == set(features.CONCENTRATIONS)
+    assert alpha[features.UNIFORM] == beta[features.UNIFORM] == 1.0
+
+
+def test_proposal_layout():
+    graph = generate(1, 1, ops=(6, 6), seed=0)[0]
+    actions = np.zeros((6, 3), np.int64)
+    actions[:, 0] = 14  # mean 0.9, concentration 30 for device 0's affinity
+    actions[:, 1] = 2  # mean 0.1, concentration 30 for device 1's
+    actions[:, 2] = 1  # mean 0.1, concentration 10 for the priority
+    proposal = features.proposal(graph, actions)
+    assert proposal.alpha.size == chromosome_length(graph)
+    affinity = (proposal.alpha / (proposal.alpha + proposal.beta))[:12].reshape(6, 2)
+    np.testing.assert_allclose(affinity[:, 0], 0.9)
+    np.testing.assert_allclose(affinity[:, 1], 0.1)
+    np.testing.assert_allclose(proposal.alpha[12:18] + proposal.beta[12:18], 10.0)
+    assert (proposal.alpha[18:] == 1).all() and (proposal.beta[18:] == 1).all()  # transfers stay uniform
