@@ -68,7 +68,7 @@ def _dynamic(node: Node, backend: Any) -> bool:
     known = backend.dynamic_nodes.get(node.id)
     if known is None:
         known = backend.dynamic_nodes[node.id] = (
-            node.op == "grad_accumulate" or _has_symbols(node.attrs.as_dict())
+            node.op == "grad_accumulate" or has_symbols(node.attrs.as_dict())
             or any(not isinstance(d, int) for t in node.outputs for d in t.shape)
             or any(e.ranges() for e in node.inputs))
     return known
@@ -86,7 +86,7 @@ def _on_host(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
 def _kernel(node: Node, attrs: dict, backend: Any):
     """The op's array kernel with its attributes bound, compiled by the backend where it can (jax.jit);
     attributes with symbolic sizes are bound per point instead."""
-    if _has_symbols(attrs):
+    if has_symbols(attrs):
         return _SYMBOLIC
     impl, dtype, xp = OPS[node.op].impl, node.outputs[0].dtype, backend.xp
 
@@ -99,16 +99,16 @@ def _kernel(node: Node, attrs: dict, backend: Any):
     return backend.compile(kernel)
 
 
-def _has_symbols(value: Any) -> bool:
+def has_symbols(value: Any) -> bool:
     """Attributes with symbolic sizes, e.g. a gradient expanded back to a window of length ``T - t``."""
     if isinstance(value, Expr):
         return True
     if isinstance(value, dict):
-        return any(_has_symbols(v) for v in value.values())
+        return any(has_symbols(v) for v in value.values())
     if isinstance(value, (tuple, list)):
-        return any(_has_symbols(v) for v in value)
+        return any(has_symbols(v) for v in value)
     if isinstance(value, slice):
-        return any(_has_symbols(v) for v in (value.start, value.stop, value.step))
+        return any(has_symbols(v) for v in (value.start, value.stop, value.step))
     return False
 
 

@@ -16,7 +16,7 @@ from timerl.errors import TimeRLError
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.pdg.pipeline import optimize_graph
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
-from timerl.runtime.evaluate import evaluate
+from timerl.runtime.plan import SKIP, GroupLowering, namespace
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
 from timerl.rt.symbolic import Symbol, compile_function
@@ -41,58 +41,64 @@ class Executable:
         self.groups = {g.id: g for g in groups}
         # jax arrays cannot be sliced without a compiled computation per (start, stop): stacking is cheaper there
         self.block_axes = block_axes(graph) if backend.slices_are_views and not swap else {}
+        self.namespace = namespace(graph, self.bounds, backend, seed)
+        lowering = GroupLowering(graph, self.bounds, backend, seed, self.namespace, self._reader,
+                                 jit_groups=backend.name == "jax")
+        self.group_functions = {g.id: lowering.lower(g) for g in groups}
+        self.constants = lowering.constants
         self._program = _Interpreter(self).build(schedule.root, ())
 
     def execute(self) -> None:
         started = time.perf_counter()
         blocks = {node_id: BlockStore(axis, self.graph.nodes[node_id].outputs, self.backend)
                   for node_id, axis in self.block_axes.items()}
-        self.pool = MemoryPool(self.device_memory, self.backend, self.swap, blocks)
+        self.pool = pool = MemoryPool(self.device_memory, self.backend, self.swap, blocks)
+        pool.describe = self._describe
+        self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of)
         with self.backend.session():
+            self.namespace.update({name: self.backend.from_numpy(v) for name, v in self.constants.items()})
             self._program([])
-        pool = self.pool
         self.stats.update(
             peak_device_bytes=pool.peak_device_bytes, peak_host_bytes=pool.peak_host_bytes,
             bytes_offloaded=pool.bytes_offloaded, bytes_fetched=pool.bytes_fetched,
             execute_seconds=time.perf_counter() - started, leaked_points=pool.live_points())
 
-    # ---- one op at one point ----------------------------------------------------------------------------------
-    def run_node(self, node: Node, point: tuple[int, ...]) -> None:
-        pool = self.pool
-        pinned: set = set()
-        inputs = []
-        readers = self.readers[node.id]
-        if node.op == "merge":
-            readers = [r for r in readers if r.active(point)][:1]
-        for reader in readers:
+    def _describe(self, key) -> str:
+        node = self.graph.nodes[key[0]]
+        return f"{node.label()} at {point_dict(node.domain, key[1])}"
+
+    # ---- reads the generated code does not inline ---------------------------------------------------------------
+    def _reader(self, node: Node, slot: int) -> Callable[[tuple], Any]:
+        """Input ``slot`` of ``node`` at a point, for conditioned, masked or range reads; `SKIP` where the
+        edge's condition does not hold."""
+        reader = self.readers[node.id][slot]
+
+        def read(point: tuple[int, ...]) -> Any:
             if not reader.active(point):
-                continue
-            edge = reader.edge
-            points, lengths = reader.points(point)
-            keys = [(edge.producer, q) for q in points]
-            pinned.update(keys)
-            describe = lambda: f"{node.label()} at {point_dict(node.domain, point)}"  # noqa: E731
-            if edge.masked_by is not None:
-                inputs.append([(k[1], pool.get(k, describe, pinned)[edge.output]) for k in keys if pool.has(k)])
-                continue
-            if lengths and edge.producer in pool.blocks:
-                window = self._slice(reader, point, edge)
-                if window is not None:
-                    inputs.append(window)
-                    continue
-            try:
-                values = [pool.get(k, describe, pinned)[edge.output] for k in keys]
-            except KeyError:
-                raise TimeRLError(f"internal error: {node.label()} at {point_dict(node.domain, point)} read a "
-                                  f"value of %{edge.producer} that is not stored (a scheduling bug)") from None
-            if lengths:
-                inputs.append(stack_range(values, lengths, self.graph, edge, self.backend))
-            else:
-                inputs.append(values[0])
-        outputs = evaluate(node, point, inputs, self.seed, self.bounds, self.backend)
-        if outputs:
-            pool.put((node.id, point), outputs, lambda: f"{node.label()} at {point_dict(node.domain, point)}",
-                     pinned)
+                return SKIP
+            return self._read(node, reader, point)
+
+        return read
+
+    def _read(self, node: Node, reader: EdgeReader, point: tuple[int, ...]) -> Any:
+        pool = self.pool
+        edge = reader.edge
+        points, lengths = reader.points(point)
+        keys = [(edge.producer, q) for q in points]
+        if edge.masked_by is not None:
+            return [(k[1], pool.load(k)[edge.output]) for k in keys if pool.has(k)]
+        if lengths and edge.producer in pool.blocks:
+            window = self._slice(reader, point, edge)
+            if window is not None:
+                return window
+        try:
+            values = [pool.load(k)[edge.output] for k in keys]
+        except KeyError:
+            raise TimeRLError(f"internal error: {node.label()} at {point_dict(node.domain, point)} read a "
+                              f"value of %{edge.producer} that is not stored (a scheduling bug)") from None
+        if lengths:
+            return stack_range(values, lengths, self.graph, edge, self.backend)
+        return values[0]
 
     def _slice(self, reader: EdgeReader, point: tuple[int, ...], edge) -> Any:
         """A range read along a block store's axis: one slice of its buffer (None: read point by point)."""
@@ -177,19 +183,16 @@ class _Interpreter:
         return run
 
     def _execute(self, node: ast.Execute, scope) -> Run:
-        """Run a dataflow group's members at the point, then free what only the group itself read."""
+        """Run a dataflow group's generated function at the point."""
         where = compile_function(node.point, scope)
-        group = self.executable.groups[node.node]
-        members = [self.nodes[n] for n in group.members]
-        inside = group.freed_inside
+        function = self.executable.group_functions[node.node]
+        if self.executable.device_memory is None:
+            return lambda counters: function(where(*counters))
         executable = self.executable
 
         def run(counters: list) -> None:
-            point = tuple(where(*counters))
-            for member in members:
-                executable.run_node(member, point)
-            for member_id in inside:
-                executable.pool.free((member_id, point))
+            executable.pool.pinned.clear()
+            function(where(*counters))
 
         return run
 
@@ -199,9 +202,10 @@ class _Interpreter:
         executable = self.executable
 
         def run(counters: list) -> None:
-            point = tuple(where(*counters))
+            point = where(*counters)
+            free = executable.pool.free
             for member_id in members:
-                executable.pool.free((member_id, point))
+                free((member_id, point))
 
         return run
 

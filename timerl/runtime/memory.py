@@ -31,8 +31,52 @@ class MemoryPool:
         self.bytes_fetched = 0
         self.device: OrderedDict[Key, tuple[tuple[Any, ...], int]] = OrderedDict()  # least recently used first
         self.host: dict[Key, tuple[tuple[Any, ...], int]] = {}
+        self.pinned: set[Key] = set()  # read by the running group: never offloaded to make room
+        self.describe: Callable[[Key], str] = lambda key: f"%{key[0]} at {key[1]}"
 
     # ---- storing ------------------------------------------------------------------------------------------
+    def store(self, key: Key, values: tuple[Any, ...], size: int | None) -> None:
+        """Keep the outputs of one point; ``size`` is their bytes when known statically."""
+        if size is None:
+            size = self.nbytes_of(values)
+        if self.capacity is not None:
+            self._reserve(size, lambda: self.describe(key), self.pinned)
+        store = self.blocks.get(key[0])
+        if store is not None:
+            store.put(key[1], values)
+            self.block_bytes[key] = size
+        else:
+            self.device[key] = (values, size)
+        self.device_bytes += size
+        if self.device_bytes > self.peak_device_bytes:
+            self.peak_device_bytes = self.device_bytes
+
+    def transient(self, size: int) -> None:
+        """Values that live only while their group runs (read inside it, never stored): they count towards
+        the peak, and must fit, but are gone when the group ends."""
+        if self.capacity is not None:
+            self._reserve(size, lambda: "a dataflow group's intermediate values", self.pinned)
+        if self.device_bytes + size > self.peak_device_bytes:
+            self.peak_device_bytes = self.device_bytes + size
+
+    def nbytes_of(self, values: tuple[Any, ...]) -> int:
+        return sum(self.backend.nbytes(v) for v in values)
+
+    def load(self, key: Key) -> tuple[Any, ...]:
+        entry = self.device.get(key)
+        if entry is not None:
+            if self.swap:
+                self.device.move_to_end(key)
+                self.pinned.add(key)
+            return entry[0]
+        store = self.blocks.get(key[0])
+        if store is not None:
+            return store.get(key[1])
+        if key not in self.host:
+            raise KeyError(key)
+        self.pinned.add(key)
+        return self.get(key, lambda: self.describe(key), self.pinned)
+
     def put(self, key: Key, values: tuple[Any, ...], describe: Callable[[], str], pinned: set[Key]) -> None:
         size = sum(self.backend.nbytes(v) for v in values)
         self._reserve(size, describe, pinned)

@@ -1,0 +1,271 @@
+"""Plan once, run many (shared/STYLE.md, example 14): each dataflow group lowered once into one Python function.
+
+Everything that is the same at every point of a statement is decided here, when the program is lowered: which
+member reads which (a local variable for reads inside the group, a pool key built from the dependence
+expressions otherwise), the bound kernel, whether an output is stored or only lives inside the group, and its
+byte size. The generated function for a group then only indexes and calls (paper §5.4, fusion with code
+generation):
+
+    def G12(point):
+        p0, p1 = point
+        v17_0 = load((17, (p0,)))[0]
+        v20_0 = K20(v19_0, v17_0)
+        store((20, point), (v20_0,), 1024)
+        ...
+
+On jax, the members of a group that are pure array kernels with static shapes run as one `jax.jit` function
+(one XLA computation per group instead of one dispatch per op). Reads the fast path does not cover (ranges,
+conditions, masked gradient reads) and ops the executor evaluates itself (sources, random draws, sinks, UDFs,
+gradient accumulation) go through `timerl.runtime.evaluate`, the same code the reference interpreter runs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from timerl.errors import ShapeError, TimeRLError
+from timerl.ops.registry import OPS, Unsupported
+from timerl.pdg.graph import Edge, Graph, Node, Point
+from timerl.runtime.access import point_dict
+from timerl.runtime.evaluate import evaluate, has_symbols
+
+SKIP = object()  # what a reader returns where its edge's condition does not hold
+from timerl.rt.symbolic import TRUE, Symbol, same_all
+
+# Ops evaluated by the executor itself rather than by a registry kernel.
+_EVALUATED = {"source", "rand", "randn", "sink", "udf", "grad_accumulate"}
+
+
+def static_bytes(node: Node) -> int | None:
+    """Bytes of one point of ``node``'s outputs, when every size is a plain int."""
+    total = 0
+    for produced in node.outputs:
+        if not all(isinstance(d, int) for d in produced.shape):
+            return None
+        total += math.prod(produced.shape) * np.dtype(produced.dtype).itemsize
+    return total
+
+
+def identity_read(edge: Edge, consumer: Node, producer: Node) -> bool:
+    return (edge.masked_by is None and edge.condition is TRUE and same_all(consumer.domain, producer.domain)
+            and all(isinstance(item, Point) and item.expr.same(dim) for item, dim in zip(edge.index, producer.domain)))
+
+
+def simple_read(edge: Edge) -> bool:
+    """A read of one point, always active: the key can be written as a Python expression."""
+    return edge.masked_by is None and edge.condition is TRUE and all(isinstance(i, Point) for i in edge.index)
+
+
+class GroupLowering:
+    """Generates the source of one group's function; the names it uses live in the shared namespace ``ns``."""
+
+    def __init__(self, graph: Graph, bounds: Mapping[Symbol, int], backend: Any, seed: int, ns: dict,
+                 generic_reader: Callable[[Node, int], Callable], jit_groups: bool) -> None:
+        self.graph = graph
+        self.bounds = bounds
+        self.backend = backend
+        self.seed = seed
+        self.ns = ns
+        self.generic_reader = generic_reader
+        self.jit_groups = jit_groups
+        self.constants: dict[str, np.ndarray] = {}
+
+    # ---- the pieces of one member -------------------------------------------------------------------------------
+    def _coordinates(self, node: Node) -> dict[Symbol, Symbol]:
+        return {d: Symbol(f"p{k}") for k, d in enumerate(node.domain)}
+
+    def _key_source(self, edge: Edge, node: Node) -> str:
+        rename = self._coordinates(node)
+        items = [item.expr.substitute(self.bounds).substitute(rename).python() for item in edge.index]
+        inner = ", ".join(items) + ("," if len(items) == 1 else "")
+        return f"({edge.producer}, ({inner}))"
+
+    def _pure(self, node: Node) -> bool:
+        """A registry kernel whose shapes and attributes are the same at every point."""
+        if node.op in _EVALUATED or node.op in ("const", "merge") or isinstance(OPS[node.op].impl, Unsupported):
+            return False
+        if has_symbols(node.attrs.as_dict()) or static_bytes(node) is None:
+            return False
+        return not any(e.ranges() for e in node.inputs)
+
+    def _kernel(self, node: Node) -> Callable:
+        impl, attrs, dtype = OPS[node.op].impl, node.attrs.as_dict(), node.outputs[0].dtype
+        xp, cast = self.backend.xp, self.backend.cast
+
+        def kernel(*inputs: Any) -> Any:
+            return cast(impl(xp, *inputs, **attrs), dtype)
+
+        return kernel
+
+    # ---- the whole group ------------------------------------------------------------------------------------------
+    def lower(self, group) -> Callable[[tuple], None]:
+        graph, ns = self.graph, self.ns
+        members = [graph.nodes[n] for n in group.members]
+        inside = set(group.members)
+        stored = set(group.freed_later)
+        first = members[0]
+        lines = [f"def G{group.id}(point):"]
+        body: list[str] = []
+        if first.domain:
+            body.append(f"{', '.join(f'p{k}' for k in range(len(first.domain)))}, = point")
+        transient_static = 0
+        transient_dynamic: list[str] = []
+        pure = [m for m in members if self._pure(m)] if self.jit_groups else []
+        fused = self._fuse(group, pure, inside) if len(pure) > 1 else set()
+        fused_at = next((m.id for m in members if m.id in fused), None)
+        for member in members:
+            n = member.id
+            if n in fused:
+                if n == fused_at:
+                    body.extend(self._fused_call(group, members, fused, inside))
+                outputs = [f"v{n}_{k}" for k in range(len(member.outputs))]
+            else:
+                body.append(f"m = {n}")
+                args = self._arguments(member, inside)
+                outputs = [f"v{n}_{k}" for k in range(len(member.outputs))]
+                body.extend(self._evaluation(member, args, outputs))
+            if not member.outputs:
+                continue
+            size = static_bytes(member)
+            values = "(" + ", ".join(outputs) + ("," if len(outputs) == 1 else "") + ")"
+            if n in stored:
+                body.append(f"store(({n}, point), {values}, {size if size is not None else 'None'})")
+            elif size is not None:
+                transient_static += size
+            else:
+                transient_dynamic.append(f"nbytes_of({values})")
+        if transient_static or transient_dynamic:
+            body.append(f"transient({' + '.join([str(transient_static)] + transient_dynamic)})")
+        if not body:
+            body.append("pass")
+        lines.append("    m = None")
+        lines.append("    try:")
+        lines.extend("        " + line for line in body)
+        lines.append("    except TimeRLError:")
+        lines.append("        raise")
+        lines.append("    except Exception as error:")
+        lines.append("        fail(m, point, error)")
+        source = "\n".join(lines)
+        exec(compile(source, f"<timerl group G{group.id}>", "exec"), ns)  # noqa: S102 (our own generated code)
+        function = ns[f"G{group.id}"]
+        function.source = source
+        return function
+
+    def _arguments(self, member: Node, inside: set[int]) -> str:
+        """The member's inputs as one Python expression of a list: a local variable for a read inside the group,
+        a pool key for a plain point read, a reader closure otherwise (those may be inactive at a point: their
+        input is left out, and a merge takes the first active one)."""
+        graph = self.graph
+        items, optional = [], False
+        for slot, edge in enumerate(member.inputs):
+            producer = graph.nodes[edge.producer]
+            if edge.producer in inside and identity_read(edge, member, producer):
+                items.append(f"v{edge.producer}_{edge.output}")
+            elif simple_read(edge):
+                items.append(f"load({self._key_source(edge, member)})[{edge.output}]")
+            else:
+                name = f"R{member.id}_{slot}"
+                self.ns[name] = self.generic_reader(member, slot)
+                items.append(f"{name}(point)")
+                optional = optional or edge.condition is not TRUE
+        listed = "[" + ", ".join(items) + "]"
+        if not optional:
+            self._direct = ", ".join(items)
+            return listed
+        self._direct = None
+        if member.op == "merge":
+            return f"[next(x for x in ({', '.join(items)},) if x is not SKIP)]"
+        return f"[x for x in {listed} if x is not SKIP]"
+
+    def _evaluation(self, member: Node, args: str, outputs: list[str]) -> list[str]:
+        n, ns = member.id, self.ns
+        call_args = self._direct if self._direct is not None else f"*{args}"
+        if member.op == "const":
+            self.constants[f"C{n}"] = np.asarray(member.attrs["value"])  # moved in at each run, in its session
+            return [f"{outputs[0]} = C{n}"]
+        if member.op == "merge":
+            return [f"{outputs[0]}, = {args}"]
+        if self._pure(member):
+            kernel = self._kernel(member)
+            ns[f"K{n}"] = self.backend.compile(kernel) if self.jit_groups else kernel
+            return [f"{outputs[0]} = K{n}({call_args})"]
+        ns[f"N{n}"] = member
+        target = ", ".join(outputs) + ("," if outputs else "")
+        call = f"evaluate(N{n}, point, {args}, SEED, BOUNDS, BACKEND)"
+        return [f"{target} = {call}" if outputs else call]
+
+    # ---- jax: one jit per group --------------------------------------------------------------------------------
+    def _fuse(self, group, pure: list[Node], inside: set[int]) -> set[int]:
+        """The pure members that run as one jitted function, called where the first of them stands: a member
+        joins when every input it has from inside the group is either fused already or computed before."""
+        order = {m: k for k, m in enumerate(group.members)}
+        chosen: set[int] = set()
+        start = None
+        for member in pure:
+            if start is None:
+                start = order[member.id]
+                chosen.add(member.id)
+                continue
+            if all(e.producer in chosen or order.get(e.producer, -1) < start
+                   for e in member.inputs if e.producer in inside):
+                chosen.add(member.id)
+        return chosen if len(chosen) > 1 else set()
+
+    def _fused_call(self, group, members: list[Node], fused: set[int], inside: set[int]) -> list[str]:
+        """Call of one jitted function computing every fused member; its arguments are the fused members'
+        inputs from outside the fused set, its results every fused output."""
+        graph = self.graph
+        externals: list[tuple[str, str]] = []  # (parameter name, expression at the call site)
+        seen: dict[str, str] = {}
+        steps: list[tuple[Node, list[str]]] = []
+        for member in members:
+            if member.id not in fused:
+                continue
+            names = []
+            for edge in member.inputs:
+                producer = graph.nodes[edge.producer]
+                if edge.producer in fused and identity_read(edge, member, producer):
+                    names.append(f"v{edge.producer}_{edge.output}")
+                    continue
+                if edge.producer in inside and identity_read(edge, member, producer):
+                    expression = f"v{edge.producer}_{edge.output}"
+                else:
+                    expression = f"load({self._key_source(edge, member)})[{edge.output}]"
+                if expression not in seen:
+                    seen[expression] = f"x{len(seen)}"
+                    externals.append((seen[expression], expression))
+                names.append(seen[expression])
+            steps.append((member, names))
+        kernels = {member.id: self._kernel(member) for member, _ in steps}
+        results = [f"v{member.id}_0" for member, _ in steps]
+        parameters = ", ".join(name for name, _ in externals)
+        inner = [f"def F{group.id}({parameters}):"]
+        for member, names in steps:
+            inner.append(f"    v{member.id}_0 = K{member.id}({', '.join(names)})")
+        inner.append(f"    return ({', '.join(results)},)")
+        local: dict = {f"K{n}": kernel for n, kernel in kernels.items()}
+        exec(compile("\n".join(inner), f"<timerl fused G{group.id}>", "exec"), local)  # noqa: S102
+        self.ns[f"F{group.id}"] = self.backend.compile(local[f"F{group.id}"])
+        call = ", ".join(expression for _, expression in externals)
+        return [f"m = {steps[0][0].id}", f"{', '.join(results)}, = F{group.id}({call})"]
+
+
+def failure(graph: Graph) -> Callable[[int | None, tuple, Exception], None]:
+    """A kernel failing is a shape mistake the rules could not see before running: name the op and point."""
+
+    def fail(node_id: int | None, point: tuple, error: Exception) -> None:
+        if node_id is None:
+            raise error
+        node = graph.nodes[node_id]
+        raise ShapeError(f"{node.label()} failed at {point_dict(node.domain, point)}: {error}") from error
+
+    return fail
+
+
+def namespace(graph: Graph, bounds: Mapping[Symbol, int], backend: Any, seed: int) -> dict:
+    """The globals every generated group function shares; the pool's methods are bound at each run."""
+    return {"TimeRLError": TimeRLError, "SKIP": SKIP, "evaluate": evaluate, "SEED": seed, "BOUNDS": dict(bounds),
+            "BACKEND": backend, "fail": failure(graph)}
