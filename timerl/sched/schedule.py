@@ -33,6 +33,7 @@ from timerl.rt.symbolic import (
 from timerl.sched import ast
 from timerl.sched.demand import Demand, analyze
 from timerl.sched.group import Group, group_nodes, is_internal, rename_relation
+from timerl.sched.timeline import READER, Timeline, deallocation_program, upfront_groups
 
 # Scheduling each weakly connected component whole (rather than SCC by SCC and then clustering) lets the
 # proximity constraints fuse producers with their consumers, e.g. a window read y[t:t+4] becomes one loop
@@ -70,9 +71,9 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
                      phases: dict[str, float]) -> ScheduleResult:
     clock = time.perf_counter()
     groups, group_of = group_nodes(graph, demand, fuse)
-    domains: list[isl.Set] = [g.domain for g in groups]
     dependences: list[isl.Map] = []
-    frees: dict[int, list[isl.Map]] = {g.id: [] for g in groups}
+    readers: dict[int, list[isl.Map]] = {g.id: [] for g in groups}
+    producers: dict[int, set[int]] = {g.id: set() for g in groups}
     for node in graph.nodes:
         if node.id not in group_of:
             continue
@@ -80,39 +81,55 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
             read = demand.reads[(node.id, slot)]
             if read.is_empty() or edge.producer not in group_of:
                 continue
-            producer_group = group_of[edge.producer]
             if is_internal(graph, edge, node, group_of):
                 continue
-            dependences.append(rename_relation(read, group_of).reverse())
-            frees[producer_group].append(rename_relation(read, group_of, prefix_out="F"))
-    for group in groups:
-        if group.freed_later:
-            domains.append(group.domain.set_tuple_name(f"F{group.id}"))
-            identity = isl.Map.identity(group.domain.get_space().map_from_set()).intersect_domain(group.domain)
-            dependences.append(identity.set_tuple_name(isl.dim_type.out, f"F{group.id}"))
-            dependences.extend(frees[group.id])
+            relation = rename_relation(read, group_of)
+            dependences.append(relation.reverse())
+            readers[group_of[edge.producer]].append(relation)
+            producers[group_of[node.id]].add(group_of[edge.producer])
+    upfront = upfront_groups(groups, producers)
+    early = set(upfront)
+    domains = [g.domain for g in groups if g.id not in early]
     labels = {g.id: _label(graph, g) for g in groups}
-    if not domains:
+    if not groups:
         return ScheduleResult(ast.Schedule(ast.Sequence(()), labels), demand, groups, 0,
-                              time.perf_counter() - started)
-    domain = _union_set(domains)
-    validity = _union_map(dependences, domain)
+                              time.perf_counter() - started, phases)
     phases["grouping"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    constraints = isl.ScheduleConstraints.on_domain(domain).set_context(demand.polyhedra.generic_context)
-    constraints = constraints.set_validity(validity).set_proximity(validity)
-    try:
-        isl_schedule = constraints.compute_schedule()
-    except isl.Error:
-        isl_schedule = None
-    if isl_schedule is None:
-        raise ScheduleError(_cycle_message(graph, groups, validity.intersect_params(demand.polyhedra.context)))
+    isl_schedule = None
+    if domains:
+        domain = _union_set(domains)
+        validity = _union_map([d for d in dependences if not _touches(d, early)], domain)
+        constraints = isl.ScheduleConstraints.on_domain(domain).set_context(demand.polyhedra.generic_context)
+        constraints = constraints.set_validity(validity).set_proximity(validity)
+        try:
+            isl_schedule = constraints.compute_schedule()
+        except isl.Error:
+            isl_schedule = None
+        if isl_schedule is None:
+            raise ScheduleError(_cycle_message(graph, groups, validity.intersect_params(demand.polyhedra.context)))
     phases["isl"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    build = isl.AstBuild.from_context(demand.polyhedra.context)
+    context = demand.polyhedra.context
     parameters = {b.name: const(demand.polyhedra.bounds[b]) for b in graph.bounds}
-    tree = _convert(build.node_from_schedule(_atomic(isl_schedule)), parameters)
+    timeline = Timeline(context)
+    for position, group_id in enumerate(upfront):
+        timeline.add(position, isl.Map.from_domain(groups[group_id].domain), [], ["0", str(position)])
+    program = None
+    if isl_schedule is not None:
+        build, _callback = isl.AstBuild.from_context(context).set_at_each_domain(timeline.annotate)
+        program = build.node_from_schedule(_atomic(isl_schedule))
+        timeline.record_paths(program, ["1"])
     phases["ast"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    frees = {key: deallocation_program(relation, timeline.domain(key), context)
+             for key, relation in timeline.last_readers(groups, readers).items()}
+    body = [_after(ast.Execute(group_id, ()), frees.get(position), parameters)
+            for position, group_id in enumerate(upfront)]
+    if program is not None:
+        body.append(_convert(program, parameters, frees))
+    tree = ast.Sequence(tuple(body))
+    phases["frees"] = time.perf_counter() - clock
     return ScheduleResult(ast.Schedule(tree, labels), demand, groups, len(domains), time.perf_counter() - started,
                           phases)
 
@@ -121,6 +138,11 @@ def _label(graph: Graph, group: Group) -> str:
     ops = [graph.nodes[n].op for n in group.members]
     shown = "+".join(ops) if len(ops) <= 4 else "+".join(ops[:3]) + f"+...({len(ops) - 3} more)"
     return f"{shown} G{group.id}"
+
+
+def _touches(relation: isl.Map, groups: set[int]) -> bool:
+    names = (relation.get_tuple_name(isl.dim_type.in_), relation.get_tuple_name(isl.dim_type.out))
+    return any(int(name[1:]) in groups for name in names)
 
 
 def _atomic(schedule: isl.Schedule) -> isl.Schedule:
@@ -134,6 +156,14 @@ def _atomic(schedule: isl.Schedule) -> isl.Schedule:
         return node
 
     return schedule.map_schedule_node_bottom_up(visit)
+
+
+def _after(execute: ast.Execute, frees: isl.AstNode | None, loop_vars: dict[str, Expr]) -> ast.AstNode:
+    """A computation followed by the deallocations of the points it was the last to read."""
+    if frees is None:
+        return execute
+    reader = {f"{READER}{k}": e for k, e in enumerate(execute.point)}
+    return ast.Sequence((execute, _convert(frees, dict(loop_vars, **reader), {})))
 
 
 def _union_set(sets: list[isl.Set]) -> isl.UnionSet:
@@ -170,11 +200,11 @@ def _cycle_message(graph: Graph, groups: list[Group], validity: isl.UnionMap) ->
 # ---- isl AST -> our AST ---------------------------------------------------------------------------------------
 
 
-def _convert(node: isl.AstNode, loop_vars: dict[str, Symbol]):
+def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict[int, isl.AstNode]):
     kind = node.get_type()
     if kind == isl.ast_node_type.block:
         children = node.block_get_children()
-        return ast.Sequence(tuple(_convert(children.get_at(k), loop_vars) for k in range(children.n_ast_node())))
+        return ast.Sequence(tuple(_convert(children.get_at(k), loop_vars, frees) for k in range(children.n_ast_node())))
     if kind == isl.ast_node_type.for_:
         name = node.for_get_iterator().get_id().get_name()
         var = Symbol(name)
@@ -182,19 +212,22 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Symbol]):
         start = _expr(node.for_get_init(), loop_vars)
         stop = _stop(node.for_get_cond(), name, inner)
         step = _expr(node.for_get_inc(), loop_vars).constant_value()
-        return ast.Loop(var, start, stop, int(step), _convert(node.for_get_body(), inner))
+        return ast.Loop(var, start, stop, int(step), _convert(node.for_get_body(), inner, frees))
     if kind == isl.ast_node_type.if_:
-        then = _convert(node.if_get_then_node(), loop_vars)
-        orelse = _convert(node.if_get_else_node(), loop_vars) if node.if_has_else_node() else None
+        then = _convert(node.if_get_then_node(), loop_vars, frees)
+        orelse = _convert(node.if_get_else_node(), loop_vars, frees) if node.if_has_else_node() else None
         return ast.If(_cond(node.if_get_cond(), loop_vars), then, orelse)
     if kind == isl.ast_node_type.user:
         call = node.user_get_expr()
         name = call.get_op_arg(0).get_id().get_name()
         point = tuple(_expr(call.get_op_arg(k), loop_vars) for k in range(1, call.get_op_n_arg()))
         node_id = int(name[1:])
-        return ast.Execute(node_id, point) if name[0] == "S" else ast.Deallocate(node_id, point)
+        if name[0] == "F":
+            return ast.Deallocate(node_id, point)
+        site = int(node.get_annotation().get_name()[1:])
+        return _after(ast.Execute(node_id, point), frees.get(site), loop_vars)
     if kind == isl.ast_node_type.mark:
-        return _convert(node.mark_get_node(), loop_vars)
+        return _convert(node.mark_get_node(), loop_vars, frees)
     raise ScheduleError(f"unexpected isl AST node {kind}")
 
 

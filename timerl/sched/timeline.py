@@ -1,0 +1,168 @@
+"""What isl's scheduler need not decide: constants up front, and each deallocation right after its last reader.
+
+isl's scheduler solves integer programs whose size grows faster than the number of statements, so only the
+statements whose order is a real question go to it:
+- *Up-front* groups (no domain and nothing read from a group that has one: the constants of a program, the
+  initial values of its parameters) run once before everything else, in dataflow order. Inside isl's problem
+  a 0-d statement also breaks the fusion of the loops around it (a window read over ``x * 2.0`` computed
+  every ``x`` first).
+- *Deallocations* are not statements isl places (with them the problem was twice as large, and isl still
+  put most of them after every loop). Each point is freed by the statement instance that reads it last, or,
+  read by nobody, by the one that computes it: "free after last use" (paper §6.2), computed exactly with
+  isl's parametric lexicographic maximum over the schedule's times, then written as a small loop program
+  after that statement in the AST (paper §6.3, AST post-processing).
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from timerl.sched.group import Group
+
+READER = "q__"  # parameter names of the reader's point in a deallocation program
+
+
+def upfront_groups(groups: list[Group], producers: dict[int, set[int]]) -> list[int]:
+    """Domain-less groups that read only other such groups, in an order where producers come first."""
+    upfront: list[int] = []
+    pending = [g.id for g in groups if g.domain.dim(isl.dim_type.set) == 0]
+    progress = True
+    while progress:
+        progress = False
+        for group_id in list(pending):
+            if producers[group_id] <= set(upfront):
+                upfront.append(group_id)
+                pending.remove(group_id)
+                progress = True
+    return upfront
+
+
+class Timeline:
+    """When each computation in the generated loop program runs, as isl relations.
+
+    Every ``Execute`` of the program is a *site* ``N<k>``. Its time is its path in the program: the position
+    in each enclosing sequence, the counter of each enclosing loop, 0 or 1 for the branch of each ``if``.
+    Times are therefore injective even where isl's schedule places several statements at the same time and
+    leaves their order to the code generator."""
+
+    def __init__(self, params: isl.Set) -> None:
+        self.params = params
+        self.sites: dict[int, tuple[isl.Map, list[str], list[str]]] = {}  # k -> (schedule, counters, path)
+
+    def annotate(self, node: isl.AstNode, build: isl.AstBuild) -> isl.AstNode:
+        """isl's at-each-domain callback: name the site and keep which points it runs at which counters."""
+        key = len(self.sites)
+        pieces: list[isl.Map] = []
+        build.get_schedule().foreach_map(lambda piece: pieces.append(piece.flatten_range()))
+        space = isl.Set.universe(build.get_schedule_space()).flatten()
+        # the loops' counters, named as in the generated code (a band member that needs no loop has none)
+        counters = [space.get_dim_name(isl.dim_type.set, k) for k in range(space.dim(isl.dim_type.set))]
+        self.add(key, pieces[0], counters, [])
+        return node.set_annotation(isl.Id(f"N{key}"))
+
+    def add(self, key: int, schedule: isl.Map, counters: list[str], path: list[str]) -> None:
+        self.sites[key] = (schedule, counters, path)
+
+    def record_paths(self, root: isl.AstNode, prefix: list[str]) -> None:
+        """Walk isl's AST and store each site's path below ``prefix``."""
+
+        def walk(node: isl.AstNode, path: list[str]) -> None:
+            kind = node.get_type()
+            if kind == isl.ast_node_type.block:
+                children = node.block_get_children()
+                for k in range(children.n_ast_node()):
+                    walk(children.get_at(k), path + [str(k)])
+            elif kind == isl.ast_node_type.for_:
+                walk(node.for_get_body(), path + [node.for_get_iterator().get_id().get_name()])
+            elif kind == isl.ast_node_type.if_:
+                walk(node.if_get_then_node(), path + ["0"])
+                if node.if_has_else_node():
+                    walk(node.if_get_else_node(), path + ["1"])
+            elif kind == isl.ast_node_type.mark:
+                walk(node.mark_get_node(), path)
+            elif kind == isl.ast_node_type.user:
+                key = int(node.get_annotation().get_name()[1:])
+                self.sites[key] = self.sites[key][:2] + (path,)
+
+        walk(root, prefix)
+
+    def last_readers(self, groups: list[Group], readers: dict[int, list[isl.Map]]) -> dict[int, isl.UnionMap]:
+        """For each site, ``{ N<k>[q] -> F<g>[p] }``: the points whose last reader is that site at ``q``.
+
+        ``readers[g]`` are relations ``{ S<consumer>[q] -> S<g>[p] }`` (reads that cross groups)."""
+        width = max(len(path) for _, _, path in self.sites.values())
+        time_of: dict[str, isl.Map] = {}  # S<g> -> { S<g>[p] -> [time] }, all sites of the statement
+        site_at: dict[str, isl.UnionMap] = {}  # S<g> -> { [time] -> N<k>[p] }
+        for key, (schedule, counters, path) in self.sites.items():
+            coordinates = path + ["0"] * (width - len(path))
+            at = schedule.apply_range(isl.Map(f"{{ [{', '.join(counters)}] -> [{', '.join(coordinates)}] }}"))
+            statement = at.get_tuple_name(isl.dim_type.in_)
+            time_of[statement] = time_of[statement].union(at) if statement in time_of else at
+            back = isl.UnionMap.from_map(at.set_tuple_name(isl.dim_type.in_, f"N{key}").reverse())
+            site_at[statement] = site_at[statement].union(back) if statement in site_at else back
+        last = isl.UnionMap.empty(self.params.get_space())
+        for group in groups:
+            if not group.freed_later:
+                continue
+            statement = f"S{group.id}"
+            uses = time_of[statement]
+            sites = site_at[statement]
+            for read in readers.get(group.id, ()):
+                reader = read.get_tuple_name(isl.dim_type.in_)
+                uses = uses.union(read.reverse().apply_range(time_of[reader]))
+                sites = sites.union(site_at[reader])
+            latest = isl.UnionMap.from_map(uses.lexmax()).apply_range(sites)
+            last = last.union(_rename(latest.reverse(), isl.dim_type.out, f"F{group.id}"))
+        by_site: dict[int, isl.UnionMap] = {}
+
+        def collect(relation: isl.Map) -> None:
+            key = int(relation.get_tuple_name(isl.dim_type.in_)[1:])
+            piece = isl.UnionMap.from_map(relation)
+            by_site[key] = by_site[key].union(piece) if key in by_site else piece
+
+        last.foreach_map(collect)
+        return by_site
+
+    def domain(self, key: int) -> isl.Set:
+        return self.sites[key][0].domain()
+
+
+def deallocation_program(frees: isl.UnionMap, reader_domain: isl.Set, context: isl.Set) -> isl.AstNode:
+    """The loops that free, after a reader ``S<r>[q]`` runs, the points it read last; ``q`` appears as the
+    parameters ``q__0, q__1, ...``, to be replaced by the reader's point where the program is inserted."""
+    pieces: list[isl.Map] = []
+    frees.foreach_map(pieces.append)
+    arity = pieces[0].dim(isl.dim_type.in_)
+    depth = 1 + max(p.dim(isl.dim_type.out) for p in pieces)
+    points = isl.UnionMap.empty(context.get_space())
+    for order, piece in enumerate(sorted(pieces, key=lambda p: p.get_tuple_name(isl.dim_type.out))):
+        nparams = piece.dim(isl.dim_type.param)
+        piece = piece.move_dims(isl.dim_type.param, nparams, isl.dim_type.in_, 0, arity)
+        for k in range(arity):
+            piece = piece.set_dim_name(isl.dim_type.param, nparams + k, f"{READER}{k}")
+        freed = piece.range()
+        names = [f"p{k}" for k in range(freed.dim(isl.dim_type.set))]
+        coordinates = [str(order)] + names + ["0"] * (depth - 1 - len(names))
+        name = freed.get_tuple_name()
+        schedule = isl.Map(f"{{ {name}[{', '.join(names)}] -> [{', '.join(coordinates)}] }}")
+        points = points.union(isl.UnionMap.from_map(schedule.intersect_domain(freed)))
+    reader_context = reader_domain
+    nparams = reader_context.dim(isl.dim_type.param)
+    reader_context = reader_context.move_dims(isl.dim_type.param, nparams, isl.dim_type.set, 0, arity)
+    for k in range(arity):
+        reader_context = reader_context.set_dim_name(isl.dim_type.param, nparams + k, f"{READER}{k}")
+    reader_context = reader_context.params().intersect_params(context.align_params(reader_context.get_space()))
+    iterators = isl.IdList.alloc(isl.DEFAULT_CONTEXT, depth)
+    for k in range(depth):
+        iterators = iterators.add(isl.Id(f"f{k}"))
+    build = isl.AstBuild.from_context(reader_context).set_iterators(iterators)
+    return build.node_from_schedule_map(points)
+
+
+def _rename(relation: isl.UnionMap, kind: isl.dim_type, name: str) -> isl.UnionMap:
+    pieces: list[isl.Map] = []
+    relation.foreach_map(lambda piece: pieces.append(piece.set_tuple_name(kind, name)))
+    renamed = isl.UnionMap.empty(relation.get_space())
+    for piece in pieces:
+        renamed = renamed.union(isl.UnionMap.from_map(piece))
+    return renamed
