@@ -50,10 +50,10 @@ POLICIES = {"random": random_policy, "heuristic": heuristic_policy, "es": es_pol
 
 def numpy_trace(problem, policy, drop_backup: bool, max_moves: int | None = None) -> dict:
     """Per move: mask before it, the Copy/NoCopy candidates, the action, reward, chosen placement, and
-    position, done, feasible and return after it."""
+    position, done, feasible, return, supply and used copy edges after it."""
     game = MMapGame(problem, drop_backup=drop_backup)
     rows: dict = {key: [] for key in ("legal", "copy", "no_copy", "action", "reward", "placement", "position",
-                                      "done", "feasible", "total")}
+                                      "done", "feasible", "total", "supply", "edges")}
     while not game.done and (max_moves is None or game.moves < max_moves):
         copy, no_copy, _ = game.candidates
         rows["legal"].append(game.legal_actions())
@@ -70,5 +70,7 @@ def numpy_trace(problem, policy, drop_backup: bool, max_moves: int | None = None
         rows["done"].append(game.done)
         rows["feasible"].append(game.feasible)
         rows["total"].append(game.total_reward)
+        rows["supply"].append(game.supply.copy())
+        rows["edges"].append(game.copy_edges.copy())
     rows["restores"] = game.restores
     return rows

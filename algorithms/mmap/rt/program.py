@@ -81,7 +81,7 @@ def replay(problem: Problem, actions: np.ndarray, backend: str = "reference", dr
            **options) -> dict:
     """Play `actions` (games x moves, int) through the RT game; returns per-move NumPy arrays (moves x games
     x ...): legal (mask before the move), copy and no_copy (the candidates, rules.Plan), reward, placement (start, end, column), position, done, feasible,
-    total (after the move)."""
+    total, supply and edges (after the move)."""
     actions = np.asarray(actions, dtype=np.int64)
     games, moves = actions.shape
     ctx = trl.Context(dims="m")
@@ -94,7 +94,8 @@ def replay(problem: Problem, actions: np.ndarray, backend: str = "reference", dr
         outputs = {"legal": played.state.plan.legal, "copy": played.state.plan.copy,
                    "no_copy": played.state.plan.no_copy, "reward": played.reward, "placement": played.placement,
                    "position": played.after.position, "done": played.after.done,
-                   "feasible": played.after.feasible, "total": played.after.total}
+                   "feasible": played.after.feasible, "total": played.after.total, "supply": played.after.supply,
+                   "edges": played.after.edges}
         for name, value in outputs.items():
             trace[name] = [None] * moves
             value.sink(_collector(trace[name]))
@@ -104,6 +105,6 @@ def replay(problem: Problem, actions: np.ndarray, backend: str = "reference", dr
 
 def _collector(into: list):
     def collect(point, value):
-        into[point["m"]] = np.array(value)
+        into[point["m"]] = np.array(np.asarray(value))
 
     return collect
