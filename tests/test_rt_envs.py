@@ -14,6 +14,7 @@ import pytest
 import timerl as trl
 from algorithms.reinforce import train
 from tests.conftest import collect, run
+from timerl.rt import functional as F
 
 CONTROLLED = np.array([True, True, False, False])  # balanced by a controller / random actions
 NUM_ENVS = len(CONTROLLED)
@@ -82,6 +83,26 @@ def replay(name: str, rt: dict, iterations: int, steps: int, **options) -> dict[
                                            err_msg=where)
                 np.testing.assert_allclose(rt["obs"][(i, t + 1)][k], obs, rtol=1e-6, atol=1e-7, err_msg=where)
     return counts
+
+
+def test_sin_cos_remainder_match_numpy(backend):
+    """The ops the dynamics add, in float64 (the divisor's sign, like Python's %, for remainder)."""
+    x = np.random.default_rng(0).uniform(-9.0, 9.0, size=(2, 5))
+    ctx = trl.Context("i t")
+    i, t = ctx.dims
+    I, T = ctx.bounds
+    with ctx:
+        s = trl.placeholder((2, 5), "float64", domain=(i, t))
+        s[i, 0] = trl.tensor(x, "float64")
+        s[i, t + 1] = s * 0.5
+        outputs = [collect(F.apply(op, s)) for op in ("sin", "cos")]
+        outputs.append(collect(F.apply("remainder", s, trl.tensor([[2 * math.pi], [-1.5]], "float64"))))
+    got = run(ctx, {I: 1, T: 2}, backend)
+    for t_ in range(2):
+        value = x * 0.5 ** t_
+        for store, want in zip(got, (np.sin(value), np.cos(value), np.remainder(value, [[2 * math.pi], [-1.5]]))):
+            assert store[(0, t_)].dtype == np.float64
+            np.testing.assert_allclose(store[(0, t_)], want, rtol=1e-15, atol=1e-15)
 
 
 RESET_HIGH = {"CartPole-v1": 0.05, "Pendulum-v1": np.array([math.pi, 1.0])}
@@ -162,7 +183,18 @@ def test_wrong_action_dtype_is_a_shape_error():
             env.step(trl.zeros((2,), "float32", domain=(i, t)))
 
 
-def test_reinforce_learns_with_the_rt_cartpole():
+@pytest.fixture
+def one_torch_thread():
+    """Tiny matmuls on a shared 2-core machine: a second intra-op thread only waits for the first."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_reinforce_learns_with_the_rt_cartpole(one_torch_thread):
     curve = train("CartPole-v1", iterations=20, num_envs=16, steps=100, lr=1e-2, seed=0, backend="torch",
                   simulator="rt")
     lengths = [row["mean_length"] for row in curve]

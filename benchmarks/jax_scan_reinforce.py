@@ -1,0 +1,173 @@
+"""The hand-written, fully jitted jax baseline of REINFORCE with an in-jax CartPole-v1: what timerl on jax with
+``simulator="rt"`` is measured against.
+
+The same algorithm as `algorithms/reinforce.py` and `benchmarks/eager_reinforce.py`: Monte Carlo returns
+masked at episode ends, the batch mean at each step as the baseline, an MLP 4-64-64-2 with tanh (PyTorch's
+uniform initialization), Adam with lr 1e-2 and PyTorch's defaults. Each iteration starts fresh episodes (like
+timerl's ``env.reset(domain=(i,))``), autoresets ended ones within the same step and truncates at 500 steps.
+One ``jax.jit`` runs a whole iteration: a ``lax.scan`` over the steps (act, step every environment), the
+returns as a reverse scan, the gradient of the policy loss and the Adam update. The dynamics are gymnasium's,
+in float32 (speed is the point here; `timerl.envs.cartpole` keeps gymnasium's float64 state).
+
+    python -m benchmarks.jax_scan_reinforce --iterations 20 --num-envs 64 --steps 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+GRAVITY, MASS_CART, MASS_POLE, LENGTH, FORCE, TAU = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
+TOTAL_MASS = MASS_POLE + MASS_CART
+POLE_MASS_LENGTH = MASS_POLE * LENGTH
+THETA_LIMIT, X_LIMIT, MAX_EPISODE_STEPS = 12 * 2 * math.pi / 360, 2.4, 500
+SIZES = (4, 64, 64, 2)
+
+
+class Adam(NamedTuple):
+    step: jax.Array
+    first: list
+    second: list
+
+
+def init_policy(rng: np.random.Generator) -> list[tuple[jax.Array, jax.Array]]:
+    layers = []
+    for n_in, n_out in zip(SIZES[:-1], SIZES[1:]):
+        limit = 1.0 / math.sqrt(n_in)
+        layers.append((jnp.asarray(rng.uniform(-limit, limit, (n_in, n_out)), jnp.float32),
+                       jnp.asarray(rng.uniform(-limit, limit, n_out), jnp.float32)))
+    return layers
+
+
+def logits_of(params, obs: jax.Array) -> jax.Array:
+    for weight, bias in params[:-1]:
+        obs = jnp.tanh(obs @ weight + bias)
+    weight, bias = params[-1]
+    return obs @ weight + bias
+
+
+def cartpole_step(state: jax.Array, action: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """gymnasium's Euler step of a batch of states ``(n, 4)``; returns the next states and terminations."""
+    x, x_dot, theta, theta_dot = state.T
+    force = jnp.where(action == 1, FORCE, -FORCE)
+    cos, sin = jnp.cos(theta), jnp.sin(theta)
+    temp = (force + POLE_MASS_LENGTH * theta_dot ** 2 * sin) / TOTAL_MASS
+    theta_acc = (GRAVITY * sin - cos * temp) / (LENGTH * (4.0 / 3.0 - MASS_POLE * cos ** 2 / TOTAL_MASS))
+    x_acc = temp - POLE_MASS_LENGTH * theta_acc * cos / TOTAL_MASS
+    x, x_dot = x + TAU * x_dot, x_dot + TAU * x_acc
+    theta, theta_dot = theta + TAU * theta_dot, theta_dot + TAU * theta_acc
+    terminated = (jnp.abs(x) > X_LIMIT) | (jnp.abs(theta) > THETA_LIMIT)
+    return jnp.stack([x, x_dot, theta, theta_dot], axis=1), terminated
+
+
+def fresh_states(key: jax.Array, num_envs: int) -> jax.Array:
+    return jax.random.uniform(key, (num_envs, 4), jnp.float32, -0.05, 0.05)
+
+
+def make_iteration(num_envs: int, steps: int, gamma: float, lr: float):
+    betas, eps = (0.9, 0.999), 1e-8
+
+    def rollout(params, key):
+        def act(carry, key):
+            state, elapsed = carry
+            keys = jax.random.split(key, 2)
+            action = jax.random.categorical(keys[0], logits_of(params, state))
+            after, terminated = cartpole_step(state, action)
+            elapsed = elapsed + 1
+            ended = terminated | (elapsed >= MAX_EPISODE_STEPS)
+            after = jnp.where(ended[:, None], fresh_states(keys[1], num_envs), after)
+            return (after, jnp.where(ended, 0, elapsed)), (state, action, ended)
+
+        first, steps_key = jax.random.split(key)
+        carry = (fresh_states(first, num_envs), jnp.zeros(num_envs, jnp.int32))
+        _, (observations, actions, ends) = jax.lax.scan(act, carry, jax.random.split(steps_key, steps))
+        return observations, actions, ends
+
+    def returns_of(ends):
+        def back(running, end):
+            running = 1.0 + gamma * running * (1.0 - end)  # CartPole's reward is 1 on every step
+            return running, running
+
+        _, returns = jax.lax.scan(back, jnp.zeros(num_envs, jnp.float32), ends.astype(jnp.float32), reverse=True)
+        return returns
+
+    def loss_of(params, observations, actions, advantage):
+        log_probs = jax.nn.log_softmax(logits_of(params, observations))
+        taken = jnp.take_along_axis(log_probs, actions[..., None], axis=-1)[..., 0]
+        return -(taken * advantage).mean(axis=1).sum()  # summed over steps, like backward() over t
+
+    @jax.jit
+    def iteration(params, adam: Adam, key):
+        observations, actions, ends = rollout(params, key)
+        returns = returns_of(ends)
+        advantage = returns - returns.mean(axis=1, keepdims=True)
+        grads = jax.grad(loss_of)(params, observations, actions, advantage)
+        step = adam.step + 1
+        first = jax.tree.map(lambda m, g: betas[0] * m + (1 - betas[0]) * g, adam.first, grads)
+        second = jax.tree.map(lambda v, g: betas[1] * v + (1 - betas[1]) * g * g, adam.second, grads)
+        scale1, scale2 = 1 - betas[0] ** step, 1 - betas[1] ** step
+        params = jax.tree.map(lambda p, m, v: p - lr * (m / scale1) / (jnp.sqrt(v / scale2) + eps),
+                              params, first, second)
+        return params, Adam(step, first, second), ends
+
+    return iteration
+
+
+def mean_length(ends: np.ndarray) -> float:
+    """Mean length of the iteration's episodes; one still running at the end counts with length T."""
+    lengths = []
+    for k in range(ends.shape[1]):
+        marks = np.flatnonzero(ends[:, k])
+        starts = np.concatenate([[0], marks + 1])
+        lengths += list(np.diff(starts))
+        if not len(marks):
+            lengths.append(ends.shape[0])
+    return float(np.mean(lengths))
+
+
+def train_scan(iterations: int = 20, num_envs: int = 64, steps: int = 100, seed: int = 0, gamma: float = 0.99,
+               lr: float = 1e-2, curve: list | None = None) -> float:
+    """Seconds per iteration, the first (compiling) iteration excluded; appends each iteration's mean
+    episode length to ``curve`` when given."""
+    params = init_policy(np.random.default_rng(seed))
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    adam = Adam(jnp.zeros((), jnp.float32), zeros, zeros)
+    iteration = make_iteration(num_envs, steps, gamma, lr)
+    keys = jax.random.split(jax.random.PRNGKey(seed), iterations + 1)
+    params, adam, ends = iteration(params, adam, keys[0])  # warm-up: compiles
+    ends.block_until_ready()
+    all_ends = []
+    started = time.perf_counter()
+    for key in keys[1:]:
+        params, adam, ends = iteration(params, adam, key)
+        all_ends.append(ends)  # not read here: reading would wait for the device every iteration
+    ends.block_until_ready()
+    seconds = (time.perf_counter() - started) / max(iterations, 1)
+    if curve is not None:
+        curve += [mean_length(np.asarray(e)) for e in all_ends]
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> float:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    curve: list[float] = []
+    seconds = train_scan(args.iterations, args.num_envs, args.steps, args.seed, curve=curve)
+    print(f"jax lax.scan REINFORCE, CartPole-v1, {args.num_envs} envs x {args.steps} steps: "
+          f"{seconds:.4f} s / iteration (warm-up excluded, {args.iterations} iterations)")
+    print("mean episode length per iteration:", " ".join(f"{n:.0f}" for n in curve))
+    return seconds
+
+
+if __name__ == "__main__":
+    main()
