@@ -51,7 +51,8 @@ def init_weights(sizes: Sizes = Sizes(), seed: int = 0) -> dict[str, np.ndarray]
     """PyTorch-style uniform(-1/sqrt(fan in), 1/sqrt(fan in)) for the policy and baseline GNNs and heads;
     the last policy layer is scaled by 0.01 and its bias favours the uniform action (logit + 3, so about
     57% of the first choices are standard BRKGA's Beta(1, 1)): training starts from BRKGA, not from a
-    random mix of skewed proposals, which searches worse."""
+    random mix of skewed proposals, which searches worse. The baseline's output bias starts at -1, the
+    reward of proposals as good as standard BRKGA, so its first predictions do not swamp the advantage."""
     rng = np.random.default_rng(seed)
     shapes = {f"{net}.{name}": shape for net in ("policy", "baseline") for name, shape in _layers(sizes).items()}
     heads = {"policy": HEADS * CHOICES, "baseline": 1}
@@ -65,6 +66,7 @@ def init_weights(sizes: Sizes = Sizes(), seed: int = 0) -> dict[str, np.ndarray]
     weights["policy.head_out.w"] *= 0.01
     weights["policy.head_out.b"] *= 0.01
     weights["policy.head_out.b"].reshape(HEADS, CHOICES)[:, UNIFORM] += 3.0
+    weights["baseline.head_out.b"][:] = -1.0
     return weights
 
 
