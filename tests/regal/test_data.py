@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
+from algorithms.mmap.workloads import load_workload
 from algorithms.regal import data
+from algorithms.regal.workloads import SMALL, from_workload
 from algorithms.regal.perfmodel import chromosome_length, evaluate
 
 
@@ -37,3 +39,16 @@ def test_gaussian_attributes_and_binding_memory_limit():
         _, peak = evaluate(graph, np.random.default_rng(3).random((64, chromosome_length(graph))))
         infeasible.append((peak > graph.memory_limit).mean())
     assert 0.3 < np.mean(infeasible) < 0.7
+
+
+def test_mmap_workloads_become_graphs():
+    for name in SMALL[:2]:
+        workload, graph = load_workload(name), from_workload(name)
+        assert graph.num_tensors == workload.num_tensors
+        assert graph.sizes.sum() * (1 << 20) == pytest.approx(
+            sum({b.tensor_id: b.size for b in workload.buffers}.values()))
+        for op, instruction in enumerate(workload.instructions):
+            assert set(np.flatnonzero(graph.uses[op])) == set(instruction.operands)
+            assert set(np.flatnonzero(graph.producer == op)) == set(instruction.outputs)
+        # every op after the instructions is a zero-runtime parameter producing one undefined tensor
+        assert (graph.runtimes[workload.num_instructions:] == 0).all()
