@@ -13,3 +13,8 @@ ENV_ID = "timerl/MMapGame-v0"
 
 if ENV_ID not in gymnasium.registry:
     gymnasium.register(id=ENV_ID, entry_point="algorithms.mmap.env:MMapGameEnv")
+
+RT_ENV_ID = "timerl/MMapGameRT-v0"
+
+if RT_ENV_ID not in gymnasium.registry:
+    gymnasium.register(id=RT_ENV_ID, vector_entry_point="algorithms.mmap.rt.vector_env:MMapGameRTVectorEnv")

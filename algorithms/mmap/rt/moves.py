@@ -55,6 +55,13 @@ class Move(NamedTuple):
     """(G, 3) int64: start, end, column of the chosen placement; -1s for Drop or a game that did not move."""
 
 
+def state_template(drop_backup: bool) -> State:
+    """A State's nesting with placeholder leaves, to rebuild one from a flat list of values."""
+    plan = Plan(0, 0, 0, 0)
+    snapshot = Snapshot(0, 0, 0, 0, plan) if drop_backup else None
+    return State(0, 0, 0, 0, 0, Records(0, 0, 0, 0), 0, 0, 0, plan, snapshot)
+
+
 def initial_state(tables: GameTables, num_games: int, drop_backup: bool) -> State:
     games, buffers, times = num_games, tables.num_buffers, tables.num_times
     records = Records(F.full((games, buffers), UNDECIDED, "int64"), F.full((games, buffers), times, "int64"),

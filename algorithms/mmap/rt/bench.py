@@ -1,0 +1,53 @@
+"""Moves per second of the RT game: `python -m algorithms.mmap.rt.bench --workload muzero_adam --games 256`.
+
+Every game plays uniformly random legal moves (`uniform_legal`, drawn inside the program), so the measured
+program is the whole move recurrence: policy, rules, Drop-backup. Reported: compile seconds, execute seconds,
+moves/s = games x moves / execute seconds, and the executor's own stats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import timerl as trl
+from algorithms.mmap.problem import build_problem
+from algorithms.mmap.rt.program import play, uniform_legal
+from algorithms.mmap.rt.tables import GameTables, game_arrays
+
+
+def measure(workload: str, games: int, moves: int, backend: str, drop_backup: bool = True) -> dict:
+    problem = build_problem(workload)
+    ctx = trl.Context(dims="m")
+    (m,), (bound,) = ctx.dims, ctx.bounds
+    finals = []
+    with ctx:
+        played = play(GameTables(game_arrays(problem)), games, uniform_legal, move_dim=m, drop_backup=drop_backup)
+        with ctx.when(m == bound - 1):
+            played.after.total.sink(lambda point, value: finals.append(value))
+    started = time.perf_counter()
+    exe = ctx.compile(bounds={bound: moves}, backend=backend)
+    compiled = time.perf_counter()
+    exe.execute()
+    executed = time.perf_counter()
+    return {"workload": workload, "buffers": problem.num_buffers, "backend": backend, "games": games,
+            "moves": moves, "compile_s": compiled - started, "execute_s": executed - compiled,
+            "moves_per_s": games * moves / (executed - compiled)}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", default="muzero_adam")
+    parser.add_argument("--games", type=int, default=256)
+    parser.add_argument("--moves", type=int, default=50)
+    parser.add_argument("--backend", nargs="+", default=["torch", "jax"])
+    args = parser.parse_args(argv)
+    for backend in args.backend:
+        result = measure(args.workload, args.games, args.moves, backend)
+        print(f"{result['workload']} ({result['buffers']} buffers), {backend}, {result['games']} games x "
+              f"{result['moves']} moves: compile {result['compile_s']:.1f} s, execute {result['execute_s']:.2f} s, "
+              f"{result['moves_per_s']:,.0f} moves/s")
+
+
+if __name__ == "__main__":
+    main()
