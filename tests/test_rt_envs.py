@@ -137,10 +137,44 @@ def test_default_time_limits(name, steps):
         assert ends[:199].sum() == 0 and ends[199].all() and counts["truncated"] == NUM_ENVS
 
 
+def test_no_host_code_runs_the_environment():
+    """Every node the RT environment adds is an array op or a random draw: no udf, source or sink."""
+    for name in ("CartPole-v1", "Pendulum-v1"):
+        ctx = trl.Context("i t")
+        i, t = ctx.dims
+        env = trl.rl.make_env(name, num_envs=2, simulator="rt")
+        with ctx:
+            action = trl.zeros((2, *env.action_shape), "int64" if env.discrete else "float32", domain=(i, t))
+            before = len(ctx.nodes)
+            o = trl.placeholder((2, *env.observation_shape), domain=(i, t))
+            o[i, 0] = env.reset(domain=(i,))
+            o[i, t + 1], r, terminated = env.step(action)
+        ops = {node.op for node in ctx.nodes[before:]}
+        assert not ops & {"udf", "source", "sink"} and "rand" in ops, sorted(ops)
+
+
+def test_one_rollout_without_iterations(backend):
+    """reset() with no domain: one batch of episodes over t alone, truncated every 3 steps."""
+    ctx = trl.Context("t")
+    (t,) = ctx.dims
+    (T,) = ctx.bounds
+    env = trl.rl.make_env("Pendulum-v1", num_envs=2, simulator="rt", max_episode_steps=3)
+    with ctx:
+        o = trl.placeholder((2, 3), domain=(t,))
+        o[0] = env.reset()
+        o[t + 1], r, terminated = env.step(trl.zeros((2, 1), domain=(t,)))
+        ends, rewards = collect(terminated), collect(r)
+    run(ctx, {T: 7}, backend)
+    assert [bool(ends[(k,)].all()) for k in range(7)] == [False, False, True, False, False, True, False]
+    assert all(not ends[(k,)].any() or ends[(k,)].all() for k in range(7))
+    assert all((rewards[(k,)] <= 0).all() for k in range(7))
+
+
 def test_interface_matches_the_gymnasium_env():
     for name in ("CartPole-v1", "Pendulum-v1"):
         rt_env = trl.rl.make_env(name, num_envs=3, simulator="rt")
         gym_env = trl.rl.make_env(name, num_envs=3)
+        assert (rt_env.simulator, gym_env.simulator) == ("rt", "gymnasium")  # gymnasium stays the default
         assert (rt_env.observation_shape, rt_env.num_actions, rt_env.action_shape, rt_env.discrete) == (
             gym_env.observation_shape, gym_env.num_actions, gym_env.action_shape, gym_env.discrete)
         assert rt_env.max_episode_steps == gymnasium.make(name).spec.max_episode_steps

@@ -11,7 +11,9 @@ Initial states are ``trl.rand`` draws, uniform in gymnasium's reset ranges, from
 stream (``ctx.compile(seed=...)``): they cannot reproduce gymnasium's own ``np_random`` draws, and the
 ``seed`` given to `make_env` does not change them. Everything else (dynamics, rewards, terminations,
 truncations) is gymnasium's arithmetic, in the same precision, so trajectories from the same state under
-the same actions agree with gymnasium's to rounding.
+the same actions agree with gymnasium's to rounding. Actions are not validated while the program runs
+(that would take a host callback): a discrete action other than 1 pushes CartPole left like 0 does, and a
+NaN torque makes a NaN pendulum.
 """
 
 from __future__ import annotations
