@@ -32,7 +32,8 @@ def discounted_returns(rewards: trl.RecurrentTensor, ends: trl.RecurrentTensor, 
 def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 16, steps: int = 500,
           n_step: int | None = None, gamma: float = 0.99, lr: float = 1e-2, hidden: int = 64, seed: int = 0,
           baseline: bool = True, backend: str = "reference", progress: bool = False,
-          print_schedule: bool = False, simulator: str = "gymnasium") -> list[dict[str, Any]]:
+          print_schedule: bool = False, simulator: str = "gymnasium", compile_options: dict | None = None,
+          stats: dict | None = None) -> list[dict[str, Any]]:
     """Run REINFORCE; returns the learning curve, one dict per iteration (see `iteration_summary`)."""
     ctx = trl.Context("i t")  # i: training iteration, t: environment step
     i, t = ctx.dims
@@ -69,10 +70,13 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
 
         trl.stack([r[i, 0:T], terminated[i, 0:T].astype("float32")]).sink(log)
 
-    executable = ctx.compile(bounds={I: iterations, T: steps}, backend=backend, seed=seed)
+    executable = ctx.compile(bounds={I: iterations, T: steps}, backend=backend, seed=seed,
+                             **(compile_options or {}))
     if print_schedule:
         print(executable.schedule)
     executable.execute()
+    if stats is not None:  # for benchmarks: compile and execute seconds, peak memory
+        stats.update(executable.stats)
     bar.close()
     return curve
 

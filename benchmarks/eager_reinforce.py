@@ -10,8 +10,9 @@ import torch
 
 
 def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma: float = 0.99, lr: float = 1e-2,
-                seed: int = 0) -> float:
-    """Monte Carlo REINFORCE with masked returns and a batch-mean baseline; returns seconds per iteration."""
+                seed: int = 0, n_step: int | None = None) -> float:
+    """REINFORCE (Monte Carlo, or n-step returns truncated at the window's end) with masked returns and a
+    batch-mean baseline; returns seconds per iteration."""
     torch.manual_seed(seed)
     envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
@@ -31,9 +32,16 @@ def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma
             ends.append(terminated | truncated)
         rewards_t, ends_t = np.asarray(rewards, np.float32), np.asarray(ends, np.float32)
         returns, running = np.zeros_like(rewards_t), np.zeros(num_envs, np.float32)
-        for t in reversed(range(steps)):
-            running = rewards_t[t] + gamma * running * (1.0 - ends_t[t])
-            returns[t] = running
+        if n_step is None:
+            for t in reversed(range(steps)):
+                running = rewards_t[t] + gamma * running * (1.0 - ends_t[t])
+                returns[t] = running
+        else:
+            for t in range(steps):
+                alive = np.ones(num_envs, np.float32)
+                for k in range(t, min(t + n_step, steps)):
+                    returns[t] += gamma ** (k - t) * rewards_t[k] * alive
+                    alive = alive * (1.0 - ends_t[k])
         returns_t = torch.as_tensor(returns)
         advantage = returns_t - returns_t.mean(dim=1, keepdim=True)
         loss = -(torch.stack(log_probs) * advantage).mean(dim=1).sum()

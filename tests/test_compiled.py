@@ -3,6 +3,8 @@ and errors found at compile time by the polyhedral analysis."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -160,3 +162,14 @@ def test_block_store_rows_grow_drop_freed_points_and_slice(backend):
     assert store.rows[(0,)].buffers[0].shape[0] < 30  # the freed prefix was dropped when the row grew
     with pytest.raises(KeyError):
         store.slice((0,), 26, 28, 0)
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_out_of_memory_names_the_budget_that_fits(backend):
+    """The figure in the message is the schedule's true peak: a budget of exactly that many bytes runs."""
+    needed = run_mirror(16, backend).stats["peak_device_bytes"]
+    with pytest.raises(trl.DeviceOutOfMemoryError) as raised:
+        run_mirror(16, backend, device_memory=needed - 1)
+    stated = int(re.search(r"needs at least (\d+) bytes", str(raised.value)).group(1))
+    assert stated == needed
+    assert run_mirror(16, backend, device_memory=stated).stats["peak_device_bytes"] == stated

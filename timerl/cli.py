@@ -31,35 +31,34 @@ def bench_program50() -> None:
               f"{exe.stats['peak_device_bytes']} |")
 
 
-def bench_reinforce(iterations: int, steps: int) -> None:
+def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_steps: tuple) -> None:
+    """timerl torch and jax against the eager PyTorch REINFORCE, measured in this run. Torch runs single-threaded
+    on both sides: with small tensors, intra-op threads only add synchronisation (and spin when the cores are
+    shared)."""
+    import torch
+
     from algorithms.reinforce import train
-    from timerl.rt.context import Context
 
-    eager = _load("eager_reinforce").train_eager(iterations=iterations, steps=steps)
-    captured = {}
-    original = Context.compile
-
-    def compile_and_keep(self, *args, **kwargs):
-        captured["exe"] = exe = original(self, *args, **kwargs)
-        return exe
-
-    Context.compile = compile_and_keep
-    try:
-        rows = []
-        for backend in ("torch", "jax"):
-            train("CartPole-v1", iterations=iterations, num_envs=16, steps=steps, backend=backend)
-            stats = captured["exe"].stats
-            rows.append((backend, stats["compile_seconds"], stats["execute_seconds"] / iterations,
-                         stats["peak_device_bytes"]))
-    finally:
-        Context.compile = original
-    print(f"REINFORCE Monte Carlo, CartPole-v1, 16 envs x {steps} steps, {iterations} iterations")
-    print("| implementation | compile s | s / iteration | vs eager PyTorch | peak device bytes |")
-    print("|---|---|---|---|---|")
-    print(f"| eager PyTorch | - | {eager:.3f} | 1.00x | - |")
-    for backend, compile_seconds, per_iteration, peak in rows:
-        print(f"| timerl {backend} | {compile_seconds:.2f} | {per_iteration:.3f} | {per_iteration / eager:.2f}x | "
-              f"{peak} |")
+    torch.set_num_threads(1)
+    eager_reinforce = _load("eager_reinforce")
+    print("| returns | envs x steps | implementation | compile s | s / iteration | vs eager | peak device bytes |")
+    print("|---|---|---|---|---|---|---|")
+    for n_step in n_steps:
+        label = "Monte Carlo" if n_step is None else f"{n_step}-step"
+        for num_envs, steps in configurations:
+            eager_reinforce.train_eager(iterations=1, num_envs=num_envs, steps=steps, n_step=n_step)  # warm-up
+            eager = eager_reinforce.train_eager(iterations=iterations, num_envs=num_envs, steps=steps, n_step=n_step)
+            print(f"| {label} | {num_envs} x {steps} | eager PyTorch | - | {eager:.3f} | 1.00x | - |", flush=True)
+            for backend, options in (("torch", {}), ("torch", {"vectorize": False}), ("jax", {})):
+                stats: dict = {}
+                # one extra iteration, excluded from the mean: it pays jax's compiles and torch's first calls
+                train("CartPole-v1", iterations=iterations + 1, num_envs=num_envs, steps=steps, n_step=n_step,
+                      backend=backend, compile_options=options, stats=stats)
+                per_iteration = stats["execute_seconds"] / (iterations + 1)
+                name = f"timerl {backend}" + ("" if not options else " (no vectorize)")
+                print(f"| {label} | {num_envs} x {steps} | {name} | {stats['compile_seconds']:.2f} | "
+                      f"{per_iteration:.3f} | {per_iteration / eager:.2f}x | {stats['peak_device_bytes']} |",
+                      flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -67,14 +66,15 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     bench = commands.add_parser("bench", help="benchmarks against baselines measured in the same run")
     bench.add_argument("--iterations", type=int, default=5)
-    bench.add_argument("--steps", type=int, default=200)
+    bench.add_argument("--quick", action="store_true", help="16 envs x 200 steps, Monte Carlo only")
     args = parser.parse_args(argv)
     if args.command == "bench":
         print("## Scheduler: a 48-op program over (b, i, t)")
         bench_program50()
         print()
         print("## REINFORCE")
-        bench_reinforce(args.iterations, args.steps)
+        configurations = [(16, 200)] if args.quick else [(16, 200), (64, 100)]
+        bench_reinforce(args.iterations, configurations, (None,) if args.quick else (None, 8))
         print()
         print("The MMapGame baselines have their own benchmark: python -m algorithms.mmap bench")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
+
 from timerl.errors import TimeRLError, user_location
 from timerl.pdg.verify import verify
 from timerl.rt.symbolic import Symbol
@@ -39,11 +41,14 @@ def resolve_bounds(ctx, bounds: dict) -> dict:
 
 
 def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_memory: int | None = None,
-                    swap: bool = False, optimize: bool = True, **options: Any):
+                    swap: bool = False, optimize: bool = True, vectorize: bool | None = None, **options: Any):
+    """``vectorize`` (default: ``optimize``) runs loops statement by statement with batched kernels where the
+    dependences allow (`timerl.runtime.batch`); results are the same either way."""
     if backend not in BACKENDS:
         raise TimeRLError(f"{user_location()}: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if options:
         raise TimeRLError(f"{user_location()}: unknown compile options {sorted(options)}")
+    device_memory = _check_options(bounds, seed, device_memory, swap, optimize)
     started = time.perf_counter()
     resolved = resolve_bounds(ctx, bounds)
     graph = ctx.graph()
@@ -55,4 +60,22 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     from timerl.runtime.executor import build_executable
 
     return build_executable(graph, resolved, backend, seed=seed, device_memory=device_memory, swap=swap,
-                            optimize=optimize, started=started)
+                            optimize=optimize, vectorize=optimize if vectorize is None else bool(vectorize),
+                            started=started)
+
+
+def _check_options(bounds: Any, seed: Any, device_memory: Any, swap: Any, optimize: Any) -> int | None:
+    """Options are checked when compiling, so a bad one names the user's `compile` line, not a later run."""
+    if not isinstance(bounds, dict):
+        raise TimeRLError(f"{user_location()}: bounds= is a dict from bound (or its name) to int, got {bounds!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TimeRLError(f"{user_location()}: seed= is an int, got {seed!r}")
+    for name, flag in (("swap", swap), ("optimize", optimize)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TimeRLError(f"{user_location()}: {name}= is True or False, got {flag!r}")
+    if device_memory is None:
+        return None
+    if isinstance(device_memory, bool) or not isinstance(device_memory, (int, np.integer)) or device_memory < 0:
+        raise TimeRLError(f"{user_location()}: device_memory= is a number of bytes (an int >= 0) or None for "
+                          f"unlimited, got {device_memory!r}")
+    return int(device_memory)

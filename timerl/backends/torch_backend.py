@@ -26,6 +26,9 @@ class TorchBackend:
     def compile(self, kernel):
         return kernel
 
+    def vmap(self, kernel, axes):
+        return torch.func.vmap(kernel, in_dims=axes)
+
     def session(self):
         return torch.no_grad()
 

@@ -12,10 +12,12 @@ import time
 from typing import Any, Callable, Mapping
 
 from timerl.backends.base import get_backend
-from timerl.errors import TimeRLError
+from timerl.errors import DeviceOutOfMemoryError, TimeRLError
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.pdg.pipeline import optimize_graph
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
+from timerl.runtime.dryrun import required_device_bytes
+from timerl.runtime.batch import batched_loop, statement_dependences
 from timerl.runtime.plan import SKIP, GroupLowering, namespace
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
@@ -28,7 +30,8 @@ Run = Callable[[list], None]
 
 class Executable:
     def __init__(self, graph: Graph, bounds: Mapping[Symbol, int], backend: Any, schedule: ast.Schedule, groups,
-                 seed: int, device_memory: int | None, swap: bool, compile_seconds: float) -> None:
+                 seed: int, device_memory: int | None, swap: bool, compile_seconds: float,
+                 vectorize: bool = True) -> None:
         self.graph = graph
         self.bounds = dict(bounds)
         self.backend = backend
@@ -41,6 +44,9 @@ class Executable:
         self.groups = {g.id: g for g in groups}
         # jax arrays cannot be sliced without a compiled computation per (start, stop): stacking is cheaper there
         self.block_axes = block_axes(graph) if backend.slices_are_views and not swap else {}
+        # a budget asks for isl's memory-aware order: running loops statement by statement keeps more alive
+        self.vectorize = vectorize and device_memory is None
+        self.dependences = statement_dependences(graph, self.groups)
         self.namespace = namespace(graph, self.bounds, backend, seed)
         lowering = GroupLowering(graph, self.bounds, backend, seed, self.namespace, self._reader,
                                  jit_groups=backend.name == "jax")
@@ -57,7 +63,16 @@ class Executable:
         self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of)
         with self.backend.session():
             self.namespace.update({name: self.backend.from_numpy(v) for name, v in self.constants.items()})
-            self._program([])
+            try:
+                self._program([])
+            except DeviceOutOfMemoryError as error:
+                required = None if self.swap else required_device_bytes(self.schedule, self.graph, self.groups)
+                if required is None or not hasattr(error, "in_use"):
+                    raise
+                raise DeviceOutOfMemoryError(
+                    f"{str(error).split(': the program needs')[0]}: the program needs at least {required} bytes of "
+                    f"device memory (the peak of its schedule; device_memory={required} fits), device_memory is "
+                    f"{self.device_memory} (swap=True may help)") from None
         self.stats.update(
             peak_device_bytes=pool.peak_device_bytes, peak_host_bytes=pool.peak_host_bytes,
             bytes_offloaded=pool.bytes_offloaded, bytes_fetched=pool.bytes_fetched,
@@ -156,6 +171,9 @@ class _Interpreter:
         return run
 
     def _loop(self, node: ast.Loop, scope) -> Run:
+        vectorized = batched_loop(self, node, scope)
+        if vectorized is not None:
+            return vectorized
         limits = compile_function((node.start, node.stop), scope)
         body = self.build(node.body, scope + (node.var,))
         step = node.step
@@ -221,10 +239,11 @@ class _Interpreter:
 
 
 def build_executable(graph: Graph, bounds: Mapping[Symbol, int], backend_name: str, *, seed: int,
-                     device_memory: int | None, swap: bool, optimize: bool, started: float) -> Executable:
+                     device_memory: int | None, swap: bool, optimize: bool, started: float,
+                     vectorize: bool = True) -> Executable:
     backend = get_backend(backend_name)
     if optimize:
         graph = optimize_graph(graph, bounds)
     result = schedule_graph(graph, bounds, fuse=optimize)
     return Executable(graph, bounds, backend, result.schedule, result.groups, seed, device_memory, swap,
-                      time.perf_counter() - started)
+                      time.perf_counter() - started, vectorize=vectorize)

@@ -142,10 +142,12 @@ class MemoryPool:
                     self._offload(key)
         if self.device_bytes + size > self.capacity:
             needed = self.device_bytes + size
-            raise DeviceOutOfMemoryError(
+            error = DeviceOutOfMemoryError(
                 f"{describe()} needs {size} bytes with {self.device_bytes} bytes in use: the program needs at "
                 f"least {needed} bytes of device memory, device_memory is {self.capacity}"
                 + ("" if self.swap else " (swap=True may help)"))
+            error.in_use, error.size = self.device_bytes, size
+            raise error
 
     def _offload(self, key: Key) -> None:
         values, size = self.device.pop(key)

@@ -1,0 +1,249 @@
+"""Vectorized loops (paper §5.2, done when the program is lowered): a loop whose statements do not depend on
+each other backwards runs statement by statement, each over all the loop's points at once.
+
+A loop of the schedule, e.g. the learning phase of Monte Carlo REINFORCE
+
+    for t in 0 .. T:            # after acting, every input exists
+      loss+grad G21[i, t]
+      grad G22[i, t]
+
+may run *statement-major* (every point of G21, then every point of G22) when no statement of its body reads
+what a later statement of the body, or itself at another point, produces: then every value a statement reads
+exists before it starts. A statement whose members are all array kernels (and gradient accumulations over point
+reads) then runs as one batched call per member, `torch.func.vmap` / `jax.vmap` over the points: the batch
+rules of every op come from the array library, and the op's own attributes stay those of one point. Reads of
+values that are the same at every point (a parameter read by every step) are not batched. Everything else, and
+any batch the array library refuses, runs point by point, in the same statement-major order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from timerl.errors import TimeRLError
+from timerl.ops.registry import OPS, Unsupported
+from timerl.pdg.graph import Graph, Node, Point
+from timerl.runtime.evaluate import has_symbols
+from timerl.runtime.plan import identity_read, simple_read, static_bytes
+from timerl.rt.symbolic import TRUE, compile_function
+from timerl.sched import ast
+
+
+def statement_dependences(graph: Graph, groups: dict) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
+    """For each group: the groups it reads from, and the groups whose reads must precede its deallocation."""
+    group_of = {m: g.id for g in groups.values() for m in g.members}
+    reads: dict[int, set[int]] = {g: set() for g in groups}
+    readers: dict[int, set[int]] = {g: set() for g in groups}
+    for group in groups.values():
+        for member_id in group.members:
+            member = graph.nodes[member_id]
+            for edge in member.inputs:
+                source = group_of.get(edge.producer)
+                if source is None:
+                    continue
+                if source == group.id and identity_read(edge, member, graph.nodes[edge.producer]):
+                    continue
+                reads[group.id].add(source)
+                readers[source].add(group.id)
+    return reads, readers
+
+
+def flatten(body: ast.AstNode, conditions: tuple = ()) -> list[tuple[tuple, ast.AstNode]] | None:
+    """The statements of a loop body with the conditions guarding each; None if the body has inner loops or
+    if-else branches (kept as they are)."""
+    if isinstance(body, ast.Sequence):
+        leaves = []
+        for child in body.body:
+            inner = flatten(child, conditions)
+            if inner is None:
+                return None
+            leaves.extend(inner)
+        return leaves
+    if isinstance(body, ast.If):
+        if body.orelse is not None:
+            return None
+        return flatten(body.then, conditions + (body.cond,))
+    if isinstance(body, (ast.Execute, ast.Deallocate)):
+        return [(conditions, body)]
+    return None
+
+
+def statement_major(leaves: list[tuple[tuple, ast.AstNode]], reads: dict, readers: dict) -> bool:
+    """Whether running each statement over the whole loop, in body order, respects every dependence: each
+    dependence between statements of the body must go from an earlier statement to a later one."""
+    position: dict[tuple[str, int], int] = {}
+    for index, (_, leaf) in enumerate(leaves):
+        key = ("S" if isinstance(leaf, ast.Execute) else "F", leaf.node)
+        if key in position:
+            return False  # one statement split in pieces: keep the loop as isl ordered it
+        position[key] = index
+    for (kind, group), index in position.items():
+        if kind == "S":
+            sources = [("S", g) for g in reads[group]]
+        else:
+            sources = [("S", group)] + [("S", g) for g in readers[group]]
+        for source in sources:
+            at = position.get(source)
+            if at is not None and (at >= index or source == (kind, group)):
+                return False
+    return True
+
+
+class BatchedGroup:
+    """One group run at many points at once; `None` from `build` when a member cannot be batched."""
+
+    def __init__(self, executable: Any, group: Any, backend: Any) -> None:
+        self.executable = executable
+        self.group = group
+        self.backend = backend
+        self.graph: Graph = executable.graph
+        self.members = [self.graph.nodes[n] for n in group.members]
+        self.inside = set(group.members)
+        self.stored = set(group.freed_later)
+        self.readers = {n.id: executable.readers[n.id] for n in self.members}
+        self.mapped: dict = {}
+        self.kernels = {n.id: self._kernel(n) for n in self.members if n.op not in ("const", "grad_accumulate")}
+        self.sizes = {n.id: static_bytes(n) for n in self.members}
+
+    @staticmethod
+    def supported(graph: Graph, group: Any) -> bool:
+        for member_id in group.members:
+            node = graph.nodes[member_id]
+            if static_bytes(node) is None or has_symbols(node.attrs.as_dict()):
+                return False
+            if node.op == "const":
+                continue
+            if node.op == "grad_accumulate":
+                if any(node.attrs["windows"]) or any(e.ranges() or e.condition is not TRUE for e in node.inputs):
+                    return False
+                continue
+            if node.op in ("merge", "source", "rand", "randn", "sink", "udf"):
+                return False
+            if isinstance(OPS[node.op].impl, Unsupported) or not all(simple_read(e) for e in node.inputs):
+                return False
+        return True
+
+    def _kernel(self, node: Node) -> Callable:
+        impl, attrs, dtype = OPS[node.op].impl, node.attrs.as_dict(), node.outputs[0].dtype
+        xp, cast = self.backend.xp, self.backend.cast
+        return lambda *inputs: cast(impl(xp, *inputs, **attrs), dtype)
+
+    def _map(self, node_id: int, axes: tuple) -> Callable:
+        key = (node_id, axes)
+        function = self.mapped.get(key)
+        if function is None:
+            function = self.mapped[key] = self.backend.vmap(self.kernels[node_id], axes)
+        return function
+
+    def run(self, points: Sequence[tuple[int, ...]]) -> None:
+        """Compute every member at every point, then store what other groups read, one point at a time."""
+        pool = self.executable.pool
+        count = len(points)
+        values: dict[int, tuple[Any, bool]] = {}  # member -> (value, batched along axis 0)
+        for node in self.members:
+            if node.op == "const":
+                values[node.id] = (self.executable.namespace[f"C{node.id}"], False)
+                continue
+            if node.op == "grad_accumulate":
+                values[node.id] = (self._accumulate(node, points), True)
+                continue
+            inputs, axes = [], []
+            for slot, edge in enumerate(node.inputs):
+                if edge.producer in self.inside and identity_read(edge, node, self.graph.nodes[edge.producer]):
+                    value, batched = values[edge.producer]
+                else:
+                    value, batched = self._gather(node, slot, points)
+                inputs.append(value)
+                axes.append(0 if batched else None)
+            if not any(a == 0 for a in axes):
+                values[node.id] = (self.kernels[node.id](*inputs), False)
+            else:
+                values[node.id] = (self._map(node.id, tuple(axes))(*inputs), True)
+        transient = 0
+        for node in self.members:
+            if not node.outputs:
+                continue
+            value, batched = values[node.id]
+            if node.id in self.stored:
+                size = self.sizes[node.id]
+                for k, point in enumerate(points):
+                    pool.store((node.id, point), (value[k] if batched else value,), size)
+            else:
+                transient += self.sizes[node.id] * count
+        if transient:
+            pool.transient(transient)
+
+    def _gather(self, node: Node, slot: int, points: Sequence[tuple[int, ...]]) -> tuple[Any, bool]:
+        """One input at every point: a single value where every point reads the same one, else stacked."""
+        reader = self.readers[node.id][slot]
+        edge = reader.edge
+        load = self.executable.pool.load
+        keys = [(edge.producer, tuple(reader.coordinates(p))) for p in points]
+        if all(k == keys[0] for k in keys):
+            return load(keys[0])[edge.output], False
+        return self.backend.stack([load(k)[edge.output] for k in keys]), True
+
+    def _accumulate(self, node: Node, points: Sequence[tuple[int, ...]]) -> Any:
+        """Gradient accumulation over point reads: per point, the sum of the contributions that exist."""
+        pool, backend = self.executable.pool, self.backend
+        shape, dtype = tuple(node.attrs["shape"]), node.attrs["dtype"]
+        zero = backend.zeros(shape, dtype)
+        totals = []
+        for point in points:
+            total = None
+            for reader in self.readers[node.id]:
+                for q in reader.points(point)[0]:
+                    key = (reader.edge.producer, q)
+                    if pool.has(key):
+                        value = pool.load(key)[reader.edge.output]
+                        total = value if total is None else total + value
+            totals.append(zero if total is None else backend.cast(total, dtype))
+        return backend.stack(totals)
+
+
+def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[list], None] | None:
+    """The loop run statement-major, with batched statements where possible; None when it must stay as is."""
+    executable = interpreter.executable
+    if getattr(executable.backend, "vmap", None) is None or not executable.vectorize:
+        return None
+    leaves = flatten(node.body)
+    if not leaves or not any(isinstance(leaf, ast.Execute) for _, leaf in leaves):
+        return None
+    if not statement_major(leaves, *executable.dependences):
+        return None
+    inner = scope + (node.var,)
+    limits = compile_function((node.start, node.stop), scope)
+    step = node.step
+    plans = []
+    for conditions, leaf in leaves:
+        test = compile_function(conditions, inner) if conditions else None
+        run_one = interpreter.build(leaf, inner)
+        batched = None
+        if isinstance(leaf, ast.Execute):
+            group = executable.groups[leaf.node]
+            if BatchedGroup.supported(executable.graph, group):
+                batched = (BatchedGroup(executable, group, executable.backend), compile_function(leaf.point, inner))
+        plans.append((test, run_one, batched))
+    if not any(batched for _, _, batched in plans):
+        return None  # reordering alone buys nothing and may keep more values alive
+    def run(counters: list) -> None:
+        start, stop = limits(*counters)
+        values = range(start, stop, step)
+        for test, run_one, batched in plans:
+            selected = [v for v in values if test is None or all(test(*counters, v))]
+            if batched is not None and len(selected) > 1:
+                statement, where = batched
+                points = [tuple(where(*counters, v)) for v in selected]
+                try:
+                    statement.run(points)
+                    continue
+                except TimeRLError:
+                    raise
+                except Exception:  # the array library cannot batch it: the same points one by one
+                    pass
+            for v in selected:
+                counters.append(v)
+                run_one(counters)
+                counters.pop()
+
+    return run
