@@ -99,7 +99,7 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
     isl_schedule = None
     if domains:
         domain = _union_set(domains)
-        validity = _union_map([d for d in dependences if not _touches(d, early)], domain)
+        validity = _union_map([d for d in dependences if not _touches(d, early)], domain).coalesce()
         constraints = isl.ScheduleConstraints.on_domain(domain).set_context(demand.polyhedra.generic_context)
         constraints = constraints.set_validity(validity).set_proximity(validity)
         try:
