@@ -16,9 +16,11 @@ generation evaluates only as many new chromosomes as the budget has left.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import numpy as np
+import scipy.special
 
 from algorithms.regal.graph import CompGraph
 from algorithms.regal.perfmodel import chromosome_length, objective
@@ -48,7 +50,13 @@ class Result:
 
 @dataclasses.dataclass(frozen=True)
 class Proposal:
-    """Per-gene Beta(alpha, beta) mutant distribution."""
+    """Per-gene Beta(alpha, beta) mutant distribution.
+
+    Genes are drawn by inversion: one uniform draw per gene, mapped through the gene's Beta quantile
+    function (a 4097-point table per distinct (alpha, beta), linearly interpolated; Beta(1, 1) genes keep
+    the draw). So every proposal consumes the random stream identically, and two BRKGA runs with one seed
+    differ only by their proposals (common random numbers: REGAL's reward and the bench compare
+    proposals, not the luck of the search)."""
 
     alpha: np.ndarray
     beta: np.ndarray
@@ -57,8 +65,27 @@ class Proposal:
     def uniform(cls, length: int) -> Proposal:
         return cls(np.ones(length), np.ones(length))
 
+    @functools.cached_property
+    def groups(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(quantile table, genes) per distinct non-uniform (alpha, beta)."""
+        pairs = np.stack([self.alpha, self.beta], axis=1)
+        distinct, which = np.unique(pairs, axis=0, return_inverse=True)
+        return [(_quantiles(float(a), float(b)), np.flatnonzero(which.ravel() == k))
+                for k, (a, b) in enumerate(distinct) if not (a == 1.0 and b == 1.0)]
+
     def sample(self, rng: np.random.Generator, count: int) -> np.ndarray:
-        return rng.beta(self.alpha, self.beta, size=(count, self.alpha.size))
+        genes = rng.random((count, self.alpha.size))
+        for table, columns in self.groups:
+            genes[:, columns] = np.interp(genes[:, columns], _GRID, table)
+        return genes
+
+
+_GRID = np.linspace(0.0, 1.0, 4097)
+
+
+@functools.lru_cache(maxsize=256)
+def _quantiles(alpha: float, beta: float) -> np.ndarray:
+    return scipy.special.betaincinv(alpha, beta, _GRID)
 
 
 def run(cost: Cost, length: int, budget: int = 5000, proposal: Proposal | None = None, seed: int = 0,

@@ -4,8 +4,9 @@ as one recurrent-tensor program over the training iteration ``i``.
 At each iteration a batch of training graphs is drawn; the policy samples, per op, d + 1 quantized Beta
 distributions; BRKGA runs with them as its mutant distribution (a host ``udf`` node, like the
 environments of `timerl.rl`), and the reward is ``-cost(REGAL) / cost(uniform BRKGA)`` on the same graph
-with the same budget and the same BRKGA seed (common random numbers, so the ratio measures the proposal,
-not the luck of the search). The loss is the REINFORCE term with the baseline GNN's prediction
+with the same budget and the same BRKGA seed, fresh for every episode. Both runs draw the same random
+numbers (`brkga.Proposal` samples by inversion), so the ratio measures the proposal, not the luck of
+the search: a policy that proposes Beta(1, 1) everywhere gets exactly -1. The loss is the REINFORCE term with the baseline GNN's prediction
 subtracted, plus the baseline's squared error.
 
 Training runs BRKGA with a small budget (``train_budget``, 1,000 by default instead of the paper's 5,000)
@@ -77,28 +78,29 @@ def single_threaded() -> None:
 class _Reward:
     """The reward udf: ``fn(point, actions)`` -> (B,) rewards for the batch of iteration ``point["i"]``."""
 
-    def __init__(self, graphs: list[CompGraph], batches: np.ndarray, uniform: np.ndarray, config: Config) -> None:
-        self.graphs, self.batches, self.uniform, self.config = graphs, batches, uniform, config
+    def __init__(self, graphs: list[CompGraph], batches: np.ndarray, config: Config) -> None:
+        self.graphs, self.batches, self.config = graphs, batches, config
 
     def __call__(self, point: dict, actions: Any) -> tuple[np.ndarray]:
-        chosen = self.batches[point["i"]]
+        iteration, config = point["i"], self.config
         actions = np.asarray(actions)
-        jobs = [(self.graphs[g], self.config.kind, self.config.train_budget, actions[b], int(g))
-                for b, g in enumerate(chosen)]
-        costs = run_jobs(jobs, self.config.workers)
-        return (-(costs / self.uniform[chosen])).astype(np.float32),
+        jobs = []
+        for b, g in enumerate(self.batches[iteration]):
+            seed = (config.seed * 100_003 + iteration) * config.batch + b
+            jobs += [(self.graphs[g], config.kind, config.train_budget, proposal, seed)
+                     for proposal in (actions[b], None)]
+        costs = run_jobs(jobs, config.workers).reshape(-1, 2)
+        return (-(costs[:, 0] / costs[:, 1])).astype(np.float32),
 
     def __repr__(self) -> str:
         return f"brkga_reward({self.config.kind}, budget={self.config.train_budget})"
 
 
 def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = False) -> Trained:
-    """REINFORCE on ``graphs``; the uniform-BRKGA costs of the reward's denominator are computed first."""
+    """REINFORCE on ``graphs``."""
     single_threaded()
     rng = np.random.default_rng(config.seed)
     nodes = max(graph.num_ops for graph in graphs)
-    uniform = run_jobs([(graph, config.kind, config.train_budget, None, g) for g, graph in enumerate(graphs)],
-                       config.workers)
     batches = np.stack([rng.choice(len(graphs), config.batch, replace=len(graphs) < config.batch)
                         for _ in range(config.iterations)])
     inputs = _BatchInputs(graphs, batches, nodes)
@@ -115,7 +117,7 @@ def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = F
                                  for name, shape in inputs.shapes(config.batch).items())
         policy = trl.distributions.Categorical(logits=policy_logits(weights, layout, x, e, adjacency, config.sizes))
         action = policy.sample()  # (B, N, HEADS)
-        (reward,) = F.apply("udf", action, fn=_Reward(graphs, batches, uniform, config),
+        (reward,) = F.apply("udf", action, fn=_Reward(graphs, batches, config),
                             outputs=(TensorType((config.batch,), "float32"),), as_tuple=True)
         value = baseline(weights, layout, x, e, adjacency, mask, config.sizes)
         advantage = (reward - value).detach()
