@@ -28,7 +28,7 @@ import gymnasium
 import numpy as np
 
 from timerl.envs import ENVIRONMENTS, RTEnvironment
-from timerl.envs.base import ActionError, check_reset_domain, step_domain
+from timerl.envs.base import ActionError, check_num_envs, check_reset_domain, step_domain
 from timerl.errors import TimeRLError, user_location
 from timerl.pdg.graph import Edge, TensorType
 from timerl.rt import functional as F
@@ -61,8 +61,6 @@ def make_env(name: str, num_envs: int = 16, seed: int = 0, simulator: str = "gym
     - ``simulator="rt"``: the dynamics as RT ops (CartPole-v1, Pendulum-v1), no host code at run time.
       Initial states come from the program's random stream (``ctx.compile(seed=...)``), uniform in
       gymnasium's ranges; they cannot match gymnasium's draws and ``seed`` does not change them."""
-    if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
-        raise TimeRLError(f"{user_location()}: num_envs must be a positive int, got {num_envs!r}")
     if simulator == "gymnasium":
         return Env(name, num_envs, seed, **kwargs)
     if simulator != "rt":
@@ -81,8 +79,7 @@ class Env:
     simulator = "gymnasium"
 
     def __init__(self, name: str, num_envs: int = 16, seed: int = 0, **kwargs: Any) -> None:
-        if not isinstance(num_envs, int) or num_envs < 1:
-            raise TimeRLError(f"{user_location()}: num_envs must be a positive int, got {num_envs!r}")
+        num_envs = check_num_envs(num_envs)
         try:
             self._vector = gymnasium.vector.SyncVectorEnv(
                 [lambda: gymnasium.make(name, **kwargs) for _ in range(num_envs)],

@@ -36,6 +36,12 @@ class ActionError(TimeRLError):
     """An action the environment cannot take: wrong shape or dtype, out of range, NaN or infinite."""
 
 
+def check_num_envs(num_envs: object) -> int:
+    if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
+        raise TimeRLError(f"{user_location()}: num_envs must be a positive int, got {num_envs!r}")
+    return int(num_envs)
+
+
 def check_reset_domain(name: str, domain: Sequence[Symbol], already_reset: bool) -> tuple[Symbol, ...]:
     current_context()  # raises outside `with ctx:`
     domain = tuple(domain)
@@ -100,7 +106,7 @@ class RTEnvironment:
 
     def __init__(self, num_envs: int, seed: int = 0, max_episode_steps: int | None = None) -> None:
         """``max_episode_steps`` overrides the time limit, like ``gymnasium.make``'s argument of that name."""
-        self.num_envs, self.seed = num_envs, seed
+        self.num_envs, self.seed = check_num_envs(num_envs), seed
         if max_episode_steps is not None:
             if not isinstance(max_episode_steps, int) or isinstance(max_episode_steps, bool) or max_episode_steps < 1:
                 raise TimeRLError(f"{user_location()}: max_episode_steps must be a positive int, "
