@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import collect, run
 from rt_traces import POLICIES, numpy_trace
 
+import timerl as trl
+from algorithms.mmap.game import MMapGame
 from algorithms.mmap.instance import available_workload_names
 from algorithms.mmap.problem import build_problem
-from algorithms.mmap.rt.program import replay
+from algorithms.mmap.rt.program import play, replay, uniform_legal
+from algorithms.mmap.rt.tables import GameTables, game_arrays
+from algorithms.mmap.synthetic import synthetic_instance
 
 WORKLOADS = available_workload_names() or ["synthetic_0_100", "synthetic_1_300"]
 PLAYERS = (("random", 1), ("random", 2), ("heuristic", 0), ("es", 1), ("es", 2))
@@ -76,3 +81,27 @@ def test_rt_game_matches_numpy_game_compiled(compiled_backend, drop_backup):
     problem = build_problem(WHOLE)
     traces = traces_for(problem, drop_backup, None)
     assert_same_play(traces, replay_traces(problem, traces, drop_backup, compiled_backend))
+
+
+def test_policy_inside_an_rt_program_over_iterations_and_moves():
+    """The game as part of a larger program: an outer iteration dimension, actions drawn in the program; every
+    iteration's games, replayed through the NumPy game, show the same masks and rewards."""
+    problem = build_problem(synthetic_instance(1, 20))
+    games, iterations, moves = 2, 2, problem.num_buffers
+    ctx = trl.Context(dims="i m")
+    (i, m), (I, M) = ctx.dims, ctx.bounds
+    with ctx:
+        played = play(GameTables(game_arrays(problem)), games, uniform_legal, outer=(i,), move_dim=m,
+                      drop_backup=True)
+        for value in (played.state.plan.legal, played.action, played.reward, played.after.done):
+            collect(value)
+    legal, action, reward, done = run(ctx, {I: iterations, M: moves}, "reference")
+    for iteration in range(iterations):
+        for game in range(games):
+            numpy_game = MMapGame(problem, drop_backup=True)
+            for step in range(moves):
+                if numpy_game.done:
+                    assert done[(iteration, step - 1)][game]
+                    break
+                assert tuple(legal[(iteration, step)][game]) == numpy_game.legal_actions()
+                assert reward[(iteration, step)][game] == numpy_game.play(int(action[(iteration, step)][game]))

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from algorithms.mmap.rt.rules import COPY, DROP, NO_COPY, UNDECIDED, Plan, Records, any_of, per_game, pick, plan
-from algorithms.mmap.rt.rules import consume
+from algorithms.mmap.rt.rules import COPY, DROP, UNDECIDED, Plan, Records, any_of, consume, per_game, pick, plan
 from algorithms.mmap.rt.tables import GameTables
 from timerl.rt import functional as F
 
