@@ -67,41 +67,59 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True) -> tuple[list[G
 
     edges = [(e.producer, n.id, _identity(e, n, graph.nodes[e.producer])) for n in graph.nodes
              if n.id in running_set for e in n.inputs if e.producer in running_set]
-    through = [(e.producer, n.id) for n in graph.nodes if n.id in running_set for e in n.inputs
-               if e.producer in running_set and not _advances(e, n, graph.nodes[e.producer])]
+    # Group-level graphs kept up to date as groups merge (rescanning every edge per merge was quadratic):
+    # partners joined by a non-identity edge, and successors / predecessors along edges that stay at one point.
+    blocked: dict[int, set[int]] = {n: set() for n in running}
+    successors: dict[int, set[int]] = {n: set() for n in running}
+    predecessors: dict[int, set[int]] = {n: set() for n in running}
+    for u, v, identity in edges:
+        if not identity and u != v:
+            blocked[u].add(v)
+            blocked[v].add(u)
+    for node in graph.nodes:
+        for edge in node.inputs if node.id in running_set else ():
+            if (edge.producer in running_set and edge.producer != node.id
+                    and not _advances(edge, node, graph.nodes[edge.producer])):
+                successors[edge.producer].add(node.id)
+                predecessors[node.id].add(edge.producer)
 
-    def mergeable(a: int, b: int) -> bool:
-        for u, v, identity in edges:
-            if {find(u), find(v)} == {a, b} and not identity:
-                return False
-        successors: dict[int, set[int]] = {}
-        for u, v in through:
-            gu, gv = find(u), find(v)
-            if gu != gv:
-                successors.setdefault(gu, set()).add(gv)
-        for start, goal in ((a, b), (b, a)):
-            stack = [s for s in successors.get(start, ()) if s not in (goal, start)]
-            seen = set(stack) | {start}
-            while stack:
-                current = stack.pop()
-                if current == goal:
-                    return False
-                for nxt in successors.get(current, ()):
-                    if nxt not in seen:
-                        seen.add(nxt)
-                        stack.append(nxt)
-        return True
+    def reaches(start: int, goal: int) -> bool:
+        """A path from ``start`` to ``goal`` through at least one other group."""
+        stack = [s for s in successors[start] if s not in (goal, start)]
+        seen = set(stack) | {start}
+        while stack:
+            current = stack.pop()
+            if current == goal:
+                return True
+            for nxt in successors[current]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return False
 
+    def absorb(table: dict[int, set[int]], mirror: dict[int, set[int]], into: int, gone: int) -> None:
+        for other in table.pop(gone):
+            mirror[other].discard(gone)
+            if other != into:
+                mirror[other].add(into)
+                table[into].add(other)
+        table[into].discard(gone)
+
+    def merge(into: int, gone: int) -> None:
+        parent[gone] = into
+        absorb(blocked, blocked, into, gone)
+        absorb(successors, predecessors, into, gone)
+        absorb(predecessors, successors, into, gone)
+
+    points = {n: demand.demand[n].set_tuple_name("X") for n in running}
     for producer, consumer, identity in edges:
         if not identity or not fuse:
             continue
         a, b = find(producer), find(consumer)
-        if a == b:
+        if a == b or b in blocked[a] or not points[consumer].is_equal(points[producer]):
             continue
-        same_points = demand.demand[consumer].set_tuple_name("X").is_equal(
-            demand.demand[producer].set_tuple_name("X"))
-        if same_points and mergeable(a, b):
-            parent[b] = a
+        if not reaches(a, b) and not reaches(b, a):
+            merge(a, b)
     members: dict[int, list[int]] = {}
     for node_id in running:
         members.setdefault(find(node_id), []).append(node_id)
