@@ -3,6 +3,7 @@
 from timerl.errors import (  # noqa: F401
     DeviceOutOfMemoryError,
     DomainError,
+    IndexOutOfRangeError,
     ScheduleError,
     ShapeError,
     TimeRLError,
@@ -32,6 +33,6 @@ def __getattr__(name: str):
 
 __all__ = [
     "Context", "RecurrentTensor", "Symbol", "Expr", "Cond", "TimeRLError", "ShapeError", "DomainError",
-    "ScheduleError", "DeviceOutOfMemoryError", "min", "max", "tensor", "zeros", "ones", "full", "arange", "rand",
+    "ScheduleError", "DeviceOutOfMemoryError", "IndexOutOfRangeError", "min", "max", "tensor", "zeros", "ones", "full", "arange", "rand",
     "randn", "source", "placeholder", "param", "cat", "stack", "where", "gather", "index_select", "one_hot",
 ]

@@ -24,6 +24,10 @@ class ScheduleError(TimeRLError):
     """No valid execution order exists (a dependence cycle)."""
 
 
+class IndexOutOfRangeError(TimeRLError, IndexError):
+    """A data index (gather, index_select, one_hot) outside the dimension it indexes, found at run time."""
+
+
 class DeviceOutOfMemoryError(TimeRLError):
     """The program cannot fit the device memory, even with swapping."""
 

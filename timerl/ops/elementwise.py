@@ -7,6 +7,7 @@ from typing import Any, Callable
 from timerl.ops.registry import (
     ELEMENTWISE,
     NOT_DIFFERENTIABLE,
+    ShapeError,
     broadcast_shapes,
     is_float,
     promote,
@@ -110,8 +111,15 @@ compare("ge", lambda xp, x, y: x >= y)
 compare("eq", lambda xp, x, y: x == y)
 compare("ne", lambda xp, x, y: x != y)
 
-register("where", ELEMENTWISE, shape=_same_shape,
-         dtype=lambda ins, a: [promote(ins[1].dtype, ins[2].dtype)],
+def _where_dtype(inputs, attrs):
+    # NumPy and jax read any nonzero as true, torch refuses non-bool conditions: decide once, like torch
+    if inputs[0].dtype != "bool":
+        raise ShapeError(f"the condition is {inputs[0].dtype}, not bool; compare first (x > 0) or cast it "
+                         "with .astype('bool')")
+    return [promote(inputs[1].dtype, inputs[2].dtype)]
+
+
+register("where", ELEMENTWISE, shape=_same_shape, dtype=_where_dtype,
          impl=lambda xp, c, x, y: xp.where(c, x, y),
          grad=lambda F, ins, outs, g, a: [None, _unbroadcast(F, F.where(ins[0], g[0], 0.0), ins[1]),
                                           _unbroadcast(F, F.where(ins[0], 0.0, g[0]), ins[2])])

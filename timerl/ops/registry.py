@@ -7,6 +7,9 @@ Rule kinds, for every op:
   jax.numpy's namespace, as `array_api_compat` exposes them), so the reference interpreter, the torch
   backend and the jax backend run the same definition;
 - ``grad``: the vector-Jacobian product written with other ops (``F`` is `timerl.rt.functional`).
+Optionally, ``check_values``: a check of concrete input values that no shape rule can see (an index out of
+range), called like ``impl`` on the host before the kernel (so also before a jitted one) by every executor;
+it raises a `TimeRLError` that the executor completes with the op's line and point.
 A rule an op cannot have is `unsupported("why")`; ``tests/test_registry.py`` walks every op and rule kind.
 Ops whose evaluation the executors do themselves (sources, sinks, merges, UDFs) have ``impl=executor``.
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from timerl.errors import ShapeError
+from timerl.errors import IndexOutOfRangeError, ShapeError
 from timerl.pdg.graph import Attrs, Dim, TensorType
 
 ELEMENTWISE = "elementwise"
@@ -60,6 +63,7 @@ class OpDef:
     dtype: DtypeRule | Unsupported
     impl: Callable[..., Any] | Unsupported
     grad: Callable[..., Any] | Unsupported
+    check_values: Callable[..., None] | None = None
 
     def infer(self, inputs: Sequence[TensorType], attrs: Attrs) -> tuple[TensorType, ...]:
         shapes = self.shape(inputs, attrs)
@@ -71,10 +75,11 @@ RULE_KINDS = ("shape", "dtype", "impl", "grad")
 OPS: dict[str, OpDef] = {}
 
 
-def register(name: str, category: str, *, shape: Any, dtype: Any, impl: Any, grad: Any) -> OpDef:
+def register(name: str, category: str, *, shape: Any, dtype: Any, impl: Any, grad: Any,
+             check_values: Callable[..., None] | None = None) -> OpDef:
     if name in OPS:
         raise ValueError(f"op {name} registered twice")
-    op = OpDef(name, category, shape, dtype, impl, grad)
+    op = OpDef(name, category, shape, dtype, impl, grad, check_values)
     OPS[name] = op
     return op
 
@@ -147,6 +152,18 @@ def promote(*dtypes: str) -> str:
 
 def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
+
+
+def check_index_range(op: str, xp: Any, index: Any, size: int) -> None:
+    """Every element of ``index`` in ``[0, size)``, as torch requires (NumPy and jax would wrap negative
+    indices, and jax would fill out-of-range reads with NaN)."""
+    if index.shape and 0 in index.shape:
+        return
+    low, high = int(xp.min(index)), int(xp.max(index))
+    if low < 0 or high >= size:
+        bad = low if low < 0 else high
+        raise IndexOutOfRangeError(f"{op}: index {bad} is out of range for a dimension of size {size} "
+                                   f"(valid: 0 .. {size - 1})")
 
 
 def numel(shape: Sequence[Dim]) -> Dim:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from timerl.errors import user_location
-from timerl.rt.symbolic import Expr, IntLike, Symbol, SymbolicError, as_expr
+from timerl.rt.symbolic import Expr, IntLike, Symbol, SymbolicError, as_expr, non_affine_part
 
 # ---- conditions -------------------------------------------------------------------------------------------
 
@@ -242,3 +242,16 @@ def negation(cond: Cond) -> Cond:
     if isinstance(cond, Not):
         return cond.part
     return Not(cond)
+
+
+def non_affine_in(cond: Cond) -> Expr | None:
+    """The first product of symbols (``t*t``) in a condition's comparisons; None when it is quasi-affine."""
+    if isinstance(cond, Compare):
+        found = [non_affine_part(cond.left), non_affine_part(cond.right)]
+    elif isinstance(cond, _Junction):
+        found = [non_affine_in(part) for part in cond.parts]
+    elif isinstance(cond, Not):
+        found = [non_affine_in(cond.part)]
+    else:
+        found = []
+    return next((product for product in found if product is not None), None)

@@ -6,9 +6,9 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
-from timerl.errors import DomainError, TimeRLError
+from timerl.errors import DomainError, TimeRLError, user_location
 from timerl.pdg.graph import Attrs, Edge, Graph, Node, TensorType
-from timerl.rt.symbolic import TRUE, And, Cond, Symbol, as_cond, conjunction, position
+from timerl.rt.symbolic import TRUE, And, Cond, Expr, Symbol, as_cond, conjunction, non_affine_in, position
 
 _ACTIVE: list[Context] = []
 
@@ -64,7 +64,17 @@ class Context:
 
     def when(self, cond: Cond | bool) -> contextlib.AbstractContextManager[None]:
         """Everything created inside runs only at the points where ``cond`` holds."""
-        return self._when_block(as_cond(cond))  # checked here, so an error names the user's line
+        cond = as_cond(cond)  # checked here, so an error names the user's line
+        foreign = cond.symbols() - set(self.dims) - set(self.bounds)
+        if foreign:
+            raise DomainError(f"{user_location()}: the condition {cond} mentions "
+                              f"{', '.join(sorted(s.name for s in foreign))} of another context")
+        product = non_affine_in(cond)
+        if product is not None:
+            raise DomainError(f"{user_location()}: the condition {cond} multiplies symbols ({product}); conditions "
+                              "must be affine for the polyhedral scheduler: sums, constant multiples, `//` and `%` "
+                              "by constants, trl.min and trl.max")
+        return self._when_block(cond)
 
     @contextlib.contextmanager
     def _when_block(self, cond: Cond) -> Iterator[None]:
@@ -86,6 +96,7 @@ class Context:
                 # tensor inside a per-step block) runs wherever some point of that dim may need it
                 condition = conjunction(TRUE, *(c for c in conjuncts(condition)
                                                 if {s for s in c.symbols() if not s.is_bound} <= set(domain)))
+        self.check_domain(domain, location)  # a backstop: the user-facing entry points checked already
         stray = {s for s in condition.symbols() if not s.is_bound} - set(domain)
         if stray:
             names = ", ".join(sorted(s.name for s in stray))
@@ -94,6 +105,31 @@ class Context:
         node = NodeDraft(len(self.nodes), op, attrs, domain, condition, inputs, outputs, location)
         self.nodes.append(node)
         return node
+
+    def check_domain(self, domain: Any, location: str) -> tuple[Symbol, ...]:
+        """A user's ``domain=``: dimensions of this context, each once, returned in the context's order."""
+        names = ", ".join(d.name for d in self.dims)
+        example = f"({self.dims[-1].name},)" if self.dims else "()"
+        if isinstance(domain, (str, Expr)) or not isinstance(domain, (tuple, list)):
+            raise DomainError(f"{location}: domain= takes a tuple of this context's dimensions, e.g. "
+                              f"domain={example}; got {domain!r}")
+        ours = {id(d) for d in self.dims}
+        for entry in domain:
+            if isinstance(entry, Symbol) and id(entry) in ours:
+                continue
+            if isinstance(entry, Symbol) and entry.is_bound:
+                why = f"{entry} is a bound (0 <= dim < bound), not a dimension"
+            elif isinstance(entry, Symbol):
+                why = f"{entry} is a dimension of another context"
+            elif isinstance(entry, Expr):
+                why = f"{entry} is an expression; a domain lists dimensions themselves"
+            else:
+                why = f"{entry!r} is not a dimension (use the symbols of ctx.dims, not their names)"
+            raise DomainError(f"{location}: domain={tuple(domain)!r}: {why}; this context's dimensions are "
+                              f"({names})")
+        if len({id(d) for d in domain}) != len(domain):
+            raise DomainError(f"{location}: domain={tuple(domain)!r} repeats a dimension")
+        return self.order_dims(set(domain))
 
     def order_dims(self, dims: set[Symbol] | frozenset[Symbol]) -> tuple[Symbol, ...]:
         return tuple(d for d in self.dims if d in dims)

@@ -12,7 +12,7 @@ from timerl.ops import registry
 from timerl.ops.registry import OPS, is_float
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt.context import Context, current_context
-from timerl.rt.symbolic import Symbol, same_all
+from timerl.rt.symbolic import Expr, Symbol, exact_division, same_all
 from timerl.rt.tensor import RecurrentTensor, check_same_context
 
 RT = RecurrentTensor
@@ -115,7 +115,7 @@ def apply(op: str, *args: Any, as_tuple: bool = False, **attrs: Any) -> Any:
 
 def tensor(value: Any, dtype: str | None = None, domain: Sequence[Symbol] = (), requires_grad: bool = False) -> RT:
     ctx = current_context()
-    result = constant(ctx, value, dtype, tuple(domain))
+    result = constant(ctx, value, dtype, ctx.check_domain(domain, user_location()))
     result.node.requires_grad = _grad_flag(requires_grad, result.dtype)
     return result
 
@@ -143,7 +143,8 @@ def _leaf(op: str, shape: Sequence[int], dtype: str, domain: Sequence[Symbol], r
           **attrs: Any) -> RT:
     ctx = current_context()
     shape = static_shape(shape)
-    node = ctx.add_node(op, Attrs.of(shape=shape, dtype=check_dtype(dtype), **attrs), tuple(domain), [],
+    domain = ctx.check_domain(domain, user_location())
+    node = ctx.add_node(op, Attrs.of(shape=shape, dtype=check_dtype(dtype), **attrs), domain, [],
                         (TensorType(shape, dtype),), user_location())
     node.requires_grad = _grad_flag(requires_grad, dtype)
     return RT.of(ctx, node)
@@ -310,23 +311,38 @@ def sum_to(x: RT, shape: Sequence[Any]) -> RT:
 # ---- layout -------------------------------------------------------------------------------------------------
 
 
-def reshape(x: RT, shape: Sequence[Any]) -> RT:
-    shape = tuple(shape)
-    if any(isinstance(s, int) and s == -1 for s in shape):
-        known = 1
-        for s in shape:
-            if not (isinstance(s, int) and s == -1):
-                known = known * s
-        total = 1
-        for s in x.shape:
-            total = total * s
-        if isinstance(total, int) and isinstance(known, int):
-            shape = tuple(total // known if (isinstance(s, int) and s == -1) else s for s in shape)
-        else:
-            raise ShapeError(f"{user_location()}: reshape with -1 needs static sizes")
+def reshape(x: RT, *shape: Any) -> RT:
+    """PyTorch's forms: ``x.reshape(12)``, ``x.reshape(3, 4)``, ``x.reshape((3, -1))``; one size may be -1."""
+    written = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    for size in written:
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer, Expr)) or (
+                isinstance(size, (int, np.integer)) and size < -1):
+            raise ShapeError(f"{user_location()}: reshape{written!r}: sizes are ints >= 0 (one may be -1) or "
+                             f"symbolic sizes, got {size!r}")
+    shape = tuple(int(s) if isinstance(s, np.integer) else s for s in written)
+    holes = [k for k, s in enumerate(shape) if isinstance(s, int) and s == -1]
+    if len(holes) > 1:
+        raise ShapeError(f"{user_location()}: reshape{written!r}: only one size can be -1")
+    if holes:
+        shape = shape[:holes[0]] + (_inferred_size(x, shape, written),) + shape[holes[0] + 1:]
     if len(shape) == x.ndim and all(_same(a, b) for a, b in zip(shape, x.shape)):
         return x
     return apply("reshape", x, shape=shape)
+
+
+def _inferred_size(x: RT, shape: tuple, written: tuple) -> Any:
+    """The size of the -1 in ``shape``: the number of elements over the product of the other sizes."""
+    known, total = 1, 1
+    for size in shape:
+        if not (isinstance(size, int) and size == -1):
+            known = known * size
+    for size in x.shape:
+        total = total * size
+    size = exact_division(total, known) if isinstance(known, int) and known > 0 else None
+    if size is not None:
+        return size
+    raise ShapeError(f"{user_location()}: cannot reshape a tensor of shape ({', '.join(map(str, x.shape))}) "
+                     f"into {written!r}: {total} elements do not split into parts of {known}")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -378,7 +394,43 @@ def flip(x: RT, dim: int) -> RT:
 
 
 def spatial(x: RT, key: Any) -> RT:
-    return apply("spatial_index", x, key=key if isinstance(key, tuple) else (key,))
+    """NumPy basic indexing of the spatial shape. A negative step is a positive-step slice and a flip, so
+    every backend runs the same ops (torch slices take no negative step)."""
+    key = key if isinstance(key, tuple) else (key,)
+    for item in key:
+        if isinstance(item, Expr) and item.constant_value() is None:
+            raise ShapeError(f"{user_location()}: x.spatial[...] indexes the spatial shape with ints, slices, None "
+                             f"and ...; got the symbolic index {item}. To read the tensor at a point of its "
+                             "domain write x[...]; to pick elements by a run-time index use index_select or gather")
+    key, flipped = _forward_slices(x.shape, key)
+    result = apply("spatial_index", x, key=key)
+    for axis in flipped:
+        result = flip(result, axis)
+    return result
+
+
+def _forward_slices(shape: tuple, key: tuple) -> tuple[tuple, list[int]]:
+    """``key`` with each negative-step slice of a static dimension turned forward, and the result axes that
+    must then be flipped to restore NumPy's order."""
+    ellipses = [at for at, item in enumerate(key) if item is Ellipsis]
+    if len(ellipses) > 1:
+        raise ShapeError(f"{user_location()}: x.spatial[...] takes at most one ...")
+    consumed = len([item for item in key if item is not None and item is not Ellipsis])
+    if ellipses:
+        at = ellipses[0]
+        key = key[:at] + (slice(None),) * (len(shape) - consumed if len(shape) > consumed else 0) + key[at + 1:]
+    forward, flipped, axis, out_axis = [], [], 0, 0
+    for item in key:
+        step = item.step if isinstance(item, slice) else None
+        if isinstance(step, (int, np.integer)) and step < 0 and axis < len(shape) and isinstance(shape[axis], int):
+            picked = range(*item.indices(shape[axis]))
+            forward.append(slice(picked[-1], picked[0] + 1, -step) if picked else slice(0, 0))
+            flipped.append(out_axis)
+        else:
+            forward.append(item)
+        axis += item is not None
+        out_axis += item is None or isinstance(item, slice)
+    return tuple(forward), flipped
 
 
 def cat(tensors: Sequence[RT], dim: int = 0) -> RT:

@@ -27,7 +27,8 @@ def placeholder(shape: Sequence[int] = (), dtype: str = "float32", domain: Seque
                 requires_grad: bool = False) -> RT:
     ctx = current_context()
     shape = tuple(shape)
-    node = ctx.add_node("merge", Attrs.of(shape=shape, dtype=F.check_dtype(dtype)), tuple(domain), [],
+    node = ctx.add_node("merge", Attrs.of(shape=shape, dtype=F.check_dtype(dtype)),
+                        ctx.check_domain(domain, user_location()), [],
                         (TensorType(shape, dtype),), user_location())
     node.requires_grad = requires_grad
     return RT.of(ctx, node)
@@ -39,7 +40,7 @@ def param(init: Any, domain: Sequence[Symbol] | None = None, dtype: str | None =
     if domain is None:
         domain = ctx.dims[:1]
     init_rt = init if isinstance(init, RT) else F.tensor(np.asarray(init), dtype or _default_dtype(init))
-    result = placeholder(init_rt.shape, init_rt.dtype, tuple(domain), requires_grad=True)
+    result = placeholder(init_rt.shape, init_rt.dtype, ctx.check_domain(domain, user_location()), requires_grad=True)
     key = tuple(0 for _ in domain)
     assign(result, key if len(key) != 1 else key[0], init_rt)
     return result

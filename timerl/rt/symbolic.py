@@ -407,6 +407,35 @@ def maximum(left: IntLike, right: IntLike) -> Expr:
 _BUILDERS = {"//": floordiv, "%": mod, "min": minimum, "max": maximum, "*": mul}
 
 
+def non_affine_part(expr: Expr) -> Expr | None:
+    """The first product of two symbolic factors inside ``expr`` (``t*t``, ``t*T``), which the polyhedral
+    scheduler cannot represent; None when ``expr`` is quasi-affine (sums, constant multiples, ``//``, ``%``,
+    min and max)."""
+    if isinstance(expr, Product):
+        return expr
+    if isinstance(expr, Affine):
+        parts = [atom for atom, _ in expr.terms]
+    elif isinstance(expr, _Binary):
+        parts = [expr.left, expr.right]
+    else:
+        parts = []
+    for part in parts:
+        found = non_affine_part(part)
+        if found is not None:
+            return found
+    return None
+
+
+def exact_division(expr: IntLike, divisor: int) -> IntLike | None:
+    """``expr / divisor`` when it divides every coefficient (``(2*T - 2*t) / 2`` is ``T - t``); else None."""
+    if isinstance(expr, int):
+        return expr // divisor if expr % divisor == 0 else None
+    constant, terms = _linear_parts(expr)
+    if constant % divisor or any(coef % divisor for _, coef in terms.values()):
+        return None
+    return _from_parts(constant // divisor, {k: (atom, coef // divisor) for k, (atom, coef) in terms.items()})
+
+
 def affine_coefficient(expr: Expr, symbol: Symbol) -> tuple[int, Expr] | None:
     """Split ``expr`` as ``coef * symbol + rest`` with ``symbol`` absent from ``rest``; None if impossible."""
     constant, terms = _linear_parts(expr)
@@ -432,6 +461,7 @@ from timerl.rt.conditions import (  # noqa: E402  (conditions build on the expre
     conjunction,
     disjunction,
     negation,
+    non_affine_in,
 )
 
 
@@ -440,7 +470,8 @@ __all__ = [
     "SymbolicError", "Expr", "Symbol", "Affine", "FloorDiv", "Mod", "Min", "Max", "Product", "Cond", "BoolConst",
     "Compare", "And", "Or", "Not", "TRUE", "FALSE", "as_expr", "as_cond", "const", "add", "mul", "floordiv", "mod",
     "minimum", "maximum", "compare", "conjunction", "disjunction", "negation", "affine_coefficient", "same",
-    "same_all", "position",
+    "same_all", "position", "exact_division", "non_affine_part",
+    "non_affine_in",
 ]
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from timerl.errors import DomainError, ShapeError, TimeRLError, user_location
 from timerl.pdg.graph import IndexItem, Point, Range, TensorType
 from timerl.rt.context import Context, NodeDraft
-from timerl.rt.symbolic import Expr, Symbol, as_expr
+from timerl.rt.symbolic import Expr, Symbol, as_expr, non_affine_part
 
 
 class RecurrentTensor:
@@ -160,8 +160,8 @@ def _domain_items(tensor: RecurrentTensor, key: Any) -> list[IndexItem]:
     items: list[IndexItem] = []
     for dim, item in zip(tensor.domain, keys):
         if isinstance(item, slice):
-            if item.step not in (None, 1):
-                raise DomainError(f"{user_location()}: domain slices take no step")
+            if item.step is not None and not (isinstance(item.step, (int, np.integer)) and item.step == 1):
+                raise DomainError(f"{user_location()}: domain slices take no step, got {item.step}")
             start = as_expr(0 if item.start is None else item.start)
             stop = as_expr(tensor.ctx.bound_of(dim) if item.stop is None else item.stop)
             items.append(Range(start, stop))
@@ -177,7 +177,18 @@ def _domain_items(tensor: RecurrentTensor, key: Any) -> list[IndexItem]:
         if unknown:
             raise DomainError(f"{user_location()}: index uses symbols {sorted(s.name for s in unknown)} that "
                               "belong to another context")
+    for item in items:
+        for expr in (item.expr,) if isinstance(item, Point) else (item.start, item.stop):
+            _check_affine(expr, "index")
     return items
+
+
+def _check_affine(expr: Expr, what: str) -> None:
+    product = non_affine_part(expr)
+    if product is not None:
+        raise DomainError(f"{user_location()}: the {what} {expr} multiplies symbols ({product}); indices and "
+                          "conditions must be affine for the polyhedral scheduler: sums, constant multiples, "
+                          "`//` and `%` by constants, trl.min and trl.max (e.g. t + 1, 2*t, t // 2)")
 
 
 def install_operators() -> None:

@@ -34,7 +34,7 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
     if op == "merge":
         return (inputs[0],)
     if op == "sink":
-        _call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), inputs[0]))
+        _call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(inputs[0])))
         return ()
     if op == "udf":
         arrays = [backend.to_numpy(v) for v in inputs]
@@ -45,6 +45,7 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
         return _on_host(node, point, inputs, seed, bounds, backend, host)
     if op == "grad_accumulate":
         return (accumulate_gradient(node, point, inputs, attrs, bounds, backend),)
+    check_values(node, point, inputs, backend)
     try:
         kernel = backend.kernels.get(node.id)
         if kernel is None:
@@ -61,6 +62,31 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
 
 
 _SYMBOLIC = object()
+
+
+def check_values(node: Node, point: tuple[int, ...], inputs: list[Any], backend: Any) -> None:
+    """The op's check of concrete input values (an index out of range), on the host before its kernel."""
+    check = OPS[node.op].check_values
+    if check is None:
+        return
+    try:
+        check(backend.xp, *inputs, **node.attrs.as_dict())
+    except TimeRLError as error:
+        raise type(error)(f"{node.label()} at {point_dict(node.domain, point)}: {error}") from None
+
+
+def sink_value(value: Any) -> Any:
+    """What a sink function receives: a value it may keep but cannot use to change what other ops read.
+
+    NumPy arrays get a read-only view (free); torch tensors have no read-only flag, so they are cloned;
+    jax arrays are immutable already."""
+    if isinstance(value, np.ndarray):
+        view = value.view()
+        view.flags.writeable = False
+        return view
+    if type(value).__module__.startswith("torch"):
+        return value.clone()
+    return value
 
 
 def _dynamic(node: Node, backend: Any) -> bool:
