@@ -1,12 +1,21 @@
 """Networks as recurrent tensors: layers whose weights are `trl.param`s (one value per training iteration).
 
 Initial weights are drawn with NumPy when the layer is defined, PyTorch-style: uniform in
-``(-1/sqrt(n_in), 1/sqrt(n_in))`` for both the weight and the bias. Without a ``seed``, a layer takes the
+``(-1/sqrt(n_in), 1/sqrt(n_in))`` for both the weight and the bias, or, with ``gain=``, orthogonal with that
+gain and a zero bias (the initialization PPO implementations use). Without a ``seed``, a layer takes the
 number of nodes recorded so far as its seed, so layers differ and a program built twice is the same.
+
+``MLP(..., flat=True)`` keeps all of its weights in one parameter vector, the layers' weights being views
+of it: one tensor for the optimizer to update instead of two per layer, so the program has far fewer
+statements for the scheduler (whose cost grows quickly with the number of recurrences).
+
+``module.frozen(*key)`` is the same network with every parameter read at ``key`` and detached: the weights
+a rollout acts with while the parameters themselves move on along other dimensions (PPO's epochs).
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable, Sequence
 
@@ -31,20 +40,31 @@ class Module:
     def __call__(self, x: RT) -> RT:
         raise NotImplementedError
 
+    def frozen(self, *key) -> Module:
+        raise NotImplementedError
+
 
 class Linear(Module):
     """``y = x @ weight.T + bias`` on inputs of shape ``(..., n_in)``; ``weight`` is ``(n_out, n_in)``."""
 
     def __init__(self, n_in: int, n_out: int, domain: Sequence[Symbol] | None = None, seed: int | None = None,
-                 bias: bool = True, dtype: str = "float32") -> None:
+                 bias: bool = True, dtype: str = "float32", gain: float | None = None) -> None:
         if n_in < 1 or n_out < 1:
             raise TimeRLError(f"{user_location()}: Linear({n_in}, {n_out}) needs positive sizes")
         ctx = current_context()
-        rng = np.random.default_rng(len(ctx.nodes) if seed is None else seed)
-        limit = 1.0 / np.sqrt(n_in)
+        weight, offset = _initial(np.random.default_rng(len(ctx.nodes) if seed is None else seed), n_in, n_out,
+                                  gain)
         self.n_in, self.n_out = n_in, n_out
-        self.weight = param(rng.uniform(-limit, limit, size=(n_out, n_in)).astype(dtype), domain=domain)
-        self.bias = param(rng.uniform(-limit, limit, size=(n_out,)).astype(dtype), domain=domain) if bias else None
+        self.weight = param(weight.astype(dtype), domain=domain)
+        self.bias = param(offset.astype(dtype), domain=domain) if bias else None
+
+    @classmethod
+    def of(cls, weight: RT, bias: RT | None) -> Linear:
+        """A layer computing with given tensors (views of a flat parameter, or frozen copies)."""
+        layer = cls.__new__(cls)
+        layer.n_out, layer.n_in = (int(n) for n in weight.shape)
+        layer.weight, layer.bias = weight, bias
+        return layer
 
     def __call__(self, x: RT) -> RT:
         if not x.shape or not _fits(x.shape[-1], self.n_in):
@@ -56,12 +76,18 @@ class Linear(Module):
     def parameters(self) -> list[RT]:
         return [self.weight] + ([self.bias] if self.bias is not None else [])
 
+    def frozen(self, *key) -> Linear:
+        return Linear.of(F.detach(self.weight[key]), None if self.bias is None else F.detach(self.bias[key]))
+
 
 class MLP(Module):
     """``MLP([n_in, 64, 64, n_out])``: Linear layers with ``activation`` between them (none after the last)."""
 
     def __init__(self, sizes: Sequence[int], activation: str | Callable[[RT], RT] = "tanh",
-                 domain: Sequence[Symbol] | None = None, seed: int | None = None, dtype: str = "float32") -> None:
+                 domain: Sequence[Symbol] | None = None, seed: int | None = None, dtype: str = "float32",
+                 gains: tuple[float, float] | None = None, flat: bool = False) -> None:
+        """``gains=(hidden, output)``: orthogonal initialization with these gains (e.g. ``(sqrt(2), 0.01)``
+        for a PPO policy); default PyTorch's uniform one. ``flat``: one parameter vector (module docstring)."""
         if len(sizes) < 2:
             raise TimeRLError(f"{user_location()}: MLP needs at least an input and an output size, got {sizes}")
         if isinstance(activation, str):
@@ -70,8 +96,29 @@ class MLP(Module):
                                   f"{', '.join(ACTIVATIONS)} or pass a callable")
             activation = ACTIVATIONS[activation]
         self.activation = activation
-        self.layers = [Linear(n_in, n_out, domain, None if seed is None else seed + k, dtype=dtype)
-                       for k, (n_in, n_out) in enumerate(itertools.pairwise(sizes))]
+        pairs = list(itertools.pairwise(sizes))
+        layer_gains = [None if gains is None else gains[k == len(pairs) - 1] for k in range(len(pairs))]
+        self.flat: RT | None = None
+        if not flat:
+            self.layers = [Linear(n_in, n_out, domain, None if seed is None else seed + k, dtype=dtype,
+                                  gain=layer_gains[k]) for k, (n_in, n_out) in enumerate(pairs)]
+            return
+        first_seed = len(current_context().nodes) if seed is None else seed
+        initial = [_initial(np.random.default_rng(first_seed + k), n_in, n_out, layer_gains[k])
+                   for k, (n_in, n_out) in enumerate(pairs)]
+        self.flat = param(np.concatenate([a.ravel() for pair in initial for a in pair]).astype(dtype), domain=domain)
+        self._shapes = [((n_out, n_in), (n_out,)) for n_in, n_out in pairs]
+        self.layers = self._views(self.flat)
+
+    def _views(self, vector: RT) -> list[Linear]:
+        layers, offset = [], 0
+        for weight_shape, bias_shape in self._shapes:
+            size = weight_shape[0] * weight_shape[1]
+            weight = F.reshape(F.spatial(vector, slice(offset, offset + size)), weight_shape)
+            bias = F.spatial(vector, slice(offset + size, offset + size + bias_shape[0]))
+            layers.append(Linear.of(weight, bias))
+            offset += size + bias_shape[0]
+        return layers
 
     def __call__(self, x: RT) -> RT:
         for k, layer in enumerate(self.layers):
@@ -81,7 +128,35 @@ class MLP(Module):
         return x
 
     def parameters(self) -> list[RT]:
+        if self.flat is not None:
+            return [self.flat]
         return [p for layer in self.layers for p in layer.parameters()]
+
+    def frozen(self, *key) -> MLP:
+        network = copy.copy(self)
+        if self.flat is None:
+            network.layers = [layer.frozen(*key) for layer in self.layers]
+        else:
+            network.flat = F.detach(self.flat[key])
+            network.layers = self._views(network.flat)
+        return network
+
+
+def _initial(rng: np.random.Generator, n_in: int, n_out: int, gain: float | None) -> tuple[np.ndarray, ...]:
+    """(weight, bias): PyTorch's uniform initialization, or orthogonal with ``gain`` and a zero bias."""
+    if gain is None:
+        limit = 1.0 / np.sqrt(n_in)
+        weight = rng.uniform(-limit, limit, size=(n_out, n_in))
+        return weight, rng.uniform(-limit, limit, size=n_out)
+    return gain * _orthogonal(rng, n_out, n_in), np.zeros(n_out)
+
+
+def _orthogonal(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    """A (semi-)orthogonal matrix: Q of the QR decomposition of a Gaussian one, signs fixed by R's diagonal."""
+    gaussian = rng.normal(size=(max(rows, cols), min(rows, cols)))
+    q, r = np.linalg.qr(gaussian)
+    q = q * np.sign(np.diag(r))
+    return q if rows >= cols else q.T
 
 
 def _fits(size, expected: int) -> bool:
