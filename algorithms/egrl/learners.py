@@ -1,0 +1,151 @@
+"""The methods of the paper's Fig. 3, each spending the same budget of simulator evaluations on one workload:
+
+- ``egrl``: the population (20, a fraction 0.5 Boltzmann: with the paper's 0.2, our GNN members, whose
+  weight mutations barely change their maps, crowd the chromosomes out; 0.5 is in its explored range) and the SAC-discrete GNN learner (`sac`, as RTs)
+  sharing one replay buffer; per generation the policy makes one rollout and every member one; the policy
+  migrates into the population every ``migrate_every`` generations;
+- ``ea``: the same population alone (no gradient learner, no migration);
+- ``pg``: the SAC learner alone, making as many rollouts per step as the population would (20);
+- ``greedy``: Greedy-DP, from the all-DRAM map, one node at a time, keep the best of the node's 9
+  (weights, activation) choices with the others fixed; passes repeat until the budget is spent;
+- ``compiler``: the compiler's own map (speedup 1 by definition).
+
+Deviation (stated, for run time): the paper takes one gradient step per environment step; here each RT
+iteration takes one gradient step per ``generations_per_step`` generations (``--generations-per-step``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from algorithms.egrl import sac
+from algorithms.egrl.chip import Chip
+from algorithms.egrl.evaluate import Evaluator, Replay, sample_mapping
+from algorithms.egrl.policy import Architecture, coarsen
+from algorithms.egrl.population import Population
+from algorithms.egrl.workloads import WorkloadGraph
+
+METHODS = ("egrl", "ea", "pg", "greedy", "compiler")
+
+
+@dataclass(frozen=True)
+class Settings:
+    budget: int = 4000
+    population: int = 20
+    boltzmann_fraction: float = 0.5
+    replay: int = 100_000
+    migrate_every: int = 5
+    generations_per_step: int = 1
+    noise: float = 0.01
+    arch: Architecture = Architecture()
+    sac: sac.SACConfig = sac.SACConfig()
+    backend: str = "reference"
+    optimize: bool = True
+
+
+@dataclass
+class Result:
+    method: str
+    workload: str
+    seed: int
+    speedup: float                   # the best valid mapping's, over the compiler, noise-free
+    curve: list[tuple[int, float]]   # (evaluations, best speedup so far)
+    mapping: np.ndarray | None       # (N, 2) levels of the best valid mapping
+    extra: dict = field(default_factory=dict)
+
+
+def run(method: str, graph: WorkloadGraph, seed: int, settings: Settings = Settings()) -> Result:
+    chip = Chip(graph.workload, noise=settings.noise, seed=seed)
+    evaluator = Evaluator(chip, settings.budget)
+    rng = np.random.default_rng(seed)
+    if method == "compiler":
+        from algorithms.egrl.chip import compiler_mapping
+        weights, acts = compiler_mapping(chip)
+        return Result(method, graph.workload.name, seed, 1.0, [(0, 1.0)], np.stack([weights, acts], axis=1))
+    if method == "greedy":
+        _greedy(evaluator)
+    elif method == "ea":
+        population = _population(graph, settings, rng)
+        while not evaluator.exhausted:
+            population.generation(lambda mapping: _within_budget(evaluator, mapping))
+    elif method in ("egrl", "pg"):
+        _learn(method, graph, evaluator, rng, seed, settings)
+    else:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    return Result(method, graph.workload.name, seed, evaluator.best_speedup(), evaluator.curve, evaluator.best)
+
+
+def _population(graph: WorkloadGraph, settings: Settings, rng: np.random.Generator) -> Population:
+    hierarchy = coarsen(graph.workload.edges, graph.workload.size, settings.arch.depth)
+    return Population(settings.population, settings.boltzmann_fraction, graph.normalized_features(), hierarchy,
+                      settings.arch, rng)
+
+
+def _within_budget(evaluator: Evaluator, mapping: np.ndarray) -> float:
+    """The reward, or -inf (never selected, never stored) once the budget is spent mid-generation."""
+    return evaluator.reward(mapping) if not evaluator.exhausted else -np.inf
+
+
+def _greedy(evaluator: Evaluator) -> None:
+    nodes = evaluator.chip.workload.size
+    current = np.zeros((nodes, 2), dtype=np.int64)
+    current_reward = evaluator.reward(current)
+    choices = [(w, a) for w in range(3) for a in range(3)]
+    while not evaluator.exhausted:
+        for node in range(nodes):
+            for choice in choices:
+                if evaluator.exhausted:
+                    return
+                if tuple(current[node]) == choice:
+                    continue
+                candidate = current.copy()
+                candidate[node] = choice
+                reward = evaluator.reward(candidate)
+                if reward > current_reward:
+                    current, current_reward = candidate, reward
+
+
+class _Driver:
+    """The udf behind the RT learner: rollouts into the shared replay, then a minibatch for the update."""
+
+    def __init__(self, method: str, evaluator: Evaluator, population: Population | None, settings: Settings,
+                 rng: np.random.Generator) -> None:
+        self.evaluator, self.population, self.settings, self.rng = evaluator, population, settings, rng
+        self.rollouts = 1 if method == "egrl" else settings.population
+        self.replay = Replay(settings.replay, evaluator.chip.workload.size)
+        self.generation = 0
+
+    def __call__(self, iteration: int, logits: np.ndarray, weights: dict[str, np.ndarray]):
+        for _ in range(self.settings.generations_per_step):
+            if self.evaluator.exhausted:
+                break
+            for _ in range(self.rollouts):
+                self._store(sample_mapping(logits, self.rng))
+            if self.population is not None:
+                self.generation += 1
+                if self.generation % self.settings.migrate_every == 0:
+                    self.population.migrate(weights)
+                self.population.generation(self._store)
+        return self.replay.sample(self.settings.sac.batch, self.rng)
+
+    def _store(self, mapping: np.ndarray) -> float:
+        reward = _within_budget(self.evaluator, mapping)
+        if np.isfinite(reward):
+            self.replay.add(mapping, reward)
+        return reward
+
+
+def _learn(method: str, graph: WorkloadGraph, evaluator: Evaluator, rng: np.random.Generator, seed: int,
+           settings: Settings) -> None:
+    features = graph.normalized_features()
+    hierarchy = coarsen(graph.workload.edges, graph.workload.size, settings.arch.depth)
+    population = _population(graph, settings, rng) if method == "egrl" else None
+    driver = _Driver(method, evaluator, population, settings, rng)
+    per_generation = driver.rollouts + (settings.population if population is not None else 0)
+    iterations = math.ceil(settings.budget / (per_generation * settings.generations_per_step))
+    executable = sac.build(features, hierarchy, driver, iterations, settings.sac, settings.arch, seed,
+                           settings.backend, optimize=settings.optimize)
+    executable.execute()
