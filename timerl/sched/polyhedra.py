@@ -88,6 +88,7 @@ class Polyhedra:
         self.context = isl.Set(f"{self.params}{{ : {values} }}")
         positive = " and ".join(f"{b.name} >= 1" for b in graph.bounds) or "1 = 1"
         self.generic_context = isl.Set(f"{self.params}{{ : {positive} }}")
+        self._parsed: dict[str, isl.Set | isl.Map] = {}
 
     def names(self, node: Node, suffix: str = "") -> dict[Symbol, str]:
         names: dict[Symbol, str] = {b: b.name for b in self.graph.bounds}
@@ -104,8 +105,9 @@ class Polyhedra:
     def definition(self, node: Node, prefix: str = "S") -> isl.Set:
         """The definition domain: box ∩ condition (∩ branch union for merges)."""
         cond = node.definition_condition()
-        text = f"{self.params}{{ {self.tuple_of(node, prefix)} : {self.box(node)} and {isl_cond(cond, self.names(node))} }}"
-        return parse(isl.Set, text)
+        names = ", ".join(d.name for d in node.domain)
+        text = f"{self.params}{{ D[{names}] : {self.box(node)} and {isl_cond(cond, self.names(node))} }}"
+        return self._parse(isl.Set, text).set_tuple_name(f"{prefix}{node.id}")
 
     def read_relation(self, consumer: Node, edge: Edge) -> isl.Map:
         """{ S_consumer[q] -> S_producer[p] : the consumer at q reads p, when the edge's condition holds }."""
@@ -123,6 +125,15 @@ class Polyhedra:
                 constraints.append(f"{start} <= {p} < {stop}")
                 if item.step != 1:
                     constraints.append(f"({p} - {start}) mod {item.step} = 0")
-        source = self.tuple_of(consumer)
-        target = self.tuple_of(producer, suffix="__p")
-        return parse(isl.Map, f"{self.params}{{ {source} -> {target} : {' and '.join(constraints)} }}")
+        source = ", ".join(d.name for d in consumer.domain)
+        target = ", ".join(f"{d.name}__p" for d in producer.domain)
+        relation = self._parse(isl.Map, f"{self.params}{{ Q[{source}] -> P[{target}] : {' and '.join(constraints)} }}")
+        relation = relation.set_tuple_name(isl.dim_type.in_, f"S{consumer.id}")
+        return relation.set_tuple_name(isl.dim_type.out, f"S{producer.id}")
+
+    def _parse(self, kind, text: str):
+        """Parsing is most of the cost of building the relations, and most edges of a program repeat a few
+        shapes (same dimensions, same index expressions) under different statement names."""
+        if text not in self._parsed:
+            self._parsed[text] = parse(kind, text)
+        return self._parsed[text]
