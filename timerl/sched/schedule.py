@@ -122,7 +122,8 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
         timeline.record_paths(program, ["1"])
     phases["ast"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    frees = {key: deallocation_program(relation, timeline.domain(key), context)
+    built: dict[str, isl.AstNode] = {}
+    frees = {key: deallocation_program(relation, timeline.domain(key), context, built)
              for key, relation in timeline.last_readers(groups, readers).items()}
     body = [_after(ast.Execute(group_id, ()), frees.get(position), parameters)
             for position, group_id in enumerate(upfront)]
@@ -158,12 +159,14 @@ def _atomic(schedule: isl.Schedule) -> isl.Schedule:
     return schedule.map_schedule_node_bottom_up(visit)
 
 
-def _after(execute: ast.Execute, frees: isl.AstNode | None, loop_vars: dict[str, Expr]) -> ast.AstNode:
+def _after(execute: ast.Execute, frees: tuple[isl.AstNode, tuple[int, ...]] | None,
+           loop_vars: dict[str, Expr]) -> ast.AstNode:
     """A computation followed by the deallocations of the points it was the last to read."""
     if frees is None:
         return execute
+    program, freed_groups = frees
     reader = {f"{READER}{k}": e for k, e in enumerate(execute.point)}
-    return ast.Sequence((execute, _convert(frees, dict(loop_vars, **reader), {})))
+    return ast.Sequence((execute, _convert(program, dict(loop_vars, **reader), {}, freed_groups)))
 
 
 def _union_set(sets: list[isl.Set]) -> isl.UnionSet:
@@ -200,11 +203,13 @@ def _cycle_message(graph: Graph, groups: list[Group], validity: isl.UnionMap) ->
 # ---- isl AST -> our AST ---------------------------------------------------------------------------------------
 
 
-def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict[int, isl.AstNode]):
+def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_groups: tuple[int, ...] = ()):
+    """isl's AST as ours; ``frees`` are the deallocation programs to insert after each site, and in such a
+    program ``F<j>`` frees the group ``freed_groups[j]``."""
     kind = node.get_type()
     if kind == isl.ast_node_type.block:
         children = node.block_get_children()
-        return ast.Sequence(tuple(_convert(children.get_at(k), loop_vars, frees) for k in range(children.n_ast_node())))
+        return ast.Sequence(tuple(_convert(children.get_at(k), loop_vars, frees, freed_groups) for k in range(children.n_ast_node())))
     if kind == isl.ast_node_type.for_:
         name = node.for_get_iterator().get_id().get_name()
         var = Symbol(name)
@@ -212,10 +217,10 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict[int, isl
         start = _expr(node.for_get_init(), loop_vars)
         stop = _stop(node.for_get_cond(), name, inner)
         step = _expr(node.for_get_inc(), loop_vars).constant_value()
-        return ast.Loop(var, start, stop, int(step), _convert(node.for_get_body(), inner, frees))
+        return ast.Loop(var, start, stop, int(step), _convert(node.for_get_body(), inner, frees, freed_groups))
     if kind == isl.ast_node_type.if_:
-        then = _convert(node.if_get_then_node(), loop_vars, frees)
-        orelse = _convert(node.if_get_else_node(), loop_vars, frees) if node.if_has_else_node() else None
+        then = _convert(node.if_get_then_node(), loop_vars, frees, freed_groups)
+        orelse = _convert(node.if_get_else_node(), loop_vars, frees, freed_groups) if node.if_has_else_node() else None
         return ast.If(_cond(node.if_get_cond(), loop_vars), then, orelse)
     if kind == isl.ast_node_type.user:
         call = node.user_get_expr()
@@ -223,11 +228,11 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict[int, isl
         point = tuple(_expr(call.get_op_arg(k), loop_vars) for k in range(1, call.get_op_n_arg()))
         node_id = int(name[1:])
         if name[0] == "F":
-            return ast.Deallocate(node_id, point)
+            return ast.Deallocate(freed_groups[node_id], point)
         site = int(node.get_annotation().get_name()[1:])
         return _after(ast.Execute(node_id, point), frees.get(site), loop_vars)
     if kind == isl.ast_node_type.mark:
-        return _convert(node.mark_get_node(), loop_vars, frees)
+        return _convert(node.mark_get_node(), loop_vars, frees, freed_groups)
     raise ScheduleError(f"unexpected isl AST node {kind}")
 
 

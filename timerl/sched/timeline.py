@@ -127,15 +127,25 @@ class Timeline:
         return self.sites[key][0].domain()
 
 
-def deallocation_program(frees: isl.UnionMap, reader_domain: isl.Set, context: isl.Set) -> isl.AstNode:
+def deallocation_program(frees: isl.UnionMap, reader_domain: isl.Set, context: isl.Set,
+                         built: dict[str, isl.AstNode]) -> tuple[isl.AstNode, tuple[int, ...]]:
     """The loops that free, after a reader ``S<r>[q]`` runs, the points it read last; ``q`` appears as the
-    parameters ``q__0, q__1, ...``, to be replaced by the reader's point where the program is inserted."""
+    parameters ``q__0, q__1, ...``, to be replaced by the reader's point where the program is inserted.
+
+    The program frees ``F<j>`` for the j-th of the returned group ids: most sites free the same shapes (the
+    point just read, the one before it) of different groups, and ``built`` keeps the programs by shape."""
     pieces: list[isl.Map] = []
     frees.foreach_map(pieces.append)
     arity = pieces[0].dim(isl.dim_type.in_)
     depth = 1 + max(p.dim(isl.dim_type.out) for p in pieces)
     points = isl.UnionMap.empty(context.get_space())
-    for order, piece in enumerate(sorted(pieces, key=lambda p: p.get_tuple_name(isl.dim_type.out))):
+    pieces.sort(key=lambda p: p.get_tuple_name(isl.dim_type.out))
+    freed_groups: list[int] = []
+    for piece in pieces:
+        group_id = int(piece.get_tuple_name(isl.dim_type.out)[1:])
+        if group_id not in freed_groups:
+            freed_groups.append(group_id)
+        order = freed_groups.index(group_id)
         nparams = piece.dim(isl.dim_type.param)
         piece = piece.move_dims(isl.dim_type.param, nparams, isl.dim_type.in_, 0, arity)
         for k in range(arity):
@@ -143,8 +153,8 @@ def deallocation_program(frees: isl.UnionMap, reader_domain: isl.Set, context: i
         freed = piece.range()
         names = [f"p{k}" for k in range(freed.dim(isl.dim_type.set))]
         coordinates = [str(order)] + names + ["0"] * (depth - 1 - len(names))
-        name = freed.get_tuple_name()
-        schedule = isl.Map(f"{{ {name}[{', '.join(names)}] -> [{', '.join(coordinates)}] }}")
+        schedule = isl.Map(f"{{ F{order}[{', '.join(names)}] -> [{', '.join(coordinates)}] }}")
+        freed = freed.set_tuple_name(f"F{order}")
         points = points.union(isl.UnionMap.from_map(schedule.intersect_domain(freed)))
     reader_context = reader_domain
     nparams = reader_context.dim(isl.dim_type.param)
@@ -152,11 +162,15 @@ def deallocation_program(frees: isl.UnionMap, reader_domain: isl.Set, context: i
     for k in range(arity):
         reader_context = reader_context.set_dim_name(isl.dim_type.param, nparams + k, f"{READER}{k}")
     reader_context = reader_context.params().intersect_params(context.align_params(reader_context.get_space()))
+    shape = f"{points} within {reader_context}"
+    if shape in built:
+        return built[shape], tuple(freed_groups)
     iterators = isl.IdList.alloc(isl.DEFAULT_CONTEXT, depth)
     for k in range(depth):
         iterators = iterators.add(isl.Id(f"f{k}"))
     build = isl.AstBuild.from_context(reader_context).set_iterators(iterators)
-    return build.node_from_schedule_map(points)
+    built[shape] = build.node_from_schedule_map(points)
+    return built[shape], tuple(freed_groups)
 
 
 def _rename(relation: isl.UnionMap, kind: isl.dim_type, name: str) -> isl.UnionMap:
