@@ -235,3 +235,31 @@ def test_reinforce_learns_with_the_rt_cartpole(one_torch_thread):
     lengths = [row["mean_length"] for row in curve]
     first, last = np.mean(lengths[:5]), np.mean(lengths[-5:])
     assert last > 80 and last > first + 25, f"no clear improvement: {np.round(lengths, 1)}"
+
+
+def test_jax_scan_baseline_steps_like_gymnasium():
+    """The benchmark's in-jax CartPole (float32) follows gymnasium from the same states and actions."""
+    import jax
+    import jax.numpy as jnp
+
+    from benchmarks.jax_scan_reinforce import cartpole_step
+
+    cartpole_step = jax.jit(cartpole_step)
+    rng = np.random.default_rng(0)
+    envs = [gymnasium.make("CartPole-v1") for _ in range(6)]
+    state = np.stack([env.reset(seed=k)[0] for k, env in enumerate(envs)]).astype(np.float64)
+    for env, row in zip(envs, state):
+        env.unwrapped.state = row.copy()
+    ended = np.zeros(6, bool)
+    for _ in range(40):
+        actions = rng.integers(0, 2, size=6)
+        got, terminated = cartpole_step(jnp.asarray(state, jnp.float32), jnp.asarray(actions))
+        for k, env in enumerate(envs):
+            if ended[k]:
+                continue
+            _, _, want_terminated, _, _ = env.step(int(actions[k]))
+            np.testing.assert_allclose(np.asarray(got[k]), env.unwrapped.state, rtol=1e-4, atol=1e-5)
+            assert bool(terminated[k]) == want_terminated
+            ended[k] = want_terminated
+        state = np.stack([env.unwrapped.state for env in envs])
+    assert ended.any()
