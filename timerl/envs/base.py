@@ -127,7 +127,7 @@ class RTEnvironment:
 
     def __repr__(self) -> str:
         actions = f"num_actions={self.num_actions}" if self.discrete else f"action_shape={self.action_shape}"
-        return (f"RTEnvironment({self.name!r}, num_envs={self.num_envs}, "
+        return (f"{type(self).__name__}({self.name!r}, num_envs={self.num_envs}, "
                 f"observation_shape={self.observation_shape}, {actions})")
 
     # ---- what a subclass writes -----------------------------------------------------------------------------
@@ -163,8 +163,7 @@ class RTEnvironment:
         elapsed_after = elapsed + 1
         ended = terminated | (elapsed_after >= self.max_episode_steps)
         fresh = self._draw(steps)
-        ended_rows = ended.reshape((n, *(1 for _ in self.state_shape[1:])))
-        after = F.where(ended_rows, fresh, next_state)
+        after = F.where(ended.unsqueeze(1), fresh, next_state)
         state[(*outer, t + 1)] = after
         elapsed[(*outer, t + 1)] = F.where(ended, F.zeros((n,), "int64"), elapsed_after)
         return self.observe(after), reward.astype("float32"), ended
