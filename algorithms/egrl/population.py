@@ -59,7 +59,7 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 class Population:
     def __init__(self, size: int, boltzmann_fraction: float, features: np.ndarray, hierarchy: Hierarchy,
                  arch: Architecture, rng: np.random.Generator, elite_fraction: float = 0.2,
-                 mutation_probability: float = 0.9, prior_sigma: float = 10.0, weight_sigma: float = 0.1,
+                 mutation_probability: float = 0.9, prior_sigma: float = 10.0, weight_sigma: float = 1.0,
                  mutation_fraction: float = 0.1) -> None:
         self.features, self.hierarchy, self.arch, self.rng = features, hierarchy, arch, rng
         self.elites = max(1, int(round(elite_fraction * size)))
