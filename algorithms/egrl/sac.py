@@ -86,7 +86,7 @@ def build(features: np.ndarray, hierarchy: Hierarchy, experience: Experience, it
         actor_loss = (log_pi.exp() * (log_pi * config.alpha - q_min)).sum(-1).mean()
         entropy = -(log_pi.exp() * log_pi).sum(-1).mean()
         # the losses are the program's output: a sink keeps the whole learner alive through dead-code elimination
-        trl.stack([critic_loss, actor_loss, entropy]).sink(lambda point, value: log.append(np.array(value)))
+        trl.stack([critic_loss, actor_loss, entropy]).sink(lambda point, value: log.append(np.asarray(value).copy()))
         (critic_loss + actor_loss).backward()
         params = actor.parameters() + [p for critic in critics for p in critic.parameters()]
         trl.optim.Adam(params, lr=config.lr).step()
