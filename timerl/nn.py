@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from timerl.errors import TimeRLError, user_location
+from timerl.errors import ArgumentError, TimeRLError, bool_argument, int_argument, user_location
 from timerl.rt import functional as F
 from timerl.rt.context import current_context
 from timerl.rt.placeholder import param
@@ -49,14 +49,15 @@ class Linear(Module):
 
     def __init__(self, n_in: int, n_out: int, domain: Sequence[Symbol] | None = None, seed: int | None = None,
                  bias: bool = True, dtype: str = "float32", gain: float | None = None) -> None:
-        if n_in < 1 or n_out < 1:
-            raise TimeRLError(f"{user_location()}: Linear({n_in}, {n_out}) needs positive sizes")
+        n_in, n_out = int_argument("n_in", n_in, minimum=1), int_argument("n_out", n_out, minimum=1)
+        seed = None if seed is None else int_argument("seed", seed)
+        bias, dtype = bool_argument("bias", bias), F.check_dtype(dtype)
         ctx = current_context()
         weight, offset = _initial(np.random.default_rng(len(ctx.nodes) if seed is None else seed), n_in, n_out,
                                   gain)
         self.n_in, self.n_out = n_in, n_out
-        self.weight = param(weight.astype(dtype), domain=domain)
-        self.bias = param(offset.astype(dtype), domain=domain) if bias else None
+        self.weight = param(weight, domain=domain, dtype=dtype)
+        self.bias = param(offset, domain=domain, dtype=dtype) if bias else None
 
     @classmethod
     def of(cls, weight: RT, bias: RT | None) -> Linear:
@@ -67,6 +68,8 @@ class Linear(Module):
         return layer
 
     def __call__(self, x: RT) -> RT:
+        if not isinstance(x, RT):
+            raise ArgumentError(f"{user_location()}: a layer's input x must be a recurrent tensor, got {x!r}")
         if not x.shape or not _fits(x.shape[-1], self.n_in):
             raise TimeRLError(f"{user_location()}: Linear({self.n_in}, {self.n_out}) applied to shape "
                               f"{tuple(x.shape)}")
@@ -88,8 +91,15 @@ class MLP(Module):
                  gains: tuple[float, float] | None = None, flat: bool = False) -> None:
         """``gains=(hidden, output)``: orthogonal initialization with these gains (e.g. ``(sqrt(2), 0.01)``
         for a PPO policy); default PyTorch's uniform one. ``flat``: one parameter vector (module docstring)."""
+        if not isinstance(sizes, (list, tuple)):
+            raise ArgumentError(f"{user_location()}: sizes must be a list of layer widths, got {sizes!r}")
+        sizes = [int_argument("sizes", size, minimum=1) for size in sizes]
+        seed = None if seed is None else int_argument("seed", seed)
+        dtype = F.check_dtype(dtype)
         if len(sizes) < 2:
             raise TimeRLError(f"{user_location()}: MLP needs at least an input and an output size, got {sizes}")
+        if not isinstance(activation, str) and not callable(activation):
+            raise ArgumentError(f"{user_location()}: activation must be a name or a callable, got {activation!r}")
         if isinstance(activation, str):
             if activation not in ACTIVATIONS:
                 raise TimeRLError(f"{user_location()}: unknown activation {activation!r}; choose one of "
@@ -106,7 +116,7 @@ class MLP(Module):
         first_seed = len(current_context().nodes) if seed is None else seed
         initial = [_initial(np.random.default_rng(first_seed + k), n_in, n_out, layer_gains[k])
                    for k, (n_in, n_out) in enumerate(pairs)]
-        self.flat = param(np.concatenate([a.ravel() for pair in initial for a in pair]).astype(dtype), domain=domain)
+        self.flat = param(np.concatenate([a.ravel() for pair in initial for a in pair]), domain=domain, dtype=dtype)
         self._shapes = [((n_out, n_in), (n_out,)) for n_in, n_out in pairs]
         self.layers = self._views(self.flat)
 
