@@ -20,9 +20,24 @@ CONTROLLED = np.array([True, True, False, False])  # balanced by a controller / 
 NUM_ENVS = len(CONTROLLED)
 
 
+# Actions computed in the program from the observation o: a controller that balances the pole, swings the
+# pendulum or rocks the car up the hill (so episodes run into the time limit, or reach the flag), and uniform
+# random actions from the noise (so CartPole episodes terminate early).
+CONTROLLERS = {
+    "CartPole-v1": lambda o: (o.spatial[:, 2] + 0.2 * o.spatial[:, 3] > 0).astype("int64"),
+    "Pendulum-v1": lambda o: (o.spatial[:, 2] * 0.5).clip(-2.0, 2.0).unsqueeze(1),
+    "MountainCar-v0": lambda o: trl.where(o.spatial[:, 1] > 0, 2, 0),
+}
+RANDOM = {
+    "CartPole-v1": lambda noise: (noise < 0.5).astype("int64"),
+    "Pendulum-v1": lambda noise: (noise * 4.0 - 2.0).unsqueeze(1),
+    "MountainCar-v0": lambda noise: (noise * 3.0).astype("int64"),
+}
+
+
 def rt_rollout(name: str, iterations: int, steps: int, backend: str, **options):
-    """Runs the RT environment under actions computed in the program: a balancing controller for the
-    first environments and uniform random actions for the others. Returns the collected values by name."""
+    """Runs the RT environment, the first environments under the controller, the others at random.
+    Returns the collected values by name."""
     ctx = trl.Context("i t")
     i, t = ctx.dims
     I, T = ctx.bounds
@@ -31,12 +46,8 @@ def rt_rollout(name: str, iterations: int, steps: int, backend: str, **options):
         o = trl.placeholder((NUM_ENVS, *env.observation_shape), domain=(i, t))
         o[i, 0] = env.reset(domain=(i,))
         noise = trl.rand((NUM_ENVS,), domain=(i, t))
-        if env.discrete:  # push towards the side the pole falls to
-            balance = o.spatial[:, 2] + 0.2 * o.spatial[:, 3] > 0
-            a = trl.where(trl.tensor(CONTROLLED), balance, noise < 0.5).astype("int64")
-        else:  # swing with the angular velocity, or push at random
-            push = (o.spatial[:, 2] * 0.5).clip(-2.0, 2.0)
-            a = trl.where(trl.tensor(CONTROLLED), push, noise * 4.0 - 2.0).unsqueeze(1)
+        controlled = trl.tensor(CONTROLLED).reshape(NUM_ENVS, *(1 for _ in env.action_shape))
+        a = trl.where(controlled, CONTROLLERS[name](o), RANDOM[name](noise))
         o[i, t + 1], r, terminated = env.step(a)
         names = ("obs", "action", "reward", "ended", "state")
         stores = dict(zip(names, (collect(x) for x in (o, a, r, terminated, env.state))))
@@ -46,7 +57,7 @@ def rt_rollout(name: str, iterations: int, steps: int, backend: str, **options):
 
 def observe(name: str, state: np.ndarray) -> np.ndarray:
     """gymnasium's observation of a float64 state."""
-    if name == "CartPole-v1":
+    if name != "Pendulum-v1":
         return state.astype(np.float32)
     return np.array([np.cos(state[0]), np.sin(state[0]), state[1]], dtype=np.float32)
 
@@ -74,7 +85,8 @@ def replay(name: str, rt: dict, iterations: int, steps: int, **options) -> dict[
                     continue
                 state = rt["state"][(i, t + 1)][k]
                 if terminated or truncated:  # the restart's draw is the RT env's own: take it over
-                    assert np.all(np.abs(state) <= RESET_HIGH[name]), where
+                    low, high = RESET_RANGE[name]
+                    assert np.all((low <= state) & (state <= high)), where
                     env.reset()
                     env.unwrapped.state = state.copy()
                     np.testing.assert_array_equal(rt["obs"][(i, t + 1)][k], observe(name, state))
@@ -105,10 +117,12 @@ def test_sin_cos_remainder_match_numpy(backend):
             np.testing.assert_allclose(store[(0, t_)], want, rtol=1e-15, atol=1e-15)
 
 
-RESET_HIGH = {"CartPole-v1": 0.05, "Pendulum-v1": np.array([math.pi, 1.0])}
+RESET_RANGE = {"CartPole-v1": (-0.05, 0.05), "Pendulum-v1": (-np.array([math.pi, 1.0]), np.array([math.pi, 1.0])),
+               "MountainCar-v0": (np.array([-0.6, 0.0]), np.array([-0.4, 0.0]))}
 
 
-@pytest.mark.parametrize("name, steps, limit", [("CartPole-v1", 60, 25), ("Pendulum-v1", 30, 12)])
+@pytest.mark.parametrize("name, steps, limit", [("CartPole-v1", 60, 25), ("Pendulum-v1", 30, 12),
+                                                ("MountainCar-v0", 30, 12)])
 def test_rt_env_matches_gymnasium_step_for_step(backend, name, steps, limit):
     """Short time limits (gymnasium.make's max_episode_steps) put truncations, terminations and restarts
     inside a few dozen steps."""
@@ -124,7 +138,7 @@ def test_rt_env_matches_gymnasium_step_for_step(backend, name, steps, limit):
     assert all(v.dtype == bool for v in rt["ended"].values())
 
 
-@pytest.mark.parametrize("name, steps", [("CartPole-v1", 505), ("Pendulum-v1", 205)])
+@pytest.mark.parametrize("name, steps", [("CartPole-v1", 505), ("Pendulum-v1", 205), ("MountainCar-v0", 205)])
 def test_default_time_limits(name, steps):
     """gymnasium's own limits, 500 and 200 steps, counted across restarts like its TimeLimit wrapper."""
     env, rt = rt_rollout(name, 1, steps, "torch")
@@ -133,13 +147,16 @@ def test_default_time_limits(name, steps):
     controlled = ends[:, CONTROLLED]
     if name == "CartPole-v1":  # the controller balances until the limit
         assert controlled[:499].sum() == 0 and controlled[499].all() and counts["terminated"] > 0
+    elif name == "MountainCar-v0":  # the controller reaches the flag, random pushes do not
+        assert controlled[:199].any(axis=0).all() and counts["terminated"] >= CONTROLLED.sum()
+        assert ends[:199, ~CONTROLLED].sum() == 0 and ends[199, ~CONTROLLED].all()
     else:
         assert ends[:199].sum() == 0 and ends[199].all() and counts["truncated"] == NUM_ENVS
 
 
 def test_no_host_code_runs_the_environment():
     """Every node the RT environment adds is an array op or a random draw: no udf, source or sink."""
-    for name in ("CartPole-v1", "Pendulum-v1"):
+    for name in ("CartPole-v1", "Pendulum-v1", "MountainCar-v0"):
         ctx = trl.Context("i t")
         i, t = ctx.dims
         env = trl.rl.make_env(name, num_envs=2, simulator="rt")
@@ -171,7 +188,7 @@ def test_one_rollout_without_iterations(backend):
 
 
 def test_interface_matches_the_gymnasium_env():
-    for name in ("CartPole-v1", "Pendulum-v1"):
+    for name in ("CartPole-v1", "Pendulum-v1", "MountainCar-v0"):
         rt_env = trl.rl.make_env(name, num_envs=3, simulator="rt")
         gym_env = trl.rl.make_env(name, num_envs=3)
         assert (rt_env.simulator, gym_env.simulator) == ("rt", "gymnasium")  # gymnasium stays the default

@@ -2,8 +2,9 @@
 
 from timerl.envs.base import ActionError, RTEnvironment
 from timerl.envs.cartpole import CartPole
+from timerl.envs.mountain_car import MountainCar
 from timerl.envs.pendulum import Pendulum
 
-ENVIRONMENTS: dict[str, type[RTEnvironment]] = {env.name: env for env in (CartPole, Pendulum)}
+ENVIRONMENTS: dict[str, type[RTEnvironment]] = {env.name: env for env in (CartPole, MountainCar, Pendulum)}
 
-__all__ = ["ActionError", "CartPole", "ENVIRONMENTS", "Pendulum", "RTEnvironment"]
+__all__ = ["ActionError", "CartPole", "ENVIRONMENTS", "MountainCar", "Pendulum", "RTEnvironment"]
