@@ -254,3 +254,25 @@ def test_a_backend_that_cannot_load_fails_its_tests(pytester):
     """)
     outcome = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
     outcome.assert_outcomes(passed=1, failed=2)
+
+
+# ---- found by the fuzzer (tests/test_fuzz.py) ------------------------------------------------------------------
+
+
+def test_ops_along_a_dimension_of_a_0d_tensor_agree(backend):
+    """torch takes dim 0 or -1 of a 0-d tensor (reductions, cumsum, softmax, argmax, squeeze); NumPy did not,
+    so torch returned values where the reference raised, and cumsum had shape (1,) on torch only."""
+    ctx = trl.Context("t")
+    (T,) = ctx.bounds
+    with ctx:
+        x = trl.source(lambda p: np.float32(0.5 + p["t"]), domain=ctx.dims)
+        stores = [collect(y) for y in (x.sum(0), x.max(-1), x.mean(0, keepdim=True), x.cumsum(0), x.softmax(),
+                                       x.log_softmax(0), x.argmax(0), x.squeeze(0))]
+        for bad in (lambda: x.sum(1), lambda: x.index_select(0, trl.tensor(np.array([0]))), lambda: x.flip(0)):
+            with pytest.raises(trl.ShapeError, match="dim"):
+                bad()
+    run(ctx, {T: 2}, backend)
+    value = {(k,): np.float32(0.5 + k) for k in range(2)}
+    for store, expected in zip(stores, [value, value, value, value, {p: 1.0 for p in value},
+                                        {p: 0.0 for p in value}, {p: 0 for p in value}, value]):
+        assert_values(store, expected)

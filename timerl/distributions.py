@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from timerl.errors import TimeRLError, user_location
+from timerl.errors import ArgumentError, TimeRLError, float_argument, user_location
 from timerl.ops.registry import broadcast_shapes
 from timerl.rt import functional as F
 from timerl.rt.tensor import RecurrentTensor
@@ -41,6 +41,8 @@ class Categorical:
         return F.argmax(F.detach(self.logits) + gumbel, dim=-1)
 
     def log_prob(self, value: RT) -> RT:
+        if not isinstance(value, RT):
+            raise ArgumentError(f"{user_location()}: value must be a recurrent tensor of categories, got {value!r}")
         index = F.unsqueeze(F.astype(value, "int64"), -1)
         batch = tuple(self.logits.shape[:-1])
         if len(index.shape) - 1 != len(batch):
@@ -56,6 +58,9 @@ class Normal:
     """Independent normals with ``mean`` and ``std`` (RTs or floats, broadcast together)."""
 
     def __init__(self, mean: Any, std: Any) -> None:
+        for name, value in (("mean", mean), ("std", std)):
+            if not isinstance(value, RT):
+                float_argument(name, value)  # a recurrent tensor or a number
         tensors = [v for v in (mean, std) if isinstance(v, RT)]
         if not tensors:
             raise TimeRLError(f"{user_location()}: Normal needs a recurrent tensor mean or std")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numbers
 import os
 import sys
+from typing import Any
 
 _PACKAGE_ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -28,6 +30,10 @@ class IndexOutOfRangeError(TimeRLError, IndexError):
     """A data index (gather, index_select, one_hot) outside the dimension it indexes, found at run time."""
 
 
+class ArgumentError(TimeRLError, TypeError):
+    """An argument of the wrong type, named in the message; a TypeError too, as Python's own would be."""
+
+
 class DeviceOutOfMemoryError(TimeRLError):
     """The program cannot fit the device memory, even with swapping."""
 
@@ -41,3 +47,43 @@ def user_location() -> str:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"
+
+
+# ---- argument checks of the public API: each names the argument and the user's line ----------------------------
+
+
+def _refuse(name: str, expected: str, value: Any) -> ArgumentError:
+    return ArgumentError(f"{user_location()}: {name} must be {expected}, got {value!r}")
+
+
+def int_argument(name: str, value: Any, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (
+            minimum is not None and value < minimum):
+        raise _refuse(name, "an int" + (f" >= {minimum}" if minimum is not None else ""), value)
+    return int(value)
+
+
+def float_argument(name: str, value: Any, optional: bool = False) -> float | None:
+    if optional and value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _refuse(name, "a number" + (" or None" if optional else ""), value)
+    return float(value)
+
+
+def bool_argument(name: str, value: Any) -> bool:
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":  # NumPy's bool too
+        raise _refuse(name, "True or False", value)
+    return bool(value)
+
+
+def str_argument(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise _refuse(name, "a string", value)
+    return value
+
+
+def callable_argument(name: str, value: Any) -> Any:
+    if not callable(value):
+        raise _refuse(name, "a callable", value)
+    return value

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from timerl.errors import TimeRLError, user_location
+from timerl.errors import ArgumentError, TimeRLError, float_argument, user_location
 from timerl.ops.registry import is_float
 from timerl.rt import functional as F
 from timerl.rt.placeholder import placeholder
@@ -36,6 +36,8 @@ RT = RecurrentTensor
 
 class Optimizer:
     def __init__(self, params: Sequence[RT], lr: float | RT, max_grad_norm: float | None = None) -> None:
+        if not isinstance(params, (list, tuple)) or not all(isinstance(p, RT) for p in params):
+            raise ArgumentError(f"{user_location()}: params must be a list of trl.param tensors, got {params!r}")
         self.params = list(params)
         if not self.params:
             raise TimeRLError(f"{user_location()}: an optimizer needs at least one parameter")
@@ -49,8 +51,8 @@ class Optimizer:
         if len(domains) > 1:
             raise TimeRLError(f"{user_location()}: one optimizer steps parameters over one domain, got "
                               f"{sorted(tuple(d.name for d in domain) for domain in domains)}")
-        self.lr = lr
-        self.max_grad_norm = max_grad_norm
+        self.lr = lr if isinstance(lr, RT) else float_argument("lr", lr)
+        self.max_grad_norm = float_argument("max_grad_norm", max_grad_norm, optional=True)
         self._stepped = False
 
     def step(self) -> None:
@@ -111,8 +113,10 @@ class Adam(Optimizer):
     def __init__(self, params: Sequence[RT], lr: float | RT = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, max_grad_norm: float | None = None) -> None:
         super().__init__(params, lr, max_grad_norm)
-        self.betas = (float(betas[0]), float(betas[1]))
-        self.eps = float(eps)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ArgumentError(f"{user_location()}: betas must be a pair of numbers, got {betas!r}")
+        self.betas = (float_argument("betas[0]", betas[0]), float_argument("betas[1]", betas[1]))
+        self.eps = float_argument("eps", eps)
         self._step_counts: dict[tuple[Symbol, ...], RT] = {}
 
     def update(self, param: RT, value: RT, grad: RT) -> RT:

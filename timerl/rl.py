@@ -29,7 +29,7 @@ import numpy as np
 
 from timerl.envs import ENVIRONMENTS, RTEnvironment
 from timerl.envs.base import ActionError, check_num_envs, check_reset_domain, step_domain
-from timerl.errors import TimeRLError, user_location
+from timerl.errors import ArgumentError, TimeRLError, int_argument, str_argument, user_location
 from timerl.pdg.graph import Edge, TensorType
 from timerl.rt import functional as F
 from timerl.rt.placeholder import placeholder
@@ -61,6 +61,8 @@ def make_env(name: str, num_envs: int = 16, seed: int = 0, simulator: str = "gym
     - ``simulator="rt"``: the dynamics as RT ops (CartPole-v1, Pendulum-v1), no host code at run time.
       Initial states come from the program's random stream (``ctx.compile(seed=...)``), uniform in
       gymnasium's ranges; they cannot match gymnasium's draws and ``seed`` does not change them."""
+    str_argument("name", name)
+    int_argument("seed", seed)
     if simulator == "gymnasium":
         return Env(name, num_envs, seed, **kwargs)
     if simulator != "rt":
@@ -80,6 +82,7 @@ class Env:
 
     def __init__(self, name: str, num_envs: int = 16, seed: int = 0, **kwargs: Any) -> None:
         num_envs = check_num_envs(num_envs)
+        name, seed = str_argument("name", name), int_argument("seed", seed)
         try:
             self._vector = gymnasium.vector.SyncVectorEnv(
                 [lambda: gymnasium.make(name, **kwargs) for _ in range(num_envs)],
@@ -231,7 +234,13 @@ class _Step:
 def episode_statistics(rewards: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Lengths and returns of the episodes completed in a ``(T, num_envs)`` block of rewards and episode
     ends that starts with fresh episodes (one iteration: ``r[i, 0:T]``, ``terminated[i, 0:T]``)."""
-    rewards, ends = np.asarray(rewards, dtype=np.float64), np.asarray(ends, dtype=bool)
+    try:
+        rewards, ends = np.asarray(rewards, dtype=np.float64), np.asarray(ends, dtype=bool)
+    except (TypeError, ValueError) as error:
+        raise ArgumentError(f"{user_location()}: rewards and ends must be numeric arrays: {error}") from None
+    if rewards.ndim != 2 or ends.shape != rewards.shape:
+        raise ArgumentError(f"{user_location()}: rewards and ends must be (T, num_envs) arrays of one shape, got "
+                            f"{rewards.shape} and {ends.shape}")
     lengths, returns = [], []
     for k in range(ends.shape[1]):
         start = 0

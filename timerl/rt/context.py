@@ -6,7 +6,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
-from timerl.errors import DomainError, TimeRLError, user_location
+from timerl.errors import ArgumentError, DomainError, TimeRLError, user_location
 from timerl.pdg.graph import Attrs, Edge, Graph, Node, TensorType
 from timerl.rt.symbolic import TRUE, And, Cond, Expr, Symbol, as_cond, conjunction, non_affine_in, position
 
@@ -39,6 +39,8 @@ class Context:
     """``trl.Context(dims="b i t")``: dimensions outermost first, each with an upper bound symbol."""
 
     def __init__(self, dims: str | Sequence[str]) -> None:
+        if not isinstance(dims, (str, list, tuple)) or not all(isinstance(n, str) for n in dims):
+            raise ArgumentError(f"{user_location()}: dims must be a string of names such as 'i t', got {dims!r}")
         names = dims.split() if isinstance(dims, str) else list(dims)
         if not names and dims:
             raise TimeRLError("Context(dims=...) takes space-separated dimension names, e.g. 'i t'")

@@ -7,7 +7,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 import timerl.ops  # noqa: F401  (registers every op)
-from timerl.errors import ShapeError, TimeRLError, user_location
+from timerl.errors import (
+    ArgumentError,
+    ShapeError,
+    TimeRLError,
+    bool_argument,
+    float_argument,
+    int_argument,
+    user_location,
+)
 from timerl.ops import registry
 from timerl.ops.registry import OPS, is_float
 from timerl.pdg.graph import Attrs, Edge, TensorType
@@ -19,6 +27,9 @@ RT = RecurrentTensor
 
 
 def normalize_axis(axis: int, rank: int) -> int:
+    int_argument("dim", axis)
+    if rank == 0:  # ops that take dim 0 or -1 of a 0-d tensor, as torch does, handle it before calling this
+        raise ShapeError(f"{user_location()}: dim={axis}: the tensor has no spatial dimensions (shape ())")
     try:
         return registry.normalize_axis(axis, rank)
     except ShapeError as error:
@@ -37,6 +48,17 @@ def check_dtype(dtype: Any) -> str:
         raise ShapeError(f"{user_location()}: unknown dtype {dtype!r}; "
                          f"choose one of {', '.join(registry.DTYPE_ORDER)}")
     return dtype
+
+
+def shape_argument(name: str, shape: Any) -> tuple:
+    """A tuple of sizes, static (ints >= 0) or symbolic (``T - t``); a single size is a 1-tuple."""
+    if isinstance(shape, (int, np.integer, Expr)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(d, Expr) or isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+            for d in shape):
+        raise ArgumentError(f"{user_location()}: {name} must be a tuple of sizes, got {shape!r}")
+    return tuple(int(d) if isinstance(d, np.integer) else d for d in shape)
 
 
 def static_shape(shape: Any) -> tuple[int, ...]:
@@ -136,7 +158,7 @@ def ones(shape: Sequence[int], dtype: str = "float32", domain: Sequence[Symbol] 
 
 
 def arange(n: int, dtype: str = "int64", domain: Sequence[Symbol] = (), requires_grad: bool = False) -> RT:
-    return tensor(np.arange(n), dtype, domain, requires_grad)
+    return tensor(np.arange(int_argument("n", n, minimum=0)), dtype, domain, requires_grad)
 
 
 def _leaf(op: str, shape: Sequence[int], dtype: str, domain: Sequence[Symbol], requires_grad: bool,
@@ -152,7 +174,7 @@ def _leaf(op: str, shape: Sequence[int], dtype: str, domain: Sequence[Symbol], r
 
 def _grad_flag(requires_grad: bool, dtype: str) -> bool:
     """Like torch: only floating-point tensors can require gradients."""
-    if requires_grad and not is_float(dtype):
+    if bool_argument("requires_grad", requires_grad) and not is_float(dtype):
         raise TimeRLError(f"{user_location()}: only floating-point tensors can require gradients, got {dtype}")
     return bool(requires_grad)
 
@@ -220,9 +242,9 @@ def pow(x: Any, y: Any) -> RT:
 
 
 def clip(x: RT, min: float | None = None, max: float | None = None) -> RT:
-    low = -np.inf if min is None else min
-    high = np.inf if max is None else max
-    return apply("clip", x, low=float(low), high=float(high))
+    low = float_argument("min", min, optional=True)
+    high = float_argument("max", max, optional=True)
+    return apply("clip", x, low=-np.inf if low is None else low, high=np.inf if high is None else high)
 
 
 clamp = clip
@@ -238,8 +260,18 @@ def astype(x: RT, dtype: str) -> RT:
 
 
 def _reduce(name: str, x: RT, dim: Any, keepdim: bool) -> RT:
-    dims = normalize_axes(dim, x.ndim)
-    return apply(name, x, dims=dims, keepdim=bool(keepdim))
+    dims = normalize_axes(dim, x.ndim if x.ndim else 1)  # a 0-d tensor takes dim 0 or -1, like torch's
+    if x.ndim == 0:
+        dims = ()
+    return apply(name, x, dims=dims, keepdim=bool_argument("keepdim", keepdim))
+
+
+def _along(name: str, x: RT, dim: int, **attrs: Any) -> RT:
+    """An op along one dimension; on a 0-d tensor (dim 0 or -1, like torch) it runs on the 1-element vector."""
+    if x.ndim:
+        return apply(name, x, dim=normalize_axis(dim, x.ndim), **attrs)
+    normalize_axes(dim, 1)
+    return reshape(apply(name, reshape(x, (1,)), dim=0, **attrs), ())
 
 
 def sum(x: RT, dim: Any = None, keepdim: bool = False) -> RT:
@@ -259,41 +291,44 @@ def min(x: RT, dim: Any = None, keepdim: bool = False) -> RT:
 
 
 def argmax(x: RT, dim: int | None = None, keepdim: bool = False) -> RT:
-    if dim is None:
+    keepdim = bool_argument("keepdim", keepdim)
+    if dim is None or x.ndim == 0:
+        normalize_axes(dim, 1)  # only checks a 0-d tensor's dim
         return apply("argmax", reshape(x, (-1,)), dims=(0,), keepdim=False)
-    return apply("argmax", x, dims=(normalize_axis(dim, x.ndim),), keepdim=bool(keepdim))
+    return apply("argmax", x, dims=(normalize_axis(dim, x.ndim),), keepdim=keepdim)
 
 
 def cumsum(x: RT, dim: int = 0) -> RT:
-    return apply("cumsum", x, dim=normalize_axis(dim, x.ndim))
+    return _along("cumsum", x, dim)
 
 
 def softmax(x: RT, dim: int = -1) -> RT:
-    return apply("softmax", x, dim=normalize_axis(dim, x.ndim))
+    return _along("softmax", x, dim)
 
 
 def log_softmax(x: RT, dim: int = -1) -> RT:
-    return apply("log_softmax", x, dim=normalize_axis(dim, x.ndim))
+    return _along("log_softmax", x, dim)
 
 
 def discounted_sum(x: RT, gamma: float) -> RT:
     """``sum_k gamma**k * x[k]`` over dim 0."""
     if x.ndim == 0:
         raise ShapeError(f"{user_location()}: discounted_sum needs at least one spatial dimension")
-    return apply("discounted_sum", x, gamma=float(gamma))
+    return apply("discounted_sum", x, gamma=float_argument("gamma", gamma))
 
 
 def discounted_cum_sum(x: RT, gamma: float) -> RT:
     """``y[k] = sum_{j >= k} gamma**(j - k) * x[j]`` over dim 0 (the return from each step on)."""
     if x.ndim == 0:
         raise ShapeError(f"{user_location()}: discounted_cum_sum needs at least one spatial dimension")
-    return apply("discounted_cum_sum", x, gamma=float(gamma), reverse=True)
+    return apply("discounted_cum_sum", x, gamma=float_argument("gamma", gamma), reverse=True)
 
 
 def sum_to(x: RT, shape: Sequence[Any]) -> RT:
     """Sum ``x`` down to ``shape`` (the inverse of broadcasting)."""
     from timerl.ops.registry import same_dim
 
+    shape = shape_argument("shape", shape)
     extra = x.ndim - len(shape)
     dims = list(range(extra))
     for axis, size in enumerate(shape):
@@ -374,6 +409,9 @@ def unsqueeze(x: RT, dim: int) -> RT:
 def squeeze(x: RT, dim: int | None = None) -> RT:
     if dim is None:
         return reshape(x, tuple(s for s in x.shape if not (isinstance(s, int) and s == 1)))
+    if x.ndim == 0:
+        normalize_axes(dim, 1)
+        return x
     dim = normalize_axis(dim, x.ndim)
     if not (isinstance(x.shape[dim], int) and x.shape[dim] == 1):
         return x
@@ -382,6 +420,7 @@ def squeeze(x: RT, dim: int | None = None) -> RT:
 
 def expand(x: RT, *shape: Any) -> RT:
     target = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
+    shape_argument("shape", tuple(s for s in target if not (isinstance(s, int) and s == -1)))  # -1 keeps a size
     offset = len(target) - x.ndim
     target = tuple(x.shape[a - offset] if isinstance(s, int) and s == -1 else s for a, s in enumerate(target))
     if len(target) == x.ndim and all(_same(a, b) for a, b in zip(target, x.shape)):
@@ -434,16 +473,12 @@ def _forward_slices(shape: tuple, key: tuple) -> tuple[tuple, list[int]]:
 
 
 def cat(tensors: Sequence[RT], dim: int = 0) -> RT:
-    if not tensors:
-        raise ShapeError(f"{user_location()}: trl.cat needs at least one tensor")
-    first = tensors[0]
+    first = _tensors_argument("tensors", tensors)[0]
     return apply("cat", *tensors, dim=normalize_axis(dim, first.ndim))
 
 
 def stack(tensors: Sequence[RT], dim: int = 0) -> RT:
-    if not tensors:
-        raise ShapeError(f"{user_location()}: trl.stack needs at least one tensor")
-    first = tensors[0]
+    first = _tensors_argument("tensors", tensors)[0]
     return apply("stack", *tensors, dim=normalize_axis(dim, first.ndim + 1))
 
 
@@ -462,15 +497,29 @@ def matmul(x: Any, y: Any) -> RT:
 
 
 def gather(x: RT, dim: int, index: RT) -> RT:
-    return apply("gather", x, index, dim=normalize_axis(dim, x.ndim))
+    return apply("gather", _tensor_argument("x", x), index, dim=normalize_axis(dim, x.ndim))
 
 
 def index_select(x: RT, dim: int, index: Any) -> RT:
-    return apply("index_select", x, index, dim=normalize_axis(dim, x.ndim))
+    return apply("index_select", _tensor_argument("x", x), index, dim=normalize_axis(dim, x.ndim))
 
 
 def one_hot(x: RT, num_classes: int) -> RT:
-    return apply("one_hot", x, num_classes=int(num_classes))
+    return apply("one_hot", _tensor_argument("x", x), num_classes=int_argument("num_classes", num_classes, 1))
+
+
+def _tensor_argument(name: str, value: Any) -> RT:
+    if not isinstance(value, RT):
+        raise ArgumentError(f"{user_location()}: {name} must be a recurrent tensor, got {value!r}")
+    return value
+
+
+def _tensors_argument(name: str, values: Any) -> list[RT]:
+    if isinstance(values, RT) or not isinstance(values, (list, tuple)) or not all(isinstance(v, RT) for v in values):
+        raise ArgumentError(f"{user_location()}: {name} must be a list of recurrent tensors, got {values!r}")
+    if not values:
+        raise ShapeError(f"{user_location()}: {name} is empty: at least one tensor is needed")
+    return list(values)
 
 
 METHODS = (

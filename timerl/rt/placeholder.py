@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from timerl.errors import DomainError, ShapeError, TimeRLError, user_location
+from timerl.errors import DomainError, ShapeError, TimeRLError, bool_argument, user_location
 from timerl.ops.registry import is_float
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt import functional as F
@@ -26,11 +26,11 @@ RT = RecurrentTensor
 def placeholder(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = (),
                 requires_grad: bool = False) -> RT:
     ctx = current_context()
-    shape = tuple(shape)
+    shape = F.shape_argument("shape", shape)
     node = ctx.add_node("merge", Attrs.of(shape=shape, dtype=F.check_dtype(dtype)),
                         ctx.check_domain(domain, user_location()), [],
                         (TensorType(shape, dtype),), user_location())
-    node.requires_grad = requires_grad
+    node.requires_grad = bool_argument("requires_grad", requires_grad)
     return RT.of(ctx, node)
 
 

@@ -19,7 +19,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence, Union
 
-from timerl.errors import TimeRLError, user_location
+from timerl.errors import ArgumentError, TimeRLError, bool_argument, user_location
 
 IntLike = Union[int, "Expr"]
 
@@ -139,6 +139,11 @@ class Symbol(Expr):
     name: str
     is_bound: bool = False
     uid: int = field(default_factory=lambda: next(_SYMBOL_IDS))
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ArgumentError(f"{user_location()}: a symbol's name must be an identifier, got {self.name!r}")
+        bool_argument("is_bound", self.is_bound)
 
     def key(self) -> tuple:
         return ("sym", self.name, self.is_bound, self.uid)
