@@ -154,6 +154,39 @@ def test_default_time_limits(name, steps):
         assert ends[:199].sum() == 0 and ends[199].all() and counts["truncated"] == NUM_ENVS
 
 
+# Hand-picked states and actions at the edges of each environment's dynamics.
+EDGE_CASES = {
+    "CartPole-v1": (  # at rest; crossing the cart limit; past the angle limit; at the limits moving back
+        [[0.0, 0.0, 0.0, 0.0], [2.39, 1.0, 0.0, 0.0], [0.0, 0.0, 0.2, 0.5], [-2.4, 0.3, -0.2094, 0.3]],
+        [0, 1, 0, 1]),
+    "Pendulum-v1": (  # speed clipped; angle past pi (normalized cost); torque beyond the limit; at rest
+        [[math.pi, 7.9], [4.0, -8.0], [0.5, 0.0], [0.0, 0.0]], [[2.0], [-0.7], [3.5], [-2.5]]),
+    "MountainCar-v0": (  # into the left wall; onto the flag; speed clipped; at rest, no push
+        [[-1.19, -0.02], [0.49, 0.02], [-0.5, -0.07], [-0.5, 0.0]], [0, 2, 0, 1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_CASES))
+def test_dynamics_from_chosen_states(backend, name):
+    """One step of `dynamics` from the same states under the same actions as gymnasium's env.step."""
+    states, actions = (np.asarray(v) for v in EDGE_CASES[name])
+    ctx = trl.Context("t")
+    env = trl.rl.make_env(name, num_envs=len(states), simulator="rt")
+    dtype = "int64" if env.discrete else "float32"
+    with ctx:
+        after, reward, terminated = env.dynamics(trl.tensor(states, "float64"), trl.tensor(actions, dtype))
+        got = [collect(x) for x in (after, reward.astype("float32"), terminated)]
+    run(ctx, {}, backend)
+    for k, (state, action) in enumerate(zip(states, actions)):
+        gym_env = gymnasium.make(name).unwrapped
+        gym_env.reset(seed=0)
+        gym_env.state = state.copy()
+        _, want_reward, want_terminated, _, _ = gym_env.step(int(action) if env.discrete else action.astype(np.float32))
+        np.testing.assert_allclose(got[0][()][k], np.asarray(gym_env.state, np.float64), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(got[1][()][k], np.float32(want_reward), rtol=1e-7)
+        assert bool(got[2][()][k]) == want_terminated, f"{name} case {k}"
+
+
 def test_no_host_code_runs_the_environment():
     """Every node the RT environment adds is an array op or a random draw: no udf, source or sink."""
     for name in ("CartPole-v1", "Pendulum-v1", "MountainCar-v0"):
