@@ -1,11 +1,11 @@
-"""The Graph U-Net written as RTs against the independent eager PyTorch implementation of `torch_reference`,
+"""The Graph U-Net written as RTs against the independent eager PyTorch implementation of `egrl_torch_reference`,
 on the same weights."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from torch_reference import torch_unet
+from egrl_torch_reference import torch_unet
 
 import timerl as trl
 from algorithms.egrl.policy import Architecture, GraphUNet, coarsen, eager_forward

@@ -1,11 +1,11 @@
 """The SAC-discrete learner written as RTs against the same update derived in eager PyTorch (autograd and
-torch.optim.Adam on the independent network of `torch_reference`): the actor the udf sees after two steps."""
+torch.optim.Adam on the independent network of `egrl_torch_reference`): the actor the udf sees after two steps."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from torch_reference import torch_unet
+from egrl_torch_reference import torch_unet
 
 from algorithms.egrl import sac
 from algorithms.egrl.policy import Architecture, coarsen, init_weights
