@@ -36,6 +36,7 @@ class Sizes:
     hidden: int = 32
     edge_hidden: int = 16
     rounds: int = 2
+    uniform_logit: float = 3.0  # initial logit of the uniform action over the others (see init_weights)
 
 
 def _layers(sizes: Sizes) -> dict[str, tuple[int, int]]:
@@ -49,8 +50,8 @@ def _layers(sizes: Sizes) -> dict[str, tuple[int, int]]:
 
 def init_weights(sizes: Sizes = Sizes(), seed: int = 0) -> dict[str, np.ndarray]:
     """PyTorch-style uniform(-1/sqrt(fan in), 1/sqrt(fan in)) for the policy and baseline GNNs and heads;
-    the last policy layer is scaled by 0.01 and its bias favours the uniform action (logit + 3, so about
-    57% of the first choices are standard BRKGA's Beta(1, 1)): training starts from BRKGA, not from a
+    the last policy layer is scaled by 0.01 and its bias favours the uniform action (logit + 3 gives about
+    57% of the first choices to standard BRKGA's Beta(1, 1), + 5 gives 91%): training starts from BRKGA, not from a
     random mix of skewed proposals, which searches worse. The baseline's output bias starts at -1, the
     reward of proposals as good as standard BRKGA, so its first predictions do not swamp the advantage."""
     rng = np.random.default_rng(seed)
@@ -65,7 +66,7 @@ def init_weights(sizes: Sizes = Sizes(), seed: int = 0) -> dict[str, np.ndarray]
         weights[f"{name}.b"] = rng.uniform(-limit, limit, (fan_out,)).astype(np.float32)
     weights["policy.head_out.w"] *= 0.01
     weights["policy.head_out.b"] *= 0.01
-    weights["policy.head_out.b"].reshape(HEADS, CHOICES)[:, UNIFORM] += 3.0
+    weights["policy.head_out.b"].reshape(HEADS, CHOICES)[:, UNIFORM] += sizes.uniform_logit
     weights["baseline.head_out.b"][:] = -1.0
     return weights
 

@@ -7,7 +7,10 @@ environments of `timerl.rl`), and the reward is ``-cost(REGAL) / cost(uniform BR
 with the same budget and the same BRKGA seed, fresh for every episode. Both runs draw the same random
 numbers (`brkga.Proposal` samples by inversion), so the ratio measures the proposal, not the luck of
 the search: a policy that proposes Beta(1, 1) everywhere gets exactly -1. The loss is the REINFORCE term with the baseline GNN's prediction
-subtracted, plus the baseline's squared error.
+subtracted, plus the baseline's squared error. With ``samples`` > 1, each graph of a batch gets several
+sampled actions and the advantage subtracts the mean reward of that graph's samples instead (a Monte
+Carlo estimate of the same scalar baseline b(G), with far less variance than the network's at the few
+hundred iterations this machine affords; the baseline GNN is still trained).
 
 Training runs BRKGA with a small budget (``train_budget``, 1,000 by default instead of the paper's 5,000)
 to fit this machine; the paper shows the learned proposals carry over to larger budgets, and `bench`
@@ -17,6 +20,7 @@ measures them at 5,000.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -42,6 +46,7 @@ class Config:
     seed: int = 0
     backend: str = "torch"
     workers: int = 1  # processes running BRKGA inside the reward
+    samples: int = 1  # actions sampled per graph in a batch (batch / samples distinct graphs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,12 +101,17 @@ class _Reward:
         return f"brkga_reward({self.config.kind}, budget={self.config.train_budget})"
 
 
-def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = False) -> Trained:
-    """REINFORCE on ``graphs``."""
+def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = False,
+          reward: Callable[[dict, Any], tuple[np.ndarray]] | None = None) -> Trained:
+    """REINFORCE on ``graphs``. ``reward(point, actions)`` replaces the BRKGA reward (for tests): it gets
+    the (B, N, HEADS) actions of iteration ``point["i"]`` and returns a 1-tuple of (B,) float32 rewards."""
     single_threaded()
     rng = np.random.default_rng(config.seed)
     nodes = max(graph.num_ops for graph in graphs)
-    batches = np.stack([rng.choice(len(graphs), config.batch, replace=len(graphs) < config.batch)
+    distinct = config.batch // config.samples
+    if distinct * config.samples != config.batch:
+        raise ValueError(f"batch {config.batch} is not a multiple of samples {config.samples}")
+    batches = np.stack([np.repeat(rng.choice(len(graphs), distinct, replace=len(graphs) < distinct), config.samples)
                         for _ in range(config.iterations)])
     inputs = _BatchInputs(graphs, batches, nodes)
     initial = init_weights(config.sizes, config.seed)
@@ -117,10 +127,14 @@ def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = F
                                  for name, shape in inputs.shapes(config.batch).items())
         policy = trl.distributions.Categorical(logits=policy_logits(weights, layout, x, e, adjacency, config.sizes))
         action = policy.sample()  # (B, N, HEADS)
-        (reward,) = F.apply("udf", action, fn=_Reward(graphs, batches, config),
+        (reward,) = F.apply("udf", action, fn=reward or _Reward(graphs, batches, config),
                             outputs=(TensorType((config.batch,), "float32"),), as_tuple=True)
         value = baseline(weights, layout, x, e, adjacency, mask, config.sizes)
-        advantage = (reward - value).detach()
+        if config.samples > 1:  # the other samples of the same graph are a lower-variance baseline
+            per_graph = reward.reshape((distinct, config.samples))
+            advantage = (per_graph - per_graph.mean(dim=1, keepdim=True)).reshape((config.batch,)).detach()
+        else:
+            advantage = (reward - value).detach()
         log_prob = (policy.log_prob(action).sum(dim=-1) * mask).sum(dim=-1)  # (B,): the whole action
         loss = -(log_prob * advantage).mean() + ((reward - value) * (reward - value)).mean()
         loss.backward()
