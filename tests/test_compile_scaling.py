@@ -1,0 +1,52 @@
+"""The scheduler's problem grows linearly with the program (issue 8): structure, not seconds, is asserted.
+benchmarks/compile_scaling.py measures the times."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import islpy as isl
+
+from benchmarks.compile_scaling import build
+from timerl.compile import resolve_bounds
+from timerl.pdg.pipeline import optimize_graph
+from timerl.sched.ast import Deallocate, Execute, Loop, Sequence
+from timerl.sched.schedule import schedule_graph
+
+
+@lru_cache(maxsize=None)  # the programs are compiled once for both tests
+def schedule(hidden_layers: int):
+    ctx = build(hidden_layers, num_envs=2, hidden=4)
+    bounds = resolve_bounds(ctx, {"I": 3, "T": 5})
+    graph = optimize_graph(ctx.graph(), bounds)
+    return schedule_graph(graph, bounds)
+
+
+def walk(node):
+    yield node
+    children = node.body if isinstance(node, Sequence) else (node.body,) if isinstance(node, Loop) else (
+        tuple(c for c in (getattr(node, "then", None), getattr(node, "orelse", None)) if c is not None))
+    for child in children:
+        yield from walk(child)
+
+
+def test_isl_statements_grow_by_the_same_amount_per_layer_and_leave_out_constants():
+    results = [schedule(layers) for layers in (1, 2, 3)]
+    statements = [r.statements for r in results]
+    assert statements[2] - statements[1] == statements[1] - statements[0] > 0, statements
+    for result in results:
+        assert result.statements == len(result.groups) - len(result.upfront)
+        assert all(g.domain.dim(isl.dim_type.set) == 0 for g in result.groups if g.id in result.upfront)
+        assert len(result.upfront) > result.statements / 2  # the constants of the optimizer and the network
+
+
+def test_each_group_runs_once_in_the_program_and_its_frees_are_deallocations():
+    result = schedule(2)
+    nodes = list(walk(result.schedule.root))
+    executed = [n.node for n in nodes if isinstance(n, Execute)]
+    freed = {n.node for n in nodes if isinstance(n, Deallocate)}
+    assert sorted(executed) == sorted(g.id for g in result.groups)
+    assert freed == {g.id for g in result.groups if g.freed_later}
+    top = result.schedule.root.body
+    first = [next(n for n in walk(child) if isinstance(n, Execute)) for child in top[:len(result.upfront)]]
+    assert [n.node for n in first] == list(result.upfront)
