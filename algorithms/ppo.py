@@ -103,7 +103,8 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         # Logging: the iteration's rewards and episode ends, and the losses of its last update
         losses = trl.stack(list(stats.values())).detach()
         episodes = trl.stack([r[i, 0:T], done[i, 0:T].astype("float32")])
-        log = _Logger(curve, iterations, progress, f"PPO {env_name}")
+        run_log = None if logdir is None else RunLog(logdir, f"ppo_{env_name}_{backend}_{seed}")
+        log = _Logger(curve, iterations, batch, run_log, progress, f"PPO {env_name}")
         episodes.sink(log.episodes)
         losses[i, U - 1].sink(log.losses)
 
@@ -113,17 +114,12 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
     compile_seconds = time.perf_counter() - started
     if print_schedule:
         print(executable.schedule)
-    log.start()
-    executable.execute()
-    log.close()
+    log.start(compile_seconds)
+    try:
+        executable.execute()
+    finally:
+        log.close()
     curve.sort(key=lambda row: row["iteration"])
-    for row in curve:
-        row["env_steps"] = (row["iteration"] + 1) * batch
-        row["compile_seconds"] = compile_seconds
-    if logdir is not None:
-        with RunLog(logdir, f"ppo_{env_name}_{backend}_{seed}") as run:
-            for row in curve:
-                run.write(row, step=row["env_steps"])
     return curve
 
 
@@ -190,38 +186,47 @@ def _action_bounds(env_name: str) -> tuple[float, float]:
 
 
 class _Logger:
-    """Fills the learning curve from the two sinks, timing each iteration from one to the next."""
+    """Fills the learning curve from the two sinks, timing each iteration from one to the next, and writes
+    each row to the run log as soon as it is complete."""
 
-    def __init__(self, curve: list[dict[str, Any]], iterations: int, progress: bool, title: str) -> None:
-        self.curve, self.pending = curve, {}
+    def __init__(self, curve: list[dict[str, Any]], iterations: int, batch: int, run_log: RunLog | None,
+                 progress: bool, title: str) -> None:
+        self.curve, self.pending, self.batch, self.run_log = curve, {}, batch, run_log
         self.bar = tqdm(total=iterations, desc=title, disable=not progress)
-        self.last = time.perf_counter()
+        self.last, self.compile_seconds = time.perf_counter(), 0.0
 
-    def start(self) -> None:
-        self.last = time.perf_counter()
+    def start(self, compile_seconds: float) -> None:
+        self.last, self.compile_seconds = time.perf_counter(), compile_seconds
 
     def episodes(self, point: dict, value: Any) -> None:
         value = np.asarray(value)
-        self._add(point["i"], iteration_summary(point["i"], value[0], value[1]))
+        self._add(point["i"], "episodes", iteration_summary(point["i"], value[0], value[1]))
 
     def losses(self, point: dict, value: Any) -> None:
         names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-        self._add(point["i"], {name: float(v) for name, v in zip(names, np.asarray(value))})
+        self._add(point["i"], "losses", {name: float(v) for name, v in zip(names, np.asarray(value))})
 
-    def _add(self, iteration: int, values: dict[str, Any]) -> None:
+    def _add(self, iteration: int, kind: str, values: dict[str, Any]) -> None:
         """The two sinks of an iteration run in either order; its row is complete after both."""
-        if iteration not in self.pending:
-            self.pending[iteration] = values
+        parts = self.pending.setdefault(iteration, {})
+        parts[kind] = values
+        if len(parts) < 2:
             return
-        row = {**self.pending.pop(iteration), **values}
+        del self.pending[iteration]
+        row = {**parts["episodes"], **parts["losses"]}
         now = time.perf_counter()
         row["iteration_seconds"], self.last = now - self.last, now
+        row["env_steps"], row["compile_seconds"] = (iteration + 1) * self.batch, self.compile_seconds
         self.curve.append(row)
+        if self.run_log is not None:
+            self.run_log.write(row, step=row["env_steps"])
         self.bar.set_postfix(mean_length=f"{row['mean_length']:.1f}", refresh=False)
         self.bar.update(1)
 
     def close(self) -> None:
         self.bar.close()
+        if self.run_log is not None:
+            self.run_log.close()
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:

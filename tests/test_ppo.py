@@ -148,11 +148,11 @@ def test_optimizer_steps_through_several_update_dimensions():
 def test_ppo_learns_cartpole(tmp_path):
     """A short run on torch: the mean episode length of the last iterations beats the first ones, and the
     run log holds every iteration."""
-    curve = train("CartPole-v1", iterations=16, num_envs=8, steps=64, epochs=4, minibatches=4, lr=3e-3,
+    curve = train("CartPole-v1", iterations=12, num_envs=8, steps=48, epochs=4, minibatches=2, lr=5e-3,
                   backend="torch", seed=1, logdir=str(tmp_path))
-    assert [row["iteration"] for row in curve] == list(range(16))
+    assert [row["iteration"] for row in curve] == list(range(12))
     first = np.mean([row["mean_length"] for row in curve[:3]])
     last = np.mean([row["mean_length"] for row in curve[-3:]])
     assert last > 1.5 * first, (first, last)
     (run_dir,) = tmp_path.iterdir()
-    assert len((run_dir / "progress.csv").read_text().splitlines()) == 17
+    assert len((run_dir / "progress.csv").read_text().splitlines()) == 13
