@@ -74,19 +74,22 @@ def make_iteration(num_envs: int, steps: int, gamma: float, lr: float):
     betas, eps = (0.9, 0.999), 1e-8
 
     def rollout(params, key):
-        def act(carry, key):
+        def act(carry, noise):
             state, elapsed = carry
-            keys = jax.random.split(key, 2)
-            action = jax.random.categorical(keys[0], logits_of(params, state))
+            gumbel, fresh = noise
+            action = jnp.argmax(logits_of(params, state) + gumbel, axis=-1)  # a categorical sample
             after, terminated = cartpole_step(state, action)
             elapsed = elapsed + 1
             ended = terminated | (elapsed >= MAX_EPISODE_STEPS)
-            after = jnp.where(ended[:, None], fresh_states(keys[1], num_envs), after)
+            after = jnp.where(ended[:, None], fresh, after)
             return (after, jnp.where(ended, 0, elapsed)), (state, action, ended)
 
-        first, steps_key = jax.random.split(key)
+        # every random number of the iteration in two draws before the loop: threefry per step costs more
+        first, gumbel_key, fresh_key = jax.random.split(key, 3)
+        noise = (jax.random.gumbel(gumbel_key, (steps, num_envs, SIZES[-1])),
+                 jax.random.uniform(fresh_key, (steps, num_envs, 4), jnp.float32, -0.05, 0.05))
         carry = (fresh_states(first, num_envs), jnp.zeros(num_envs, jnp.int32))
-        _, (observations, actions, ends) = jax.lax.scan(act, carry, jax.random.split(steps_key, steps))
+        _, (observations, actions, ends) = jax.lax.scan(act, carry, noise)
         return observations, actions, ends
 
     def returns_of(ends):
