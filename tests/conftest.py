@@ -15,6 +15,11 @@ import pytest
 
 import timerl.runtime.reference  # noqa: F401  (raises the recursion limit before hypothesis records it)
 
+# One torch thread: the tests' tensors are small, and a thread pool on 2 shared cores only adds spinning.
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
 BACKENDS = ("reference", "torch", "jax")
 
 
