@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 import timerl as trl
 from algorithms.reinforce import iteration_summary
-from timerl.runlog import RunLog
+from timerl.runlog import IterationClock, RunLog
 
 
 def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 4, steps: int = 128,
@@ -38,8 +38,10 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
           clip_coef: float = 0.2, ent_coef: float = 0.01, vf_coef: float = 0.5, lr: float = 2.5e-4,
           max_grad_norm: float = 0.5, hidden: int = 64, norm_adv: bool = True, seed: int = 0,
           backend: str = "torch", logdir: str | None = None, progress: bool = False,
-          print_schedule: bool = False) -> list[dict[str, Any]]:
-    """Run PPO; returns the learning curve, one dict per iteration (returns, losses, seconds)."""
+          print_schedule: bool = False, simulator: str = "gymnasium", compile_options: dict | None = None,
+          stats: dict | None = None) -> list[dict[str, Any]]:
+    """Run PPO; returns the learning curve, one dict per iteration (returns, losses, seconds). ``stats``
+    receives the executable's statistics (compile and execute seconds, peak memory)."""
     batch = num_envs * steps
     if batch % minibatches:
         raise trl.TimeRLError(f"num_envs * steps = {batch} does not split into {minibatches} minibatches")
@@ -47,7 +49,7 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
     ctx = trl.Context("i t u")  # iteration, environment step, update (epoch * minibatches + minibatch)
     i, t, u = ctx.dims
     I, T, U = ctx.bounds
-    env = trl.rl.make_env(env_name, num_envs=num_envs, seed=seed)
+    env = trl.rl.make_env(env_name, num_envs=num_envs, seed=seed, simulator=simulator)
     obs_size = int(np.prod(env.observation_shape))
     curve: list[dict[str, Any]] = []
 
@@ -94,23 +96,23 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         new_logp = _joint(new_pi.log_prob(mb(a)), env.discrete)
         entropy = _joint(new_pi.entropy(), env.discrete)
         new_value = critic(mb_obs).squeeze(-1)
-        loss, stats = ppo_loss(new_logp, mb(logp), mb(adv), new_value, mb(ret), entropy, clip_coef, ent_coef,
+        loss, diagnostics = ppo_loss(new_logp, mb(logp), mb(adv), new_value, mb(ret), entropy, clip_coef, ent_coef,
                                vf_coef, norm_adv)
         loss.backward()
         params = actor.parameters() + critic.parameters() + ([] if log_std is None else [log_std])
         trl.optim.Adam(params, lr=lr, eps=1e-5, max_grad_norm=max_grad_norm).step()
 
         # Logging: the iteration's rewards and episode ends, and the losses of its last update
-        losses = trl.stack(list(stats.values())).detach()
+        losses = trl.stack(list(diagnostics.values())).detach()
         episodes = trl.stack([r[i, 0:T], done[i, 0:T].astype("float32")])
         run_log = None if logdir is None else RunLog(logdir, f"ppo_{env_name}_{backend}_{seed}")
-        log = _Logger(curve, iterations, batch, run_log, progress, f"PPO {env_name}")
+        log = _Logger(curve, iterations, IterationClock(run_log, batch), progress, f"PPO {env_name}")
         episodes.sink(log.episodes)
         losses[i, U - 1].sink(log.losses)
 
     started = time.perf_counter()
     executable = ctx.compile(bounds={I: iterations, T: steps, U: epochs * minibatches}, backend=backend,
-                             seed=seed)
+                             seed=seed, **(compile_options or {}))
     compile_seconds = time.perf_counter() - started
     if print_schedule:
         print(executable.schedule)
@@ -119,6 +121,8 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         executable.execute()
     finally:
         log.close()
+    if stats is not None:
+        stats.update(executable.stats)
     curve.sort(key=lambda row: row["iteration"])
     return curve
 
@@ -189,14 +193,13 @@ class _Logger:
     """Fills the learning curve from the two sinks, timing each iteration from one to the next, and writes
     each row to the run log as soon as it is complete."""
 
-    def __init__(self, curve: list[dict[str, Any]], iterations: int, batch: int, run_log: RunLog | None,
-                 progress: bool, title: str) -> None:
-        self.curve, self.pending, self.batch, self.run_log = curve, {}, batch, run_log
+    def __init__(self, curve: list[dict[str, Any]], iterations: int, clock: IterationClock, progress: bool,
+                 title: str) -> None:
+        self.curve, self.pending, self.clock = curve, {}, clock
         self.bar = tqdm(total=iterations, desc=title, disable=not progress)
-        self.last, self.compile_seconds = time.perf_counter(), 0.0
 
     def start(self, compile_seconds: float) -> None:
-        self.last, self.compile_seconds = time.perf_counter(), compile_seconds
+        self.clock.start(compile_seconds)
 
     def episodes(self, point: dict, value: Any) -> None:
         value = np.asarray(value)
@@ -213,20 +216,14 @@ class _Logger:
         if len(parts) < 2:
             return
         del self.pending[iteration]
-        row = {**parts["episodes"], **parts["losses"]}
-        now = time.perf_counter()
-        row["iteration_seconds"], self.last = now - self.last, now
-        row["env_steps"], row["compile_seconds"] = (iteration + 1) * self.batch, self.compile_seconds
-        self.curve.append(row)
-        if self.run_log is not None:
-            self.run_log.write(row, step=row["env_steps"])
+        self.curve.append(self.clock.complete({**parts["episodes"], **parts["losses"]}))
+        row = self.curve[-1]
         self.bar.set_postfix(mean_length=f"{row['mean_length']:.1f}", refresh=False)
         self.bar.update(1)
 
     def close(self) -> None:
         self.bar.close()
-        if self.run_log is not None:
-            self.run_log.close()
+        self.clock.close()
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:

@@ -14,12 +14,14 @@ iteration ends are cut there: both keep the algorithm a plain policy gradient.
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
 import timerl as trl
+from timerl.runlog import IterationClock, RunLog
 
 
 def discounted_returns(rewards: trl.RecurrentTensor, ends: trl.RecurrentTensor, gamma: float) -> trl.RecurrentTensor:
@@ -33,14 +35,17 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
           n_step: int | None = None, gamma: float = 0.99, lr: float = 1e-2, hidden: int = 64, seed: int = 0,
           baseline: bool = True, backend: str = "reference", progress: bool = False,
           print_schedule: bool = False, simulator: str = "gymnasium", compile_options: dict | None = None,
-          stats: dict | None = None) -> list[dict[str, Any]]:
-    """Run REINFORCE; returns the learning curve, one dict per iteration (see `iteration_summary`)."""
+          stats: dict | None = None, logdir: str | None = None) -> list[dict[str, Any]]:
+    """Run REINFORCE; returns the learning curve, one dict per iteration (see `iteration_summary`), with
+    the seconds each iteration took; ``logdir``: also write it as CSV and TensorBoard events."""
     ctx = trl.Context("i t")  # i: training iteration, t: environment step
     i, t = ctx.dims
     I, T = ctx.bounds
     env = trl.rl.make_env(env_name, num_envs=num_envs, seed=seed, simulator=simulator)
     curve: list[dict[str, Any]] = []
     bar = tqdm(total=iterations, desc=f"REINFORCE {env_name}", disable=not progress)
+    run_log = None if logdir is None else RunLog(logdir, f"reinforce_{env_name}_{backend}_{seed}")
+    clock = IterationClock(run_log, num_envs * steps)
 
     with ctx:
         policy = trl.nn.MLP([int(np.prod(env.observation_shape)), hidden, hidden, env.num_actions],
@@ -64,17 +69,22 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
 
         # Logging: every iteration's rewards and episode ends, (2, T, num_envs)
         def log(point: dict, value: np.ndarray) -> None:
-            curve.append(iteration_summary(point["i"], value[0], value[1]))
+            curve.append(clock.complete(iteration_summary(point["i"], value[0], value[1])))
             bar.set_postfix(mean_length=f"{curve[-1]['mean_length']:.1f}", refresh=False)
             bar.update(1)
 
         trl.stack([r[i, 0:T], terminated[i, 0:T].astype("float32")]).sink(log)
 
+    started = time.perf_counter()
     executable = ctx.compile(bounds={I: iterations, T: steps}, backend=backend, seed=seed,
                              **(compile_options or {}))
     if print_schedule:
         print(executable.schedule)
-    executable.execute()
+    clock.start(time.perf_counter() - started)
+    try:
+        executable.execute()
+    finally:
+        clock.close()
     if stats is not None:  # for benchmarks: compile and execute seconds, peak memory
         stats.update(executable.stats)
     bar.close()
@@ -110,10 +120,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--simulator", default="gymnasium", choices=trl.rl.SIMULATORS,
                         help="rt: the environment's dynamics as RT ops (CartPole-v1, MountainCar-v0)")
     parser.add_argument("--print-schedule", action="store_true", help="print the loop program (torch/jax)")
+    parser.add_argument("--logdir", default=None, help="write progress.csv and TensorBoard events under it")
     args = parser.parse_args(argv)
     curve = train(args.env, args.iterations, args.num_envs, args.steps, args.n_step, args.gamma, args.lr,
                   args.hidden, args.seed, args.baseline, args.backend, progress=True,
-                  print_schedule=args.print_schedule, simulator=args.simulator)
+                  print_schedule=args.print_schedule, simulator=args.simulator, logdir=args.logdir)
     returns = "Monte Carlo" if args.n_step is None else f"{args.n_step}-step"
     print(f"\nREINFORCE ({returns} returns) on {args.env}, {args.num_envs} envs x {args.steps} steps, "
           f"backend {args.backend}")

@@ -58,6 +58,31 @@ class RunLog:
         self.close()
 
 
+class IterationClock:
+    """Completes learning-curve rows as iterations finish: adds ``iteration_seconds`` (since the previous
+    row, or since `start`), ``compile_seconds`` and ``env_steps``, and writes the row to the run log."""
+
+    def __init__(self, run_log: RunLog | None, steps_per_iteration: int) -> None:
+        self.run_log, self.steps_per_iteration = run_log, steps_per_iteration
+        self.last, self.compile_seconds = time.perf_counter(), 0.0
+
+    def start(self, compile_seconds: float) -> None:
+        self.last, self.compile_seconds = time.perf_counter(), compile_seconds
+
+    def complete(self, row: dict[str, Any]) -> dict[str, Any]:
+        now = time.perf_counter()
+        row["iteration_seconds"], self.last = now - self.last, now
+        row["compile_seconds"] = self.compile_seconds
+        row["env_steps"] = (row["iteration"] + 1) * self.steps_per_iteration
+        if self.run_log is not None:
+            self.run_log.write(row, step=row["env_steps"])
+        return row
+
+    def close(self) -> None:
+        if self.run_log is not None:
+            self.run_log.close()
+
+
 # ---- TFRecord framing and CRC-32C -------------------------------------------------------------------------
 
 
@@ -194,4 +219,4 @@ def _parse_event(message: bytes) -> dict[str, Any]:
     return event
 
 
-__all__ = ["RunLog", "crc32c", "read_events"]
+__all__ = ["IterationClock", "RunLog", "crc32c", "read_events"]
