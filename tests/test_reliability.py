@@ -276,3 +276,22 @@ def test_ops_along_a_dimension_of_a_0d_tensor_agree(backend):
     for store, expected in zip(stores, [value, value, value, value, {p: 1.0 for p in value},
                                         {p: 0.0 for p in value}, {p: 0 for p in value}, value]):
         assert_values(store, expected)
+
+
+def test_integer_to_a_negative_integer_power_is_refused_everywhere(backend):
+    """NumPy raised, torch and jax returned truncated values: now one ShapeError on every backend."""
+    ctx = trl.Context("t")
+    (T,) = ctx.bounds
+    with ctx:
+        base = trl.source(lambda p: np.array([2, 3], np.int64), shape=(2,), dtype="int64", domain=ctx.dims)
+        exponent = trl.source(lambda p: np.array([1, -p["t"]], np.int64), shape=(2,), dtype="int64",
+                              domain=ctx.dims)
+        where = next_line()
+        powers = collect(base ** exponent)
+        floats = collect(base.astype("float64") ** exponent)
+    with pytest.raises(trl.ShapeError, match="negative integer powers") as info:
+        run(ctx, {T: 2}, backend)
+    assert where in str(info.value)
+    run(ctx, {T: 1}, backend)
+    assert_values(powers, {(0,): np.array([2, 1])})
+    assert_values(floats, {(0,): np.array([2.0, 1.0])})

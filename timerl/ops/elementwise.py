@@ -36,8 +36,15 @@ def unary(name: str, impl: Callable[..., Any], grad: Any, *, dtype=_promoted) ->
     register(name, ELEMENTWISE, shape=_same_shape, dtype=dtype, impl=impl, grad=grad)
 
 
-def binary(name: str, impl: Callable[..., Any], grad: Any, *, dtype=_promoted) -> None:
-    register(name, ELEMENTWISE, shape=_same_shape, dtype=dtype, impl=impl, grad=grad)
+def binary(name: str, impl: Callable[..., Any], grad: Any, *, dtype=_promoted, check_values=None) -> None:
+    register(name, ELEMENTWISE, shape=_same_shape, dtype=dtype, impl=impl, grad=grad, check_values=check_values)
+
+
+def _integer_power(xp, x, y) -> None:
+    """NumPy refuses an integer to a negative integer power; torch and jax returned 0 or garbage."""
+    integers = all("int" in str(v.dtype) or "bool" in str(v.dtype) for v in (x, y))  # numpy, torch, jax names
+    if integers and bool(xp.any(y < 0)):
+        raise ShapeError("integers to negative integer powers are not allowed; make the base a float first")
 
 
 def compare(name: str, impl: Callable[..., Any]) -> None:
@@ -89,7 +96,8 @@ binary("div", lambda xp, x, y: x / y,
        dtype=_float_result)
 binary("pow", lambda xp, x, y: xp.pow(x, y),
        lambda F, ins, outs, g, a: [_unbroadcast(F, g[0] * ins[1] * F.pow(ins[0], ins[1] - 1.0), ins[0]),
-                                   _unbroadcast(F, g[0] * outs[0] * F.log(ins[0]), ins[1])])
+                                   _unbroadcast(F, g[0] * outs[0] * F.log(ins[0]), ins[1])],
+       check_values=_integer_power)
 # the sign of the divisor, like Python's % and numpy.remainder; out = x - y * floor(x / y), so
 # d out / d y = -floor(x / y) = (out - x) / y, written without a floor op
 binary("remainder", lambda xp, x, y: xp.remainder(x, y),
