@@ -50,11 +50,12 @@ def bench(methods: list[str], workloads: list[str], seeds: int, settings: Settin
         plot_curves(curves, settings.budget, f"{workload}: best speedup over the compiler",
                     os.path.join(out, f"curves_{workload}.png"))
         _plot_best(results, workload, graph, out)
-    text = table(results, methods, workloads)
-    with open(os.path.join(out, "results.json"), "w") as handle:
-        json.dump({f"{m}/{w}": [r.speedup for r in rs] for (m, w), rs in results.items()}, handle, indent=1)
-    with open(os.path.join(out, "table.txt"), "w") as handle:
-        handle.write(text + "\n")
+        done = workloads[:workloads.index(workload) + 1]
+        text = table(results, methods, done)  # written after every workload, so a long run keeps its results
+        with open(os.path.join(out, "results.json"), "w") as handle:
+            json.dump({f"{m}/{w}": [r.speedup for r in rs] for (m, w), rs in results.items()}, handle, indent=1)
+        with open(os.path.join(out, "table.txt"), "w") as handle:
+            handle.write(text + "\n")
     return text
 
 
