@@ -19,6 +19,7 @@ from timerl.errors import (
 from timerl.ops import registry
 from timerl.ops.registry import OPS, is_float
 from timerl.pdg.graph import Attrs, Edge, TensorType
+from timerl.rt.arguments import forward_slices, inferred_size, shape_argument, tensor_argument, tensors_argument
 from timerl.rt.context import Context, current_context
 from timerl.rt.symbolic import Expr, Symbol, exact_division, same_all
 from timerl.rt.tensor import RecurrentTensor, check_same_context
@@ -48,17 +49,6 @@ def check_dtype(dtype: Any) -> str:
         raise ShapeError(f"{user_location()}: unknown dtype {dtype!r}; "
                          f"choose one of {', '.join(registry.DTYPE_ORDER)}")
     return dtype
-
-
-def shape_argument(name: str, shape: Any) -> tuple:
-    """A tuple of sizes, static (ints >= 0) or symbolic (``T - t``); a single size is a 1-tuple."""
-    if isinstance(shape, (int, np.integer, Expr)) and not isinstance(shape, bool):
-        shape = (shape,)
-    if not isinstance(shape, (tuple, list)) or not all(
-            isinstance(d, Expr) or isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
-            for d in shape):
-        raise ArgumentError(f"{user_location()}: {name} must be a tuple of sizes, got {shape!r}")
-    return tuple(int(d) if isinstance(d, np.integer) else d for d in shape)
 
 
 def static_shape(shape: Any) -> tuple[int, ...]:
@@ -359,25 +349,10 @@ def reshape(x: RT, *shape: Any) -> RT:
     if len(holes) > 1:
         raise ShapeError(f"{user_location()}: reshape{written!r}: only one size can be -1")
     if holes:
-        shape = shape[:holes[0]] + (_inferred_size(x, shape, written),) + shape[holes[0] + 1:]
+        shape = shape[:holes[0]] + (inferred_size(x, shape, written),) + shape[holes[0] + 1:]
     if len(shape) == x.ndim and all(_same(a, b) for a, b in zip(shape, x.shape)):
         return x
     return apply("reshape", x, shape=shape)
-
-
-def _inferred_size(x: RT, shape: tuple, written: tuple) -> Any:
-    """The size of the -1 in ``shape``: the number of elements over the product of the other sizes."""
-    known, total = 1, 1
-    for size in shape:
-        if not (isinstance(size, int) and size == -1):
-            known = known * size
-    for size in x.shape:
-        total = total * size
-    size = exact_division(total, known) if isinstance(known, int) and known > 0 else None
-    if size is not None:
-        return size
-    raise ShapeError(f"{user_location()}: cannot reshape a tensor of shape ({', '.join(map(str, x.shape))}) "
-                     f"into {written!r}: {total} elements do not split into parts of {known}")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -441,44 +416,20 @@ def spatial(x: RT, key: Any) -> RT:
             raise ShapeError(f"{user_location()}: x.spatial[...] indexes the spatial shape with ints, slices, None "
                              f"and ...; got the symbolic index {item}. To read the tensor at a point of its "
                              "domain write x[...]; to pick elements by a run-time index use index_select or gather")
-    key, flipped = _forward_slices(x.shape, key)
+    key, flipped = forward_slices(x.shape, key)
     result = apply("spatial_index", x, key=key)
     for axis in flipped:
         result = flip(result, axis)
     return result
 
 
-def _forward_slices(shape: tuple, key: tuple) -> tuple[tuple, list[int]]:
-    """``key`` with each negative-step slice of a static dimension turned forward, and the result axes that
-    must then be flipped to restore NumPy's order."""
-    ellipses = [at for at, item in enumerate(key) if item is Ellipsis]
-    if len(ellipses) > 1:
-        raise ShapeError(f"{user_location()}: x.spatial[...] takes at most one ...")
-    consumed = len([item for item in key if item is not None and item is not Ellipsis])
-    if ellipses:
-        at = ellipses[0]
-        key = key[:at] + (slice(None),) * (len(shape) - consumed if len(shape) > consumed else 0) + key[at + 1:]
-    forward, flipped, axis, out_axis = [], [], 0, 0
-    for item in key:
-        step = item.step if isinstance(item, slice) else None
-        if isinstance(step, (int, np.integer)) and step < 0 and axis < len(shape) and isinstance(shape[axis], int):
-            picked = range(*item.indices(shape[axis]))
-            forward.append(slice(picked[-1], picked[0] + 1, -step) if picked else slice(0, 0))
-            flipped.append(out_axis)
-        else:
-            forward.append(item)
-        axis += item is not None
-        out_axis += item is None or isinstance(item, slice)
-    return tuple(forward), flipped
-
-
 def cat(tensors: Sequence[RT], dim: int = 0) -> RT:
-    first = _tensors_argument("tensors", tensors)[0]
+    first = tensors_argument("tensors", tensors)[0]
     return apply("cat", *tensors, dim=normalize_axis(dim, first.ndim))
 
 
 def stack(tensors: Sequence[RT], dim: int = 0) -> RT:
-    first = _tensors_argument("tensors", tensors)[0]
+    first = tensors_argument("tensors", tensors)[0]
     return apply("stack", *tensors, dim=normalize_axis(dim, first.ndim + 1))
 
 
@@ -497,29 +448,15 @@ def matmul(x: Any, y: Any) -> RT:
 
 
 def gather(x: RT, dim: int, index: RT) -> RT:
-    return apply("gather", _tensor_argument("x", x), index, dim=normalize_axis(dim, x.ndim))
+    return apply("gather", tensor_argument("x", x), index, dim=normalize_axis(dim, x.ndim))
 
 
 def index_select(x: RT, dim: int, index: Any) -> RT:
-    return apply("index_select", _tensor_argument("x", x), index, dim=normalize_axis(dim, x.ndim))
+    return apply("index_select", tensor_argument("x", x), index, dim=normalize_axis(dim, x.ndim))
 
 
 def one_hot(x: RT, num_classes: int) -> RT:
-    return apply("one_hot", _tensor_argument("x", x), num_classes=int_argument("num_classes", num_classes, 1))
-
-
-def _tensor_argument(name: str, value: Any) -> RT:
-    if not isinstance(value, RT):
-        raise ArgumentError(f"{user_location()}: {name} must be a recurrent tensor, got {value!r}")
-    return value
-
-
-def _tensors_argument(name: str, values: Any) -> list[RT]:
-    if isinstance(values, RT) or not isinstance(values, (list, tuple)) or not all(isinstance(v, RT) for v in values):
-        raise ArgumentError(f"{user_location()}: {name} must be a list of recurrent tensors, got {values!r}")
-    if not values:
-        raise ShapeError(f"{user_location()}: {name} is empty: at least one tensor is needed")
-    return list(values)
+    return apply("one_hot", tensor_argument("x", x), num_classes=int_argument("num_classes", num_classes, 1))
 
 
 METHODS = (
