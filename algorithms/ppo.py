@@ -39,9 +39,10 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
           max_grad_norm: float = 0.5, hidden: int = 64, norm_adv: bool = True, seed: int = 0,
           backend: str = "torch", logdir: str | None = None, progress: bool = False,
           print_schedule: bool = False, simulator: str = "gymnasium", compile_options: dict | None = None,
-          stats: dict | None = None) -> list[dict[str, Any]]:
+          stats: dict | None = None, obs_padding: int = 0) -> list[dict[str, Any]]:
     """Run PPO; returns the learning curve, one dict per iteration (returns, losses, seconds). ``stats``
-    receives the executable's statistics (compile and execute seconds, peak memory)."""
+    receives the executable's statistics (compile and execute seconds, peak memory); ``obs_padding``
+    appends that many zeros to every observation (the benchmark's observation-size sweep)."""
     batch = num_envs * steps
     if batch % minibatches:
         raise trl.TimeRLError(f"num_envs * steps = {batch} does not split into {minibatches} minibatches")
@@ -50,7 +51,7 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
     i, t, u = ctx.dims
     I, T, U = ctx.bounds
     env = trl.rl.make_env(env_name, num_envs=num_envs, seed=seed, simulator=simulator)
-    obs_size = int(np.prod(env.observation_shape))
+    obs_size = int(np.prod(env.observation_shape)) + obs_padding
     curve: list[dict[str, Any]] = []
 
     with ctx:
@@ -68,17 +69,21 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         # Rollout: N environments for T steps with the weights the iteration starts with
         acting_actor, acting_critic = actor.frozen(i, 0), critic.frozen(i, 0)
         acting_log_std = None if log_std is None else log_std[i, 0].detach()
-        o = trl.placeholder((num_envs, *env.observation_shape), domain=(i, t))
-        o[i, 0] = env.reset(domain=(i,))
+        observed = trl.placeholder((num_envs, *env.observation_shape), domain=(i, t))
+        observed[i, 0] = env.reset(domain=(i,))
+        o = observed if not obs_padding else trl.cat([observed, trl.zeros((num_envs, obs_padding))], -1)
         pi = policy(acting_actor, o, acting_log_std)
         a = pi.sample()
         next_o, r, done = env.step(a if env.discrete else a.clip(*_action_bounds(env_name)))
-        o[i, t + 1] = next_o
+        observed[i, t + 1] = next_o
         logp = _joint(pi.log_prob(a), env.discrete)
         value = acting_critic(o).squeeze(-1)
 
         # Generalized advantage estimation; the last step bootstraps from the observation it leads to
-        adv = gae(r, done, value, acting_critic(next_o[i, T - 1]).squeeze(-1), gamma, gae_lambda)
+        last_o = next_o[i, T - 1]
+        if obs_padding:
+            last_o = trl.cat([last_o, trl.zeros((num_envs, obs_padding))], -1)
+        adv = gae(r, done, value, acting_critic(last_o).squeeze(-1), gamma, gae_lambda)
         ret = adv + value
 
         # Minibatches: a fresh permutation of the iteration's T * N samples per epoch, one slice per update
