@@ -61,13 +61,23 @@ def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_st
                       flush=True)
 
 
+def bench_ppo(iterations: int, quick: bool) -> None:
+    """PPO's seconds per iteration and peak memory, one parameter swept at a time (benchmarks/ppo_sweep.py)."""
+    _load("ppo_sweep").main(["--out", "ppo_sweep", "--iterations", str(iterations)] + (["--quick"] if quick else []))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="timerl")
     commands = parser.add_subparsers(dest="command", required=True)
     bench = commands.add_parser("bench", help="benchmarks against baselines measured in the same run")
     bench.add_argument("--iterations", type=int, default=5)
     bench.add_argument("--quick", action="store_true", help="16 envs x 200 steps, Monte Carlo only")
+    bench.add_argument("suite", nargs="?", default="all", choices=("all", "ppo"),
+                       help="ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/")
     args = parser.parse_args(argv)
+    if args.command == "bench" and args.suite == "ppo":
+        bench_ppo(args.iterations, args.quick)
+        return
     if args.command == "bench":
         print("## Scheduler: a 48-op program over (b, i, t)")
         bench_program50()
