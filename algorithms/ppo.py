@@ -246,6 +246,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--backend", default="torch", choices=("reference", "torch", "jax"))
     parser.add_argument("--logdir", default=None, help="write progress.csv and TensorBoard events under it")
     parser.add_argument("--print-schedule", action="store_true", help="print the loop program (torch/jax)")
+    parser.add_argument("--plot", default=None, help="draw the learning curve into this PNG")
     args = parser.parse_args(argv)
     curve = train(args.env, args.iterations, args.num_envs, args.steps, args.epochs, args.minibatches,
                   lr=args.lr, ent_coef=args.ent_coef, hidden=args.hidden, seed=args.seed, backend=args.backend,
@@ -256,7 +257,27 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     for row in curve:
         print(f"{row['iteration']:9d}  {row['env_steps']:9d}  {row['episodes']:8d}  {row['mean_length']:11.1f}  "
               f"{row['mean_return']:11.1f}  {row['iteration_seconds']:11.3f}")
+    if args.plot:
+        plot_curve(curve, args.plot, f"PPO on {args.env} ({args.backend})")
     return curve
+
+
+def plot_curve(curve: list[dict[str, Any]], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (length_axis, return_axis) = plt.subplots(1, 2, figsize=(9, 3.2))
+    steps = [row["env_steps"] for row in curve]
+    length_axis.plot(steps, [row["mean_length"] for row in curve])
+    length_axis.set(xlabel="environment steps", ylabel="mean episode length")
+    return_axis.plot(steps, [row["mean_return"] for row in curve])
+    return_axis.set(xlabel="environment steps", ylabel="mean episode return")
+    figure.suptitle(title, fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 if __name__ == "__main__":
