@@ -157,18 +157,40 @@ def train_scan(iterations: int = 20, num_envs: int = 64, steps: int = 100, seed:
     return seconds
 
 
+def timerl_seconds_per_iteration(backend: str, iterations: int = 5, num_envs: int = 64, steps: int = 100,
+                                 seed: int = 0) -> float:
+    """timerl's `algorithms.reinforce.train` with ``simulator="rt"``, the same sizes: the execution time of
+    ``2 * iterations`` iterations less that of ``iterations``, over ``iterations`` (the first iterations'
+    warm-up cancels out; compilation is not execution)."""
+    from algorithms.reinforce import train
+
+    seconds = []
+    for count in (iterations, 2 * iterations):
+        stats: dict = {}
+        train("CartPole-v1", iterations=count, num_envs=num_envs, steps=steps, seed=seed, backend=backend,
+              simulator="rt", stats=stats)
+        seconds.append(stats["execute_seconds"])
+    return (seconds[1] - seconds[0]) / iterations
+
+
 def main(argv: list[str] | None = None) -> float:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timerl", nargs="*", default=[], choices=("torch", "jax", "reference"),
+                        help="also time timerl's REINFORCE with the RT CartPole on these backends")
     args = parser.parse_args(argv)
     curve: list[float] = []
     seconds = train_scan(args.iterations, args.num_envs, args.steps, args.seed, curve=curve)
     print(f"jax lax.scan REINFORCE, CartPole-v1, {args.num_envs} envs x {args.steps} steps: "
           f"{seconds:.4f} s / iteration (warm-up excluded, {args.iterations} iterations)")
     print("mean episode length per iteration:", " ".join(f"{n:.0f}" for n in curve))
+    for backend in args.timerl:
+        theirs = timerl_seconds_per_iteration(backend, max(args.iterations // 4, 1), args.num_envs, args.steps,
+                                              args.seed)
+        print(f"timerl {backend}, simulator='rt': {theirs:.4f} s / iteration ({theirs / seconds:.1f}x the scan)")
     return seconds
 
 
