@@ -251,6 +251,7 @@ def test_reset_draws_are_uniform_in_gymnasiums_range():
     (lambda: trl.rl.make_env("CartPole-v1", simulator="rt", render_mode="human"), "render_mode"),
     (lambda: trl.rl.make_env("CartPole-v1", simulator="rt", max_episode_steps=0), "positive int"),
     (lambda: trl.rl.make_env("CartPole-v1", num_envs=0, simulator="rt"), "num_envs must be a positive int"),
+    (lambda: trl.rl.make_env("CartPole-v1", simulator="rt").episodes, "episode_statistics"),
 ])
 def test_bad_make_env_calls_name_the_users_line(call, message):
     with pytest.raises(trl.TimeRLError, match=message) as error:

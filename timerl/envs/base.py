@@ -122,6 +122,12 @@ class RTEnvironment:
         return self.num_actions is not None
 
     @property
+    def episodes(self) -> list:
+        raise TimeRLError(f"{user_location()}: {self.name}: the RT simulator runs no host code, so it keeps no "
+                          "list of episodes; sink the rewards and ends (r[i, 0:T], terminated[i, 0:T]) and "
+                          "count them with trl.rl.episode_statistics")
+
+    @property
     def state_shape(self) -> tuple[int, ...]:
         return (self.num_envs, len(self.reset_low))
 
