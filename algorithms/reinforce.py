@@ -85,8 +85,8 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         executable.execute()
     finally:
         clock.close()
-    if stats is not None:  # for benchmarks: compile and execute seconds, peak memory
-        stats.update(executable.stats)
+    if stats is not None:  # for benchmarks and tools: seconds, peak memory, the executable itself
+        stats.update(executable.stats, executable=executable)
     bar.close()
     return curve
 

@@ -173,3 +173,30 @@ def test_out_of_memory_names_the_budget_that_fits(backend):
     stated = int(re.search(r"needs at least (\d+) bytes", str(raised.value)).group(1))
     assert stated == needed
     assert run_mirror(16, backend, device_memory=stated).stats["peak_device_bytes"] == stated
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_memory_timeline_follows_the_pool(backend):
+    """The timeline's maximum is the peak, and the run ends with nothing live."""
+    exe = run_window(64, backend)
+    timeline = exe.stats["memory_timeline"]
+    assert max(timeline.device) == exe.stats["peak_device_bytes"]
+    assert timeline.device[-1] == 0 and not any(timeline.host)
+
+
+def test_memory_timeline_keeps_its_shape_in_bounded_space():
+    from timerl.runtime.memory import Timeline
+
+    timeline = Timeline(capacity=8)
+    for k in range(100):
+        timeline.add(k % 10, 0)
+    assert len(timeline.device) < 8 and timeline.stride == 16
+    assert max(timeline.device) == 9
+
+
+def test_plot_memory_writes_a_png(tmp_path):
+    from timerl.memplot import plot_memory
+
+    exe = run_window(16, "torch")
+    path = plot_memory(exe, str(tmp_path / "memory.png"))
+    assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"

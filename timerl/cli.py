@@ -61,6 +61,19 @@ def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_st
                       flush=True)
 
 
+def plot_reinforce_memory(out: str, iterations: int, steps: int, n_step: int | None, backend: str) -> None:
+    """Run a small REINFORCE and draw its memory timeline next to its schedule."""
+    from algorithms.reinforce import train
+    from timerl.memplot import plot_memory
+
+    kept: dict = {}
+    train("CartPole-v1", iterations=iterations, num_envs=4, steps=steps, n_step=n_step, backend=backend,
+          stats=kept, compile_options={"vectorize": False})
+    returns = "Monte Carlo" if n_step is None else f"{n_step}-step"
+    plot_memory(kept["executable"], out, title=f"REINFORCE ({returns}), {iterations} x {steps} steps, {backend}")
+    print(f"wrote {out}: peak device {kept['peak_device_bytes']} bytes")
+
+
 def bench_ppo(iterations: int, quick: bool) -> None:
     """PPO's seconds per iteration and peak memory, one parameter swept at a time (benchmarks/ppo_sweep.py)."""
     _load("ppo_sweep").main(["--out", "ppo_sweep", "--iterations", str(iterations)] + (["--quick"] if quick else []))
@@ -74,7 +87,16 @@ def main(argv: list[str] | None = None) -> None:
     bench.add_argument("--quick", action="store_true", help="16 envs x 200 steps, Monte Carlo only")
     bench.add_argument("suite", nargs="?", default="all", choices=("all", "ppo"),
                        help="ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/")
+    plot = commands.add_parser("plot-memory", help="draw REINFORCE's memory timeline next to its schedule (PNG)")
+    plot.add_argument("--out", default="memory.png")
+    plot.add_argument("--iterations", type=int, default=3)
+    plot.add_argument("--steps", type=int, default=50)
+    plot.add_argument("--n-step", type=int, default=None)
+    plot.add_argument("--backend", default="torch", choices=("torch", "jax"))
     args = parser.parse_args(argv)
+    if args.command == "plot-memory":
+        plot_reinforce_memory(args.out, args.iterations, args.steps, args.n_step, args.backend)
+        return
     if args.command == "bench" and args.suite == "ppo":
         bench_ppo(args.iterations, args.quick)
         return

@@ -17,6 +17,7 @@ class JaxBackend:
     def __init__(self) -> None:
         self.kernels: dict = {}
         self.dynamic_nodes: dict = {}
+        self._unstack: dict = {}
         from timerl.backends.base import NumpyBackend
 
         # jax compiles a computation per distinct shape: ops whose shapes change from point to point (windows
@@ -30,6 +31,14 @@ class JaxBackend:
     def compile(self, kernel):
         """Each op kernel is jitted once (per input shapes): eager jax dispatch costs ~0.4 ms per op."""
         return jax.jit(kernel)
+
+    def unstack(self, value: jax.Array) -> tuple:
+        """The rows of ``value`` in one dispatch (indexing row by row dispatches, and compiles, once per row)."""
+        split = self._unstack.get(value.shape[0])
+        if split is None:
+            count = value.shape[0]
+            split = self._unstack[count] = jax.jit(lambda array: tuple(array[k] for k in range(count)))
+        return split(value)
 
     def vmap(self, kernel, axes):
         return jax.jit(jax.vmap(kernel, in_axes=axes))

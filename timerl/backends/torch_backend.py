@@ -26,6 +26,9 @@ class TorchBackend:
     def compile(self, kernel):
         return kernel
 
+    def unstack(self, value: torch.Tensor) -> tuple:
+        return value.unbind(0)
+
     def vmap(self, kernel, axes):
         return torch.func.vmap(kernel, in_dims=axes)
 

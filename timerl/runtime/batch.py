@@ -166,8 +166,9 @@ class BatchedGroup:
             value, batched = values[node.id]
             if node.id in self.stored:
                 size = self.sizes[node.id]
-                for k, point in enumerate(points):
-                    pool.store((node.id, point), (value[k] if batched else value,), size)
+                rows = self.backend.unstack(value) if batched else [value] * count
+                for row, point in zip(rows, points):
+                    pool.store((node.id, point), (row,), size)
             else:
                 transient += self.sizes[node.id] * count
         if transient:
@@ -236,6 +237,7 @@ def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[li
                 points = [tuple(where(*counters, v)) for v in selected]
                 try:
                     statement.run(points)
+                    executable.batched_runs += 1
                     continue
                 except TimeRLError:
                     raise

@@ -58,6 +58,7 @@ class Executable:
         started = time.perf_counter()
         blocks = {node_id: BlockStore(axis, self.graph.nodes[node_id].outputs, self.backend)
                   for node_id, axis in self.block_axes.items()}
+        self.batched_runs = 0
         self.pool = pool = MemoryPool(self.device_memory, self.backend, self.swap, blocks)
         pool.describe = self._describe
         self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of)
@@ -76,7 +77,8 @@ class Executable:
         self.stats.update(
             peak_device_bytes=pool.peak_device_bytes, peak_host_bytes=pool.peak_host_bytes,
             bytes_offloaded=pool.bytes_offloaded, bytes_fetched=pool.bytes_fetched,
-            execute_seconds=time.perf_counter() - started, leaked_points=pool.live_points())
+            execute_seconds=time.perf_counter() - started, leaked_points=pool.live_points(),
+            memory_timeline=pool.timeline, batched_statements=self.batched_runs)
 
     def _describe(self, key) -> str:
         node = self.graph.nodes[key[0]]

@@ -16,6 +16,41 @@ from timerl.errors import DeviceOutOfMemoryError
 Key = tuple[int, tuple[int, ...]]
 
 
+class Timeline:
+    """Device and host bytes after every store and free, in at most ``capacity`` buckets: when full, pairs of
+    buckets merge (keeping each pair's maxima), so a long run keeps its shape at a coarser resolution."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self.stride = 1  # events per bucket
+        self.device: list[int] = []
+        self.host: list[int] = []
+        self._pending = 0
+        self._device_max = 0
+        self._host_max = 0
+
+    def add(self, device: int, host: int) -> None:
+        if device > self._device_max:
+            self._device_max = device
+        if host > self._host_max:
+            self._host_max = host
+        self._pending += 1
+        if self._pending < self.stride:
+            return
+        self.device.append(self._device_max)
+        self.host.append(self._host_max)
+        self._pending = self._device_max = self._host_max = 0
+        if len(self.device) >= self.capacity:
+            self.device = [max(self.device[k:k + 2]) for k in range(0, len(self.device), 2)]
+            self.host = [max(self.host[k:k + 2]) for k in range(0, len(self.host), 2)]
+            self.stride *= 2
+
+    def __repr__(self) -> str:
+        peak = max(self.device, default=0)
+        return (f"<memory timeline: {len(self.device)} points of {self.stride} store/free event(s), "
+                f"device peak {peak} bytes>")
+
+
 class MemoryPool:
     def __init__(self, capacity: int | None, backend: Any, swap: bool, blocks: dict | None = None) -> None:
         self.blocks: dict[int, Any] = blocks or {}  # node id -> BlockStore (not swapped: rows are contiguous)
@@ -31,6 +66,7 @@ class MemoryPool:
         self.bytes_fetched = 0
         self.device: OrderedDict[Key, tuple[tuple[Any, ...], int]] = OrderedDict()  # least recently used first
         self.host: dict[Key, tuple[tuple[Any, ...], int]] = {}
+        self.timeline = Timeline()
         self.pinned: set[Key] = set()  # read by the running group: never offloaded to make room
         self.describe: Callable[[Key], str] = lambda key: f"%{key[0]} at {key[1]}"
 
@@ -50,6 +86,7 @@ class MemoryPool:
         self.device_bytes += size
         if self.device_bytes > self.peak_device_bytes:
             self.peak_device_bytes = self.device_bytes
+        self.timeline.add(self.device_bytes, self.host_bytes)
 
     def transient(self, size: int) -> None:
         """Values that live only while their group runs (read inside it, never stored): they count towards
@@ -58,6 +95,7 @@ class MemoryPool:
             self._reserve(size, lambda: "a dataflow group's intermediate values", self.pinned)
         if self.device_bytes + size > self.peak_device_bytes:
             self.peak_device_bytes = self.device_bytes + size
+        self.timeline.add(self.device_bytes + size, self.host_bytes)
 
     def nbytes_of(self, values: tuple[Any, ...]) -> int:
         return sum(self.backend.nbytes(v) for v in values)
@@ -118,14 +156,15 @@ class MemoryPool:
         if store is not None:
             store.free(key[1])
             self.device_bytes -= self.block_bytes.pop(key, 0)
-            return
-        entry = self.device.pop(key, None)
-        if entry is not None:
-            self.device_bytes -= entry[1]
-            return
-        entry = self.host.pop(key, None)
-        if entry is not None:
-            self.host_bytes -= entry[1]
+        else:
+            entry = self.device.pop(key, None)
+            if entry is not None:
+                self.device_bytes -= entry[1]
+            else:
+                entry = self.host.pop(key, None)
+                if entry is not None:
+                    self.host_bytes -= entry[1]
+        self.timeline.add(self.device_bytes, self.host_bytes)
 
     def live_points(self) -> int:
         return len(self.device) + len(self.host) + len(self.block_bytes)
