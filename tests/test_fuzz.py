@@ -45,6 +45,7 @@ STEPS = st.one_of(
     st.tuples(st.just("index_select"), operand, st.lists(st.integers(-1, 3), min_size=1, max_size=3)),
     st.tuples(st.just("one_hot"), operand, st.integers(1, 4)),
     st.tuples(st.just("shift"), operand, st.integers(-1, 1)),
+    st.tuples(st.just("first_i"), operand),
     st.tuples(st.just("window"), operand, st.sampled_from(["prefix", "suffix", "last2"])),
     st.tuples(st.just("recurrence"), operand, st.sampled_from([0.5, -1.0])),
     st.tuples(st.just("astype"), operand, st.sampled_from(["float64", "int64", "bool", "float32"])),
@@ -54,9 +55,10 @@ STEPS = st.one_of(
                                                   "float_index", "bad_dim"]), operand),
 )
 PROGRAMS = st.fixed_dictionaries({
+    "dims": st.sampled_from(["t", "i t"]),
     "bound": st.sampled_from([1, 2, 3, 4, 0]),
     "sources": st.lists(st.tuples(st.sampled_from(SHAPES), st.sampled_from(["float32", "float64", "int64"]),
-                                  st.sampled_from(SPECIALS)), min_size=1, max_size=3),
+                                  st.sampled_from(SPECIALS), st.booleans()), min_size=1, max_size=3),
     "steps": st.lists(STEPS, min_size=1, max_size=5),
     "vandal": st.booleans(),
 })
@@ -64,7 +66,7 @@ PROGRAMS = st.fixed_dictionaries({
 
 def _source_fn(number: int, shape: tuple, dtype: str, special: str):
     def fn(point: dict) -> np.ndarray:
-        values = np.random.RandomState(97 * number + point["t"]).uniform(-2.0, 3.0, shape)
+        values = np.random.RandomState(97 * number + 7 * point.get("i", 0) + point["t"]).uniform(-2.0, 3.0, shape)
         if special == "nan":
             values = np.where(values > 1.0, np.nan, values)
         elif special == "inf":
@@ -78,7 +80,7 @@ def _source_fn(number: int, shape: tuple, dtype: str, special: str):
 
 def _step(step: tuple, tensors: list, ctx: trl.Context):
     """One step of a program: a new tensor from earlier ones (``operand % len(tensors)``)."""
-    (t,), (T,) = ctx.dims, ctx.bounds
+    t, T = ctx.dims[-1], ctx.bounds[-1]
     kind, args = step[0], step[1:]
 
     def pick(k: int):
@@ -112,16 +114,19 @@ def _step(step: tuple, tensors: list, ctx: trl.Context):
     if kind == "one_hot":
         return pick(args[0]).astype("int64").one_hot(args[1])
     if kind == "shift":
-        return pick(args[0])[t + args[1]]
+        return _along_t(pick(args[0]), t + args[1], t)
+    if kind == "first_i":
+        x = pick(args[0])
+        return x[0] if len(ctx.dims) == 2 and ctx.dims[0] in set(x.domain) else x
     if kind == "window":
         x = pick(args[0])
-        window = {"prefix": x[0:t + 1], "suffix": x[t:T], "last2": x[trl.max(0, t - 1):t + 1]}[args[1]]
-        return window.sum(0)
+        item = {"prefix": slice(0, t + 1), "suffix": slice(t, T), "last2": slice(trl.max(0, t - 1), t + 1)}[args[1]]
+        return _along_t(x, item, t).sum(0)
     if kind == "recurrence":
         x = pick(args[0])
-        state = trl.placeholder(x.shape, x.dtype, domain=(t,))
-        state[0] = x[0]
-        state[t + 1] = state[t] * args[1] + x[t + 1]
+        state = trl.placeholder(x.shape, x.dtype, domain=x.domain)
+        state[_key(state, 0, t)] = _along_t(x, 0, t)
+        state[_key(state, t + 1, t)] = _along_t(state, t, t) * args[1] + _along_t(x, t + 1, t)
         return state
     if kind == "astype":
         return pick(args[0]).astype(args[1])
@@ -132,8 +137,17 @@ def _step(step: tuple, tensors: list, ctx: trl.Context):
     return _invalid(args[0], pick(args[1]), ctx)
 
 
+def _key(x, item, t) -> tuple:
+    """An index of ``x``'s domain that is ``item`` for the time dimension and each other dimension itself."""
+    return tuple(item if d is t else d for d in x.domain)
+
+
+def _along_t(x, item, t):
+    return x[_key(x, item, t)] if t in set(x.domain) else x
+
+
 def _invalid(what: str, x, ctx: trl.Context):
-    (t,), (T,) = ctx.dims, ctx.bounds
+    t, T = ctx.dims[-1], ctx.bounds[-1]
     if what == "non_affine":
         return x[t * t]
     if what == "bound_domain":
@@ -150,11 +164,12 @@ def _invalid(what: str, x, ctx: trl.Context):
 
 def _build(program: dict):
     """The program's context and the sinks' stores; or the construction error, which must be ours."""
-    ctx = trl.Context("t")
+    ctx = trl.Context(program["dims"])
     stores: list[dict] = []
     with ctx:
-        tensors = [trl.source(_source_fn(k, shape, dtype, special), shape=shape, dtype=dtype, domain=ctx.dims)
-                   for k, (shape, dtype, special) in enumerate(program["sources"])]
+        tensors = [trl.source(_source_fn(k, shape, dtype, special), shape=shape, dtype=dtype,
+                              domain=ctx.dims if over_i else ctx.dims[-1:])
+                   for k, (shape, dtype, special, over_i) in enumerate(program["sources"])]
         try:
             for step in program["steps"]:
                 tensors.append(_step(step, tensors, ctx))
@@ -183,10 +198,14 @@ def _outcome(built, program: dict, backend: str):
     ctx, stores = built
     for store in stores:
         store.clear()
+    phase = "compile"
     try:
-        ctx.compile(bounds={ctx.bounds[0]: program["bound"]}, backend=backend).execute()
+        bounds = {ctx.bounds[-1]: program["bound"], **{bound: 2 for bound in ctx.bounds[:-1]}}
+        executable = ctx.compile(bounds=bounds, backend=backend)
+        phase = "execute"
+        executable.execute()
     except trl.TimeRLError as error:
-        return ("error", type(error).__name__, str(error).splitlines()[0][:200])
+        return ("error", type(error).__name__, str(error).splitlines()[0][:200], phase)
     return ("values", [dict(store) for store in stores])
 
 
@@ -221,8 +240,15 @@ def test_backends_agree_on_random_programs(program):
     for backend in BACKENDS[1:]:
         outcome = outcomes[backend]
         assert outcome[0] == reference[0], f"{backend}: {outcome[:3]}, reference: {reference[:3]}"
-        if outcome[0] == "error":
+        if outcome[0] == "error" and not _proved_first(outcome):
             assert outcome[1] == reference[1], f"{backend} raised {outcome[1:]}, reference {reference[1:]}"
         else:
             mismatch = _same_values(reference[1], outcome[1])
             assert mismatch is None, f"{backend} differs from the reference: {mismatch}"
+
+
+def _proved_first(outcome: tuple) -> bool:
+    """A compiled backend proves a read outside a domain while compiling (the spec asks for it where it can be
+    proven); the reference interpreter has no such analysis and meets the errors of a program with several
+    in evaluation order. Both failing is agreement then, whichever error the reference met first."""
+    return outcome[1] == "DomainError" and outcome[3] == "compile"
