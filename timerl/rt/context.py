@@ -52,6 +52,7 @@ class Context:
         self.dims: tuple[Symbol, ...] = tuple(Symbol(n) for n in names)
         bound_names = [n.upper() if n.upper() != n else n + "_bound" for n in names]
         self.bounds: tuple[Symbol, ...] = tuple(Symbol(n, is_bound=True) for n in bound_names)
+        self._dim_ids = frozenset(id(d) for d in self.dims)
         self.nodes: list[NodeDraft] = []
         self._when: list[Cond] = []
         self.objectives: list[Any] = []
@@ -110,12 +111,11 @@ class Context:
 
     def check_domain(self, domain: Any, location: str) -> tuple[Symbol, ...]:
         """A user's ``domain=``: dimensions of this context, each once, returned in the context's order."""
-        names = ", ".join(d.name for d in self.dims)
-        example = f"({self.dims[-1].name},)" if self.dims else "()"
         if isinstance(domain, (str, Expr)) or not isinstance(domain, (tuple, list)):
+            example = f"({self.dims[-1].name},)" if self.dims else "()"
             raise DomainError(f"{location}: domain= takes a tuple of this context's dimensions, e.g. "
                               f"domain={example}; got {domain!r}")
-        ours = {id(d) for d in self.dims}
+        ours = self._dim_ids
         for entry in domain:
             if isinstance(entry, Symbol) and id(entry) in ours:
                 continue
@@ -128,7 +128,7 @@ class Context:
             else:
                 why = f"{entry!r} is not a dimension (use the symbols of ctx.dims, not their names)"
             raise DomainError(f"{location}: domain={tuple(domain)!r}: {why}; this context's dimensions are "
-                              f"({names})")
+                              f"({', '.join(d.name for d in self.dims)})")
         if len({id(d) for d in domain}) != len(domain):
             raise DomainError(f"{location}: domain={tuple(domain)!r} repeats a dimension")
         return self.order_dims(set(domain))
