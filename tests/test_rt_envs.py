@@ -1,7 +1,8 @@
-"""`make_env(..., simulator="rt")`: CartPole-v1 and Pendulum-v1 written in RT ops agree with gymnasium step
-for step. gymnasium replays the actions the RT program took, starting from the RT environment's own float64
-state (its reset draws come from the program's random stream and cannot match gymnasium's), and is put in
-the RT state again after every automatic restart; between restarts it runs on its own."""
+"""`make_env(..., simulator="rt")`: CartPole-v1, Pendulum-v1 and MountainCar-v0 written in RT ops agree with
+gymnasium step for step. gymnasium replays the actions the RT program took, starting from the RT
+environment's own float64 state (its reset draws come from the program's random stream and cannot match
+gymnasium's), and is put in the RT state again after every automatic restart; between restarts it runs on
+its own."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ RANDOM = {
     "Pendulum-v1": lambda noise: (noise * 4.0 - 2.0).unsqueeze(1),
     "MountainCar-v0": lambda noise: (noise * 3.0).astype("int64"),
 }
+
+
+# gymnasium's uniform reset ranges (low, high) of the float64 state
+RESET_RANGE = {"CartPole-v1": (-0.05, 0.05), "Pendulum-v1": (-np.array([math.pi, 1.0]), np.array([math.pi, 1.0])),
+               "MountainCar-v0": (np.array([-0.6, 0.0]), np.array([-0.4, 0.0]))}
 
 
 def rt_rollout(name: str, iterations: int, steps: int, backend: str, **options):
@@ -115,10 +121,6 @@ def test_sin_cos_remainder_match_numpy(backend):
         for store, want in zip(got, (np.sin(value), np.cos(value), np.remainder(value, [[2 * math.pi], [-1.5]]))):
             assert store[(0, t_)].dtype == np.float64
             np.testing.assert_allclose(store[(0, t_)], want, rtol=1e-15, atol=1e-15)
-
-
-RESET_RANGE = {"CartPole-v1": (-0.05, 0.05), "Pendulum-v1": (-np.array([math.pi, 1.0]), np.array([math.pi, 1.0])),
-               "MountainCar-v0": (np.array([-0.6, 0.0]), np.array([-0.4, 0.0]))}
 
 
 @pytest.mark.parametrize("name, steps, limit", [("CartPole-v1", 60, 25), ("Pendulum-v1", 30, 12),
