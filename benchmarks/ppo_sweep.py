@@ -116,10 +116,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="two values per sweep")
     parser.add_argument("--only", choices=tuple(SWEEPS), nargs="*", help="sweep only these parameters")
+    parser.add_argument("--implementations", choices=IMPLEMENTATIONS, nargs="*", default=list(IMPLEMENTATIONS))
     args = parser.parse_args(argv)
     chosen = QUICK if args.quick else SWEEPS
     chosen = {k: v for k, v in chosen.items() if not args.only or k in args.only}
-    rows = sweep(chosen, args.iterations)
+    rows = sweep(chosen, args.iterations, args.implementations)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "sweep.csv", "w", newline="") as f:
