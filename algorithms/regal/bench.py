@@ -13,6 +13,7 @@ import dataclasses
 from concurrent.futures import ProcessPoolExecutor
 
 import matplotlib
+import matplotlib.ticker
 import numpy as np
 
 from algorithms.regal.graph import CompGraph
@@ -91,6 +92,7 @@ def plot(outcomes: list[Outcome], out: str) -> None:
         axis.set_title(f"{outcome.kind}: REGAL matches or beats BRKGA-{_budget(outcome.budget)} on "
                        f"{s['match_or_beat']:.0f}%", fontsize=9)
         axis.set_xlabel("test graphs, sorted")
+        axis.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         axis.set_ylabel(f"% improvement over BRKGA-{_budget(outcome.budget)}")
     figure.tight_layout()
     figure.savefig(out)
