@@ -118,3 +118,21 @@ def test_grad_is_fresh_after_every_backward(backend):
     run(ctx, {T: STEPS}, backend)
     assert_values(first, {(k,): 2 * X[k] for k in range(STEPS)}, rtol=1e-12)
     assert_values(both, {(k,): 2 * X[k] + 1 for k in range(STEPS)}, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name,window,rows", WINDOWS, ids=[w[0] for w in WINDOWS])
+def test_backward_of_an_unreduced_window(backend, name, window, rows):
+    """``y.backward()`` on a value whose shape is a window's dynamic length sums all of its elements."""
+    X = _series(4)
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        x = _leaf(X, t)
+        y = x[window(t, T)].tanh() * 3.0
+        y.backward()
+        grads = collect(x.grad)
+    run(ctx, {T: STEPS}, backend)
+    Xt = torch.tensor(X, requires_grad=True)
+    points = range(STEPS) if y.domain else [0]  # x[0:T] is one tensor, not one per t
+    sum((Xt[list(rows(k))].tanh() * 3.0).sum() for k in points).backward()
+    assert_values(grads, {(k,): Xt.grad[k].numpy() for k in range(STEPS)}, rtol=1e-9, atol=1e-12)

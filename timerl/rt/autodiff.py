@@ -166,7 +166,11 @@ def _add_input(grad: NodeDraft, edge: Edge, window: tuple) -> None:
 def _seed(ctx: Context, y: RT, grad: NodeDraft) -> None:
     """d(sum of y)/dy = 1 at every point where y is evaluable."""
     start = len(ctx.nodes)
-    ones = F.constant(ctx, np.ones(_static(y.shape, y.node)), y.dtype, domain=y.node.domain)
+    if all(isinstance(d, int) for d in y.shape):
+        ones = F.constant(ctx, np.ones(tuple(y.shape)), y.dtype, domain=y.node.domain)
+    else:  # a window's length changes from point to point: broadcast a one to it there
+        one = F.constant(ctx, np.ones((1,) * len(y.shape)), y.dtype, domain=y.node.domain)
+        ones = F.apply("expand", one, shape=tuple(y.shape))
     _add_input(grad, Edge(ones.node.id, 0, ones.index, TRUE, masked_by=y.node.id), ())
     _mark(ctx, start, y.node.id)
 
