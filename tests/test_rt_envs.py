@@ -1,5 +1,5 @@
-"""`make_env(..., simulator="rt")`: CartPole-v1, Pendulum-v1 and MountainCar-v0 written in RT ops agree with
-gymnasium step for step. gymnasium replays the actions the RT program took, starting from the RT
+"""`make_env(..., simulator="rt")`: CartPole-v1, Pendulum-v1, MountainCar-v0 and Acrobot-v1 written in RT ops
+agree with gymnasium step for step. gymnasium replays the actions the RT program took, starting from the RT
 environment's own float64 state (its reset draws come from the program's random stream and cannot match
 gymnasium's), and is put in the RT state again after every automatic restart; between restarts it runs on
 its own."""
@@ -28,17 +28,19 @@ CONTROLLERS = {
     "CartPole-v1": lambda o: (o.spatial[:, 2] + 0.2 * o.spatial[:, 3] > 0).astype("int64"),
     "Pendulum-v1": lambda o: (o.spatial[:, 2] * 0.5).clip(-2.0, 2.0).unsqueeze(1),
     "MountainCar-v0": lambda o: trl.where(o.spatial[:, 1] > 0, 2, 0),
+    "Acrobot-v1": lambda o: trl.where(o.spatial[:, 5] > 0, 2, 0),
 }
 RANDOM = {
     "CartPole-v1": lambda noise: (noise < 0.5).astype("int64"),
     "Pendulum-v1": lambda noise: (noise * 4.0 - 2.0).unsqueeze(1),
     "MountainCar-v0": lambda noise: (noise * 3.0).astype("int64"),
+    "Acrobot-v1": lambda noise: (noise * 3.0).astype("int64"),
 }
 
 
 # gymnasium's uniform reset ranges (low, high) of the float64 state
 RESET_RANGE = {"CartPole-v1": (-0.05, 0.05), "Pendulum-v1": (-np.array([math.pi, 1.0]), np.array([math.pi, 1.0])),
-               "MountainCar-v0": (np.array([-0.6, 0.0]), np.array([-0.4, 0.0]))}
+               "MountainCar-v0": (np.array([-0.6, 0.0]), np.array([-0.4, 0.0])), "Acrobot-v1": (-0.1, 0.1)}
 
 
 def rt_rollout(name: str, iterations: int, steps: int, backend: str, **options):
@@ -63,9 +65,12 @@ def rt_rollout(name: str, iterations: int, steps: int, backend: str, **options):
 
 def observe(name: str, state: np.ndarray) -> np.ndarray:
     """gymnasium's observation of a float64 state."""
-    if name != "Pendulum-v1":
-        return state.astype(np.float32)
-    return np.array([np.cos(state[0]), np.sin(state[0]), state[1]], dtype=np.float32)
+    if name == "Pendulum-v1":
+        return np.array([np.cos(state[0]), np.sin(state[0]), state[1]], dtype=np.float32)
+    if name == "Acrobot-v1":
+        return np.array([np.cos(state[0]), np.sin(state[0]), np.cos(state[1]), np.sin(state[1]), *state[2:]],
+                        dtype=np.float32)
+    return state.astype(np.float32)
 
 
 def replay(name: str, rt: dict, iterations: int, steps: int, **options) -> dict[str, int]:
@@ -123,16 +128,23 @@ def test_sin_cos_remainder_match_numpy(backend):
             np.testing.assert_allclose(store[(0, t_)], want, rtol=1e-15, atol=1e-15)
 
 
+# Acrobot's Runge-Kutta step is ~200 ops: XLA compiles its groups for ~10 s on this 2-core machine, and the
+# reference takes seconds per hundred steps, so its rollouts run on torch (the one-step cases on reference too).
+SLOW = {"Acrobot-v1": ("torch",)}
+
+
 @pytest.mark.parametrize("name, steps, limit", [("CartPole-v1", 60, 25), ("Pendulum-v1", 30, 12),
-                                                ("MountainCar-v0", 30, 12)])
+                                                ("MountainCar-v0", 30, 12), ("Acrobot-v1", 130, 100)])
 def test_rt_env_matches_gymnasium_step_for_step(backend, name, steps, limit):
     """Short time limits (gymnasium.make's max_episode_steps) put truncations, terminations and restarts
     inside a few dozen steps."""
+    if backend not in SLOW.get(name, (backend,)):
+        pytest.skip(f"{name} rollouts run on {', '.join(SLOW[name])} only (see SLOW)")
     env, rt = rt_rollout(name, 2, steps, backend, max_episode_steps=limit)
     assert env.max_episode_steps == limit and env.simulator == "rt"
     counts = replay(name, rt, 2, steps, max_episode_steps=limit)
     assert counts["truncated"] >= 2
-    if name == "CartPole-v1":
+    if name in ("CartPole-v1", "Acrobot-v1"):
         assert counts["terminated"] >= 2
     for value in rt["obs"].values():
         assert value.dtype == np.float32
@@ -165,12 +177,17 @@ EDGE_CASES = {
         [[math.pi, 7.9], [4.0, -8.0], [0.5, 0.0], [0.0, 0.0]], [[2.0], [-0.7], [3.5], [-2.5]]),
     "MountainCar-v0": (  # into the left wall; onto the flag; speed clipped; at rest, no push
         [[-1.19, -0.02], [0.49, 0.02], [-0.5, -0.07], [-0.5, 0.0]], [0, 2, 0, 1]),
+    "Acrobot-v1": (  # at rest; both angles wrapping; swung up (terminal); velocities clipped
+        [[0.0, 0.0, 0.0, 0.0], [3.1, -3.1, 4 * math.pi - 0.1, -9 * math.pi + 0.1], [math.pi - 0.05, 0.0, 0.0, 0.0],
+         [0.0, 0.0, 4 * math.pi, 9 * math.pi]], [1, 2, 0, 2]),
 }
 
 
 @pytest.mark.parametrize("name", sorted(EDGE_CASES))
 def test_dynamics_from_chosen_states(backend, name):
     """One step of `dynamics` from the same states under the same actions as gymnasium's env.step."""
+    if backend not in SLOW.get(name, ("reference", backend)):
+        pytest.skip(f"{name} runs on reference and {', '.join(SLOW[name])} only (see SLOW)")
     states, actions = (np.asarray(v) for v in EDGE_CASES[name])
     ctx = trl.Context("t")
     env = trl.rl.make_env(name, num_envs=len(states), simulator="rt")
@@ -191,7 +208,7 @@ def test_dynamics_from_chosen_states(backend, name):
 
 def test_no_host_code_runs_the_environment():
     """Every node the RT environment adds is an array op or a random draw: no udf, source or sink."""
-    for name in ("CartPole-v1", "Pendulum-v1", "MountainCar-v0"):
+    for name in ("CartPole-v1", "Pendulum-v1", "MountainCar-v0", "Acrobot-v1"):
         ctx = trl.Context("i t")
         i, t = ctx.dims
         env = trl.rl.make_env(name, num_envs=2, simulator="rt")
@@ -223,7 +240,7 @@ def test_one_rollout_without_iterations(backend):
 
 
 def test_interface_matches_the_gymnasium_env():
-    for name in ("CartPole-v1", "Pendulum-v1", "MountainCar-v0"):
+    for name in ("CartPole-v1", "Pendulum-v1", "MountainCar-v0", "Acrobot-v1"):
         rt_env = trl.rl.make_env(name, num_envs=3, simulator="rt")
         gym_env = trl.rl.make_env(name, num_envs=3)
         assert (rt_env.simulator, gym_env.simulator) == ("rt", "gymnasium")  # gymnasium stays the default
@@ -249,7 +266,7 @@ def test_reset_draws_are_uniform_in_gymnasiums_range():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: trl.rl.make_env("CartPole-v1", simulator="brax"), "choose one of"),
-    (lambda: trl.rl.make_env("Acrobot-v1", simulator="rt"), "no RT simulator"),
+    (lambda: trl.rl.make_env("LunarLander-v3", simulator="rt"), "no RT simulator"),
     (lambda: trl.rl.make_env("CartPole-v1", simulator="rt", render_mode="human"), "render_mode"),
     (lambda: trl.rl.make_env("CartPole-v1", simulator="rt", max_episode_steps=0), "positive int"),
     (lambda: trl.rl.make_env("CartPole-v1", num_envs=0, simulator="rt"), "num_envs must be a positive int"),
