@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                         help="plain returns, without subtracting the batch mean at each step")
     parser.add_argument("--backend", default="reference", choices=("reference", "torch", "jax"))
     parser.add_argument("--simulator", default="gymnasium", choices=trl.rl.SIMULATORS,
-                        help="rt: the environment's dynamics as RT ops (CartPole-v1, MountainCar-v0)")
+                        help="rt: the environment's dynamics as RT ops (CartPole-v1, MountainCar-v0, Acrobot-v1)")
     parser.add_argument("--print-schedule", action="store_true", help="print the loop program (torch/jax)")
     parser.add_argument("--logdir", default=None, help="write progress.csv and TensorBoard events under it")
     args = parser.parse_args(argv)

@@ -58,8 +58,8 @@ def make_env(name: str, num_envs: int = 16, seed: int = 0, simulator: str = "gym
     """A batch of ``num_envs`` environments with the same RT interface:
     - ``simulator="gymnasium"``: ``gymnasium.make(name, **kwargs)`` environments, seeded ``seed + k``,
       stepped on the host;
-    - ``simulator="rt"``: the dynamics as RT ops (CartPole-v1, Pendulum-v1, MountainCar-v0: see
-      `timerl.envs`), no host code at run time; ``max_episode_steps`` overrides the time limit.
+    - ``simulator="rt"``: the dynamics as RT ops (CartPole-v1, Pendulum-v1, MountainCar-v0, Acrobot-v1:
+      see `timerl.envs`), no host code at run time; ``max_episode_steps`` overrides the time limit.
       Initial states come from the program's random stream (``ctx.compile(seed=...)``), uniform in
       gymnasium's ranges; they cannot match gymnasium's draws and ``seed`` does not change them."""
     str_argument("name", name)
