@@ -10,8 +10,8 @@ Choices the paper leaves open:
 - message passing is graph attention (4 heads of 32, LeakyReLU 0.2 scores) over each level's undirected
   adjacency with self loops, as a dense masked softmax (at most 366 nodes: the (heads, N, N) scores are
   cheap, and the softmax over neighbours is exact). ReLU follows every attention layer but the last;
-- the output is 6 numbers per node (see `DRAM_BIAS` for its initial bias): logits (policy) or Q-values (critics) of 3 levels for the weights and 3
-  for the activation.
+- the output is 6 numbers per node: logits (policy, initially biased by `DRAM_BIAS`) or Q-values (critics,
+  unbiased) of 3 levels for the weights and 3 for the activation.
 """
 
 from __future__ import annotations
@@ -72,9 +72,10 @@ class Architecture:
         return [f"down{k}" for k in range(self.depth + 1)] + [f"up{k}" for k in reversed(range(self.depth))]
 
 
-def init_weights(arch: Architecture, seed: int) -> dict[str, np.ndarray]:
-    """PyTorch-style uniform initialisation, ``(-1/sqrt(n_in), 1/sqrt(n_in))``; linear weights are
-    ``(n_in, n_out)`` so a layer is ``x @ w + b`` on every backend."""
+def init_weights(arch: Architecture, seed: int, output_bias: np.ndarray = DRAM_BIAS) -> dict[str, np.ndarray]:
+    """PyTorch-style uniform initialisation, ``(-1/sqrt(n_in), 1/sqrt(n_in))``, plus ``output_bias`` on the
+    output (policies lean to DRAM; critics take zeros); linear weights are ``(n_in, n_out)`` so a layer is
+    ``x @ w + b`` on every backend."""
     rng = np.random.default_rng(seed)
 
     def uniform(n_in: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -89,7 +90,7 @@ def init_weights(arch: Architecture, seed: int) -> dict[str, np.ndarray]:
         weights[f"{name}.target"] = uniform(head_size, (arch.heads, 1, head_size))
         weights[f"{name}.b"] = np.zeros(arch.hidden, dtype=np.float32)
     weights["out.w"] = uniform(arch.hidden, (arch.hidden, OUTPUTS))
-    weights["out.b"] = uniform(arch.hidden, (OUTPUTS,)) + DRAM_BIAS
+    weights["out.b"] = uniform(arch.hidden, (OUTPUTS,)) + output_bias
     return weights
 
 
@@ -153,9 +154,9 @@ class GraphUNet:
     """The network as recurrent tensors: one `trl.param` per weight over ``domain`` (training iterations)."""
 
     def __init__(self, hierarchy: Hierarchy, arch: Architecture = Architecture(), seed: int = 0,
-                 domain: tuple = ()) -> None:
+                 domain: tuple = (), output_bias: np.ndarray = DRAM_BIAS) -> None:
         self.hierarchy, self.arch = hierarchy, arch
-        self.initial = init_weights(arch, seed)
+        self.initial = init_weights(arch, seed, output_bias)
         self.names = list(self.initial)
         self.weights = {name: trl.param(value, domain=domain) for name, value in self.initial.items()}
 

@@ -69,7 +69,8 @@ def build(features: np.ndarray, hierarchy: Hierarchy, experience: Experience, it
     with ctx:
         x = trl.tensor(features)
         actor = GraphUNet(hierarchy, arch, seed=seed, domain=(i,))
-        critics = [GraphUNet(hierarchy, arch, seed=seed + 1 + k, domain=(i,)) for k in range(2)]
+        critics = [GraphUNet(hierarchy, arch, seed=seed + 1 + k, domain=(i,), output_bias=np.zeros(6, np.float32))
+                   for k in range(2)]
 
         logits = actor(x).reshape((nodes, 2, 3))
         outputs = (TensorType((config.batch, nodes, 2), "int64"), TensorType((config.batch,), "float32"))

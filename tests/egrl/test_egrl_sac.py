@@ -8,13 +8,14 @@ import torch
 from egrl_torch_reference import torch_unet
 
 from algorithms.egrl import sac
-from algorithms.egrl.policy import Architecture, coarsen, init_weights
+from algorithms.egrl.policy import DRAM_BIAS, Architecture, coarsen, init_weights
 from algorithms.egrl.workloads import load
 
 
 def torch_sac_steps(features, edges, arch, seed, actions, rewards, config, steps):
     nets = [{name: torch.tensor(value, dtype=torch.float64, requires_grad=True)
-             for name, value in init_weights(arch, seed + k).items()} for k in range(3)]
+             for name, value in init_weights(arch, seed + k, DRAM_BIAS if k == 0 else np.zeros(6)).items()}
+            for k in range(3)]
     optimizer = torch.optim.Adam([p for net in nets for p in net.values()], lr=config.lr)
     nodes = features.shape[0]
     index = torch.as_tensor(actions)[..., None]
