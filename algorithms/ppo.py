@@ -39,10 +39,11 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
           max_grad_norm: float = 0.5, hidden: int = 64, norm_adv: bool = True, seed: int = 0,
           backend: str = "torch", logdir: str | None = None, progress: bool = False,
           print_schedule: bool = False, simulator: str = "gymnasium", compile_options: dict | None = None,
-          stats: dict | None = None, obs_padding: int = 0) -> list[dict[str, Any]]:
+          stats: dict | None = None, obs_padding: int = 0, reward_scale: float = 1.0) -> list[dict[str, Any]]:
     """Run PPO; returns the learning curve, one dict per iteration (returns, losses, seconds). ``stats``
     receives the executable's statistics (compile and execute seconds, peak memory); ``obs_padding``
-    appends that many zeros to every observation (the benchmark's observation-size sweep)."""
+    appends that many zeros to every observation (the benchmark's observation-size sweep); ``reward_scale``
+    multiplies the rewards the critic learns (Pendulum's are in the hundreds; logs show the real ones)."""
     batch = num_envs * steps
     if batch % minibatches:
         raise trl.TimeRLError(f"num_envs * steps = {batch} does not split into {minibatches} minibatches")
@@ -83,7 +84,7 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         last_o = next_o[i, T - 1]
         if obs_padding:
             last_o = trl.cat([last_o, trl.zeros((num_envs, obs_padding))], -1)
-        adv = gae(r, done, value, acting_critic(last_o).squeeze(-1), gamma, gae_lambda)
+        adv = gae(r * reward_scale, done, value, acting_critic(last_o).squeeze(-1), gamma, gae_lambda)
         ret = adv + value
 
         # Minibatches: a fresh permutation of the iteration's T * N samples per epoch, one slice per update
@@ -242,6 +243,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--lr", type=float, default=2.5e-4)
     parser.add_argument("--ent-coef", type=float, default=0.01)
     parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--reward-scale", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--backend", default="torch", choices=("reference", "torch", "jax"))
     parser.add_argument("--logdir", default=None, help="write progress.csv and TensorBoard events under it")
@@ -250,7 +252,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     args = parser.parse_args(argv)
     curve = train(args.env, args.iterations, args.num_envs, args.steps, args.epochs, args.minibatches,
                   lr=args.lr, ent_coef=args.ent_coef, hidden=args.hidden, seed=args.seed, backend=args.backend,
-                  logdir=args.logdir, progress=True, print_schedule=args.print_schedule)
+                  logdir=args.logdir, progress=True, print_schedule=args.print_schedule,
+                  reward_scale=args.reward_scale)
     print(f"\nPPO on {args.env}, {args.num_envs} envs x {args.steps} steps, {args.epochs} epochs x "
           f"{args.minibatches} minibatches, backend {args.backend}")
     print("iteration  env steps  episodes  mean length  mean return  s/iteration")
