@@ -79,7 +79,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         memory = [f"{found[i]['peak_bytes'] / 2 ** 20:.1f}" if i in found else "-" for i in implementations]
         ratio = "-"
         if "timerl torch" in found and "eager PyTorch" in found:
-            ratio = f"{found['timerl torch']['seconds_per_iteration'] / found['eager PyTorch']['seconds_per_iteration']:.2f}x"
+            seconds = [found[i]["seconds_per_iteration"] for i in ("timerl torch", "eager PyTorch")]
+            ratio = f"{seconds[0] / seconds[1]:.2f}x"
         lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(times) + " | " + " | ".join(memory) + f" | {ratio} |")
     return "\n".join(lines)
 
