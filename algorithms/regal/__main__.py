@@ -5,8 +5,8 @@ Defaults fit a 2-core machine: 48 training topologies and 10 test topologies of 
 each; 120 REINFORCE iterations of 16 episodes (4 graphs x 4 sampled actions) with BRKGA-200 inside the
 reward; evaluation at 500 and 5,000 evaluations. The paper's 5,000 / 50,000 are scaled by 1/10 because
 our graphs are small: on them BRKGA-5K mostly already finds what BRKGA-30K finds, while 500 evaluations
-leave gaps of up to 19% (as 5,000 do on the paper's graphs of hundreds of ops). ``--transfer`` adds the six smallest MMapGame
-workloads (59-153 ops) as a second test set, never trained on."""
+leave gaps of up to 19% (as 5,000 do on the paper's graphs of hundreds of ops). ``--transfer`` adds the
+six smallest MMapGame workloads (59-153 ops) as a second test set, never trained on."""
 
 from __future__ import annotations
 

@@ -6,15 +6,15 @@ distributions; BRKGA runs with them as its mutant distribution (a host ``udf`` n
 environments of `timerl.rl`), and the reward is ``-cost(REGAL) / cost(uniform BRKGA)`` on the same graph
 with the same budget and the same BRKGA seed, fresh for every episode. Both runs draw the same random
 numbers (`brkga.Proposal` samples by inversion), so the ratio measures the proposal, not the luck of
-the search: a policy that proposes Beta(1, 1) everywhere gets exactly -1. The loss is the REINFORCE term with the baseline GNN's prediction
-subtracted, plus the baseline's squared error. With ``samples`` > 1, each graph of a batch gets several
-sampled actions and the advantage subtracts the mean reward of that graph's samples instead (a Monte
-Carlo estimate of the same scalar baseline b(G), with far less variance than the network's at the few
-hundred iterations this machine affords; the baseline GNN is still trained).
+the search: a policy that proposes Beta(1, 1) everywhere gets exactly -1. The loss is the REINFORCE
+term with the baseline GNN's prediction subtracted, plus the baseline's squared error. With ``samples`` >
+1, each graph of a batch gets several sampled actions and the advantage subtracts the mean reward of that
+graph's samples instead (a Monte Carlo estimate of the same scalar baseline b(G), with far less variance
+than the network's at the few hundred iterations this machine affords; the baseline GNN is still trained).
 
-Training runs BRKGA with a small budget (``train_budget``, 1,000 by default instead of the paper's 5,000)
-to fit this machine; the paper shows the learned proposals carry over to larger budgets, and `bench`
-measures them at 5,000.
+Training runs BRKGA with a small budget (``train_budget``, 200 by default; the paper trains at its test
+budget) to fit this machine; the paper reports that learned proposals carry over to other budgets, and
+`bench` measures them at 500 and 5,000.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Config:
     kind: str = "runtime"
     iterations: int = 60
     batch: int = 8
-    train_budget: int = 1000
+    train_budget: int = 200
     lr: float = 3e-3
     sizes: Sizes = Sizes()
     seed: int = 0
