@@ -2,5 +2,6 @@
 replace the uniform mutant sampling of BRKGA for joint device placement and scheduling.
 
 `graph` (computation graphs), `perfmodel` (decoding and the cost model), `brkga` (the genetic algorithm),
-`data` (synthetic and MMapGame graphs), `policy` (the GNN and its REINFORCE training, as recurrent tensors),
-`bench` (the paper's evaluation)."""
+`data` (synthetic graphs), `workloads` (MMapGame programs as graphs), `features` (what the networks see,
+what their actions mean), `policy` (the GNNs as recurrent tensors), `train` (REINFORCE, and proposals
+from a trained policy), `bench` (the paper's evaluation; ``python -m algorithms.regal bench``)."""

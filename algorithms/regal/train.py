@@ -102,8 +102,8 @@ class _Reward:
 
 
 def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = False,
-          reward: Callable[[dict, Any], tuple[np.ndarray]] | None = None) -> Trained:
-    """REINFORCE on ``graphs``. ``reward(point, actions)`` replaces the BRKGA reward (for tests): it gets
+          reward_fn: Callable[[dict, Any], tuple[np.ndarray]] | None = None) -> Trained:
+    """REINFORCE on ``graphs``. ``reward_fn(point, actions)`` replaces the BRKGA reward (for tests): it gets
     the (B, N, HEADS) actions of iteration ``point["i"]`` and returns a 1-tuple of (B,) float32 rewards."""
     single_threaded()
     rng = np.random.default_rng(config.seed)
@@ -127,7 +127,7 @@ def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = F
                                  for name, shape in inputs.shapes(config.batch).items())
         policy = trl.distributions.Categorical(logits=policy_logits(weights, layout, x, e, adjacency, config.sizes))
         action = policy.sample()  # (B, N, HEADS)
-        (reward,) = F.apply("udf", action, fn=reward or _Reward(graphs, batches, config),
+        (reward,) = F.apply("udf", action, fn=reward_fn or _Reward(graphs, batches, config),
                             outputs=(TensorType((config.batch,), "float32"),), as_tuple=True)
         value = baseline(weights, layout, x, e, adjacency, mask, config.sizes)
         if config.samples > 1:  # the other samples of the same graph are a lower-variance baseline

@@ -50,7 +50,7 @@ def test_reinforce_learns_a_rewarded_action():
     def reward(point, actions):
         return (np.asarray(actions)[:, :, features.DEVICES] == 4).mean(axis=1).astype(np.float32),
 
-    policy = train.train(graphs, config, reward=reward)
+    policy = train.train(graphs, config, reward_fn=reward)
     rewards = [row["reward"] for row in policy.curve]
     assert np.mean(rewards[-5:]) > np.mean(rewards[:5]) + 0.3
     greedy = train.propose(policy, graphs)
