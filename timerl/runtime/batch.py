@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from timerl.errors import TimeRLError
 from timerl.ops.registry import OPS, Unsupported
 from timerl.pdg.graph import Graph, Node, Point
-from timerl.runtime.evaluate import has_symbols
+from timerl.runtime.evaluate import evaluate, has_symbols
 from timerl.runtime.plan import identity_read, simple_read, static_bytes
 from timerl.rt.symbolic import TRUE, compile_function
 from timerl.sched import ast
@@ -60,9 +62,11 @@ def flatten(body: ast.AstNode, conditions: tuple = ()) -> list[tuple[tuple, ast.
             leaves.extend(inner)
         return leaves
     if isinstance(body, ast.If):
-        if body.orelse is not None:
-            return None
-        return flatten(body.then, conditions + (body.cond,))
+        then = flatten(body.then, conditions + (body.cond,))
+        if body.orelse is None or then is None:
+            return then
+        orelse = flatten(body.orelse, conditions + (~body.cond,))
+        return None if orelse is None else then + orelse
     if isinstance(body, (ast.Execute, ast.Deallocate)):
         return [(conditions, body)]
     return None
@@ -102,31 +106,29 @@ class BatchedGroup:
         self.stored = set(group.freed_later)
         self.readers = {n.id: executable.readers[n.id] for n in self.members}
         self.mapped: dict = {}
-        self.kernels = {n.id: self._kernel(n) for n in self.members if n.op not in ("const", "grad_accumulate")}
+        self.windowed = _windowed_members(self.graph, group) or set()
+        self.kernels = {n.id: self._kernel(n) for n in self.members
+                        if n.op not in ("const", "grad_accumulate", "sink")}
         self.sizes = {n.id: static_bytes(n) for n in self.members}
 
     @staticmethod
     def supported(graph: Graph, group: Any) -> bool:
-        for member_id in group.members:
-            node = graph.nodes[member_id]
-            if static_bytes(node) is None or has_symbols(node.attrs.as_dict()):
-                return False
-            if node.op == "const":
-                continue
-            if node.op == "grad_accumulate":
-                if any(node.attrs["windows"]) or any(e.ranges() or e.condition is not TRUE for e in node.inputs):
-                    return False
-                continue
-            if node.op in ("merge", "source", "rand", "randn", "sink", "udf"):
-                return False
-            if isinstance(OPS[node.op].impl, Unsupported) or not all(simple_read(e) for e in node.inputs):
-                return False
-        return True
+        return _windowed_members(graph, group) is not None
 
     def _kernel(self, node: Node) -> Callable:
         impl, attrs, dtype = OPS[node.op].impl, node.attrs.as_dict(), node.outputs[0].dtype
         xp, cast = self.backend.xp, self.backend.cast
-        return lambda *inputs: cast(impl(xp, *inputs, **attrs), dtype)
+        reduces_window = node.id not in self.windowed and any(
+            e.producer in self.windowed or e.ranges() for e in node.inputs)
+        if not reduces_window:
+            return lambda *inputs: cast(impl(xp, *inputs, **attrs), dtype)
+
+        def masked(value: Any, valid: Any) -> Any:
+            """The padded tail set to zero, the identity of the sums this is allowed for."""
+            keep = xp.reshape(valid, tuple(valid.shape) + (1,) * (value.ndim - 1))
+            return cast(impl(xp, xp.where(keep, value, xp.zeros_like(value)), **attrs), dtype)
+
+        return masked
 
     def _map(self, node_id: int, axes: tuple) -> Callable:
         key = (node_id, axes)
@@ -140,6 +142,8 @@ class BatchedGroup:
         pool = self.executable.pool
         count = len(points)
         values: dict[int, tuple[Any, bool]] = {}  # member -> (value, batched along axis 0)
+        masks: dict[int, Any] = {}  # windowed member -> its valid-position mask
+        sinks: list[Node] = []
         for node in self.members:
             if node.op == "const":
                 values[node.id] = (self.executable.namespace[f"C{node.id}"], False)
@@ -147,14 +151,27 @@ class BatchedGroup:
             if node.op == "grad_accumulate":
                 values[node.id] = (self._accumulate(node, points), True)
                 continue
+            if node.op == "sink":
+                sinks.append(node)
+                continue
             inputs, axes = [], []
+            valid = None  # (N, L) mask of the window positions that exist, for a member reading a window
             for slot, edge in enumerate(node.inputs):
                 if edge.producer in self.inside and identity_read(edge, node, self.graph.nodes[edge.producer]):
                     value, batched = values[edge.producer]
+                    valid = masks.get(edge.producer, valid)
+                elif edge.ranges():
+                    value, valid = self._window(node, slot, points)
+                    batched = True
                 else:
                     value, batched = self._gather(node, slot, points)
                 inputs.append(value)
                 axes.append(0 if batched else None)
+            if node.id in self.windowed:
+                masks[node.id] = valid
+            elif valid is not None:  # a reduction over the window: positions past its end must not count
+                inputs.append(valid)
+                axes.append(0)
             if not any(a == 0 for a in axes):
                 values[node.id] = (self.kernels[node.id](*inputs), False)
             else:
@@ -169,10 +186,24 @@ class BatchedGroup:
                 rows = self.backend.unstack(value) if batched else [value] * count
                 for row, point in zip(rows, points):
                     pool.store((node.id, point), (row,), size)
+            elif node.id in self.windowed:
+                transient += self.backend.nbytes(value)
             else:
                 transient += self.sizes[node.id] * count
         if transient:
             pool.transient(transient)
+        for sink in sinks:
+            self._call_sink(sink, points, values)
+
+    def _call_sink(self, sink: Node, points: Sequence[tuple[int, ...]], values: dict) -> None:
+        edge = sink.inputs[0]
+        if edge.producer in self.inside and identity_read(edge, sink, self.graph.nodes[edge.producer]):
+            value, batched = values[edge.producer]
+            rows = self.backend.unstack(value) if batched else [value] * len(points)
+        else:
+            rows = [self._gather(sink, 0, [point])[0] for point in points]
+        for row, point in zip(rows, points):
+            evaluate(sink, point, [row], self.executable.seed, self.executable.bounds, self.backend)
 
     def _gather(self, node: Node, slot: int, points: Sequence[tuple[int, ...]]) -> tuple[Any, bool]:
         """One input at every point: a single value where every point reads the same one, else stacked."""
@@ -183,6 +214,28 @@ class BatchedGroup:
         if all(k == keys[0] for k in keys):
             return load(keys[0])[edge.output], False
         return self.backend.stack([load(k)[edge.output] for k in keys]), True
+
+    def _window(self, node: Node, slot: int, points: Sequence[tuple[int, ...]]) -> tuple[Any, Any]:
+        """A range read at every point, padded at the end to the longest: (N, L, ...) values and an (N, L)
+        mask of the positions that exist. The producer's points are loaded once each and gathered by index."""
+        reader = self.readers[node.id][slot]
+        edge = reader.edge
+        load, xp = self.executable.pool.load, self.backend.xp
+        windows = [reader.points(p)[0] for p in points]
+        longest = max(len(w) for w in windows)
+        position: dict[tuple, int] = {}
+        for window in windows:
+            for q in window:
+                position.setdefault(q, len(position))
+        if not position or longest == 0:
+            raise _NotBatchable("empty windows")
+        stacked = self.backend.stack([load((edge.producer, q))[edge.output] for q in position])
+        index = np.zeros((len(points), longest), dtype=np.int64)
+        valid = np.zeros((len(points), longest), dtype=bool)
+        for n, window in enumerate(windows):
+            index[n, :len(window)] = [position[q] for q in window]
+            valid[n, :len(window)] = True
+        return stacked[self.backend.from_numpy(index)], self.backend.from_numpy(valid)
 
     def _accumulate(self, node: Node, points: Sequence[tuple[int, ...]]) -> Any:
         """Gradient accumulation over point reads: per point, the sum of the contributions that exist."""
@@ -200,6 +253,64 @@ class BatchedGroup:
                         total = value if total is None else total + value
             totals.append(zero if total is None else backend.cast(total, dtype))
         return backend.stack(totals)
+
+
+class _NotBatchable(Exception):
+    """A batch this code path declines at run time: the statement runs point by point instead."""
+
+
+def _windowed_members(graph: Graph, group: Any) -> set[int] | None:
+    """The members whose values at a point are windows of a range read (padded in a batch), or None when the
+    group cannot be batched. A window may flow through elementwise ops and a cumulative sum along it, and must
+    end in a sum over it (``discounted_sum``, or ``sum`` over dim 0), inside the group."""
+    windowed: set[int] = set()
+    for member_id in group.members:
+        node = graph.nodes[member_id]
+        if node.op == "const":
+            continue
+        if has_symbols(node.attrs.as_dict()):
+            return None
+        if node.op == "grad_accumulate":
+            if any(node.attrs["windows"]) or any(e.ranges() or e.condition is not TRUE for e in node.inputs):
+                return None
+            if static_bytes(node) is None:
+                return None
+            continue
+        if node.op == "sink":
+            if any(e.producer in windowed or not simple_read(e) for e in node.inputs):
+                return None
+            continue  # called point by point once the batch is computed
+        if node.op in ("merge", "source", "rand", "randn", "udf"):
+            return None
+        definition = OPS[node.op]
+        if isinstance(definition.impl, Unsupported) or definition.check_values is not None:
+            return None
+        ranged = [e for e in node.inputs if e.ranges()]
+        for edge in node.inputs:
+            if edge.ranges():
+                producer = graph.nodes[edge.producer]
+                if (len(edge.ranges()) != 1 or edge.ranges()[0].step != 1 or edge.masked_by is not None
+                        or edge.condition is not TRUE or static_bytes(producer) is None):
+                    return None
+            elif not simple_read(edge):
+                return None
+        from_window = ranged or any(e.producer in windowed for e in node.inputs)
+        if not from_window:
+            if static_bytes(node) is None:
+                return None
+            continue
+        if node.op == "discounted_sum" or (node.op == "sum" and tuple(node.attrs["dims"] or ()) == (0,)
+                                           and not node.attrs["keepdim"]):
+            if static_bytes(node) is None:
+                return None
+            continue  # reduces the window away
+        if definition.category == "elementwise" or (node.op == "cumsum" and node.attrs["dim"] == 0):
+            if member_id in group.freed_later:
+                return None  # a window stored for other groups would need its padding undone
+            windowed.add(member_id)
+            continue
+        return None
+    return windowed
 
 
 def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[list], None] | None:
@@ -241,7 +352,7 @@ def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[li
                     continue
                 except TimeRLError:
                     raise
-                except Exception:  # the array library cannot batch it: the same points one by one
+                except Exception:  # declined, or the array library cannot batch it: the points one by one
                     pass
             for v in selected:
                 counters.append(v)
