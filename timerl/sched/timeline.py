@@ -102,13 +102,15 @@ class Timeline:
             site_at[statement] = site_at[statement].union(back) if statement in site_at else back
         last = isl.UnionMap.empty(self.params.get_space())
         for group in groups:
-            if not group.freed_later:
-                continue
             statement = f"S{group.id}"
+            if not group.freed_later or statement not in time_of:  # no site: it runs at no point of these bounds
+                continue
             uses = time_of[statement]
             sites = site_at[statement]
             for read in readers.get(group.id, ()):
                 reader = read.get_tuple_name(isl.dim_type.in_)
+                if reader not in time_of:
+                    continue
                 uses = uses.union(read.reverse().apply_range(time_of[reader]))
                 sites = sites.union(site_at[reader])
             latest = isl.UnionMap.from_map(uses.lexmax()).apply_range(sites)
