@@ -23,7 +23,8 @@ def run_window(steps: int, scale: float | None):
         y = (x * scale if scale is not None else x) + 1.0
         g = y[t:trl.min(t + 4, T)].sum(0)
         g.sink(lambda p, v: values.__setitem__(p["t"], np.asarray(v).copy()))
-    exe = ctx.compile({T: steps}, backend="torch")
+    # point by point: the executor's batched loops (vectorize) trade this memory for speed by design
+    exe = ctx.compile({T: steps}, backend="torch", vectorize=False)
     exe.execute()
     factor = 1.0 if scale is None else scale
     for k in range(steps):
