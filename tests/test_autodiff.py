@@ -308,4 +308,6 @@ def test_errors():
         y = trl.placeholder((), "float32", domain=(t,), requires_grad=True)
         y[t] = x
         with pytest.raises(trl.TimeRLError, match="cannot differentiate the read"):
-            (y[(t * t) % 5] * w).backward()
+            (y[(3 * t) % 5] * w).backward()  # affine (t*t is now refused at construction) but not invertible
+        with pytest.raises(trl.DomainError, match="affine"):
+            y[(t * t) % 5]

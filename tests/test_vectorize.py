@@ -84,8 +84,9 @@ def test_windows_of_changing_length_batch_with_padding(backend, window):
             out = collect(g - g.mean())
         exe = ctx.compile({T: STEPS}, backend=target)
         exe.execute()
-        if target != "reference" and window != "max(0,t-2):t+1":
-            # a causal window is consumed in the loop that produces it (isl fuses them): nothing to batch there
+        if target != "reference" and window == "t:T":
+            # bounded windows are consumed in the loop that produces them (isl fuses the two to free memory
+            # early), and such loops stay point by point; a window reaching T waits for the whole loop
             assert exe.stats["batched_statements"] > 0
         results.append(dict(out))
     assert sorted(results[0]) == sorted(results[1])

@@ -336,8 +336,10 @@ def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[li
             if BatchedGroup.supported(executable.graph, group):
                 batched = (BatchedGroup(executable, group, executable.backend), compile_function(leaf.point, inner))
         plans.append((test, run_one, batched))
-    if not any(batched for _, _, batched in plans):
-        return None  # reordering alone buys nothing and may keep more values alive
+    if not all(plan[2] for (_, leaf), plan in zip(leaves, plans) if isinstance(leaf, ast.Execute)):
+        # a statement left point by point would be separated from its consumers for the whole loop (isl put
+        # them together to free memory early): keep the loop as it is
+        return None
     def run(counters: list) -> None:
         start, stop = limits(*counters)
         values = range(start, stop, step)
