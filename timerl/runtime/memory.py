@@ -115,18 +115,6 @@ class MemoryPool:
         self.pinned.add(key)
         return self.get(key, lambda: self.describe(key), self.pinned)
 
-    def put(self, key: Key, values: tuple[Any, ...], describe: Callable[[], str], pinned: set[Key]) -> None:
-        size = sum(self.backend.nbytes(v) for v in values)
-        self._reserve(size, describe, pinned)
-        store = self.blocks.get(key[0])
-        if store is not None:
-            store.put(key[1], values)
-            self.block_bytes[key] = size
-        else:
-            self.device[key] = (values, size)
-        self.device_bytes += size
-        self.peak_device_bytes = max(self.peak_device_bytes, self.device_bytes)
-
     def get(self, key: Key, describe: Callable[[], str], pinned: set[Key]) -> tuple[Any, ...]:
         store = self.blocks.get(key[0])
         if store is not None:
