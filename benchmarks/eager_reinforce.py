@@ -36,12 +36,11 @@ def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma
             for t in reversed(range(steps)):
                 running = rewards_t[t] + gamma * running * (1.0 - ends_t[t])
                 returns[t] = running
-        else:
-            for t in range(steps):
-                alive = np.ones(num_envs, np.float32)
-                for k in range(t, min(t + n_step, steps)):
-                    returns[t] += gamma ** (k - t) * rewards_t[k] * alive
-                    alive = alive * (1.0 - ends_t[k])
+        else:  # all steps at once, one shift of the window per k
+            alive = np.ones_like(rewards_t)
+            for k in range(min(n_step, steps)):
+                returns[:steps - k] += gamma ** k * rewards_t[k:] * alive[:steps - k]
+                alive[:steps - k] *= 1.0 - ends_t[k:]
         returns_t = torch.as_tensor(returns)
         advantage = returns_t - returns_t.mean(dim=1, keepdim=True)
         loss = -(torch.stack(log_probs) * advantage).mean(dim=1).sum()
