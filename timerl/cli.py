@@ -34,34 +34,53 @@ def bench_program50() -> None:
 def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_steps: tuple) -> None:
     """timerl torch and jax against the eager PyTorch REINFORCE, measured in this run. Torch runs single-threaded
     on both sides: with small tensors, intra-op threads only add synchronisation (and spin when the cores are
-    shared)."""
+    shared). Eager is timed before and after the torch rows (the faster counts), and jax runs last, so that
+    XLA's compile threads do not slow the other rows down."""
     import torch
 
     from algorithms.reinforce import train
 
     torch.set_num_threads(1)
     eager_reinforce = _load("eager_reinforce")
+    cases = [(n_step, num_envs, steps) for n_step in n_steps for num_envs, steps in configurations]
+    variants = (("torch", {}), ("torch", {"vectorize": False}), ("jax", {}))
+    eager: dict = {}
+    rows: dict = {}
+
+    def timerl_row(case: tuple, backend: str, options: dict) -> tuple:
+        n_step, num_envs, steps = case
+        stats: dict = {}
+        # one extra iteration, excluded from the mean: it pays jax's XLA compiles (one per group and shape) and
+        # torch's first calls; it is shown on its own
+        curve = train("CartPole-v1", iterations=iterations + 1, num_envs=num_envs, steps=steps, n_step=n_step,
+                      backend=backend, compile_options=options, stats=stats)
+        per_iteration = sum(row["iteration_seconds"] for row in curve[1:]) / iterations
+        return stats["compile_seconds"], curve[0]["iteration_seconds"], per_iteration, stats["peak_device_bytes"]
+
+    def eager_time(case: tuple) -> float:
+        n_step, num_envs, steps = case
+        eager_reinforce.train_eager(iterations=1, num_envs=num_envs, steps=steps, n_step=n_step)  # warm-up
+        return eager_reinforce.train_eager(iterations=iterations, num_envs=num_envs, steps=steps, n_step=n_step)
+
+    for case in cases:
+        eager[case] = eager_time(case)
+        for backend, options in variants[:2]:
+            rows[case, backend, bool(options)] = timerl_row(case, backend, options)
+        eager[case] = min(eager[case], eager_time(case))
+    for case in cases:
+        rows[case, "jax", False] = timerl_row(case, "jax", {})
     print("| returns | envs x steps | implementation | compile s | first iteration s | s / iteration | vs eager | "
           "peak device bytes |")
     print("|---|---|---|---|---|---|---|---|")
-    for n_step in n_steps:
-        label = "Monte Carlo" if n_step is None else f"{n_step}-step"
-        for num_envs, steps in configurations:
-            eager_reinforce.train_eager(iterations=1, num_envs=num_envs, steps=steps, n_step=n_step)  # warm-up
-            eager = eager_reinforce.train_eager(iterations=iterations, num_envs=num_envs, steps=steps, n_step=n_step)
-            print(f"| {label} | {num_envs} x {steps} | eager PyTorch | - | - | {eager:.3f} | 1.00x | - |", flush=True)
-            for backend, options in (("torch", {}), ("torch", {"vectorize": False}), ("jax", {})):
-                stats: dict = {}
-                # one extra iteration, excluded from the mean: it pays jax's XLA compiles (one per group and
-                # shape) and torch's first calls; it is shown on its own
-                curve = train("CartPole-v1", iterations=iterations + 1, num_envs=num_envs, steps=steps,
-                              n_step=n_step, backend=backend, compile_options=options, stats=stats)
-                first = curve[0]["iteration_seconds"]
-                per_iteration = sum(row["iteration_seconds"] for row in curve[1:]) / iterations
-                name = f"timerl {backend}" + ("" if not options else " (no vectorize)")
-                print(f"| {label} | {num_envs} x {steps} | {name} | {stats['compile_seconds']:.2f} | {first:.2f} | "
-                      f"{per_iteration:.3f} | {per_iteration / eager:.2f}x | {stats['peak_device_bytes']} |",
-                      flush=True)
+    for case in cases:
+        n_step, num_envs, steps = case
+        label = f"| {'Monte Carlo' if n_step is None else f'{n_step}-step'} | {num_envs} x {steps} |"
+        print(f"{label} eager PyTorch | - | - | {eager[case]:.3f} | 1.00x | - |")
+        for backend, options in variants:
+            compile_seconds, first, per_iteration, peak = rows[case, backend, bool(options)]
+            name = f"timerl {backend}" + (" (no vectorize)" if options else "")
+            print(f"{label} {name} | {compile_seconds:.2f} | {first:.2f} | {per_iteration:.3f} | "
+                  f"{per_iteration / eager[case]:.2f}x | {peak} |")
 
 
 def plot_reinforce_memory(out: str, iterations: int, steps: int, n_step: int | None, backend: str) -> None:

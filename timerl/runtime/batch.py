@@ -217,24 +217,29 @@ class BatchedGroup:
 
     def _window(self, node: Node, slot: int, points: Sequence[tuple[int, ...]]) -> tuple[Any, Any]:
         """A range read at every point, padded at the end to the longest: (N, L, ...) values and an (N, L)
-        mask of the positions that exist. The producer's points are loaded once each and gathered by index."""
+        mask of the positions that exist. The producer's points that the windows cover are loaded once each
+        (they form one run along the range's dimension) and gathered by index."""
         reader = self.readers[node.id][slot]
         edge = reader.edge
-        load, xp = self.executable.pool.load, self.backend.xp
-        windows = [reader.points(p)[0] for p in points]
-        longest = max(len(w) for w in windows)
-        position: dict[tuple, int] = {}
-        for window in windows:
-            for q in window:
-                position.setdefault(q, len(position))
-        if not position or longest == 0:
+        load = self.executable.pool.load
+        coordinates = [reader.coordinates(p) for p in points]
+        axis = next(k for k, c in enumerate(coordinates[0]) if isinstance(c, range))
+        outer = [c[:axis] + c[axis + 1:] for c in coordinates]
+        if any(o != outer[0] for o in outer):
+            raise _NotBatchable("windows over different rows of the producer")
+        starts = np.array([c[axis].start for c in coordinates], dtype=np.int64)
+        lengths = np.array([len(c[axis]) for c in coordinates], dtype=np.int64)
+        longest = int(lengths.max())
+        if longest == 0:
             raise _NotBatchable("empty windows")
-        stacked = self.backend.stack([load((edge.producer, q))[edge.output] for q in position])
-        index = np.zeros((len(points), longest), dtype=np.int64)
-        valid = np.zeros((len(points), longest), dtype=bool)
-        for n, window in enumerate(windows):
-            index[n, :len(window)] = [position[q] for q in window]
-            valid[n, :len(window)] = True
+        low = int(starts[lengths > 0].min())
+        high = int((starts + lengths)[lengths > 0].max())
+        before, after = tuple(outer[0][:axis]), tuple(outer[0][axis:])
+        stacked = self.backend.stack([load((edge.producer, before + (k,) + after))[edge.output]
+                                      for k in range(low, high)])
+        offsets = np.arange(longest, dtype=np.int64)
+        valid = offsets[None, :] < lengths[:, None]
+        index = np.where(valid, starts[:, None] - low + offsets[None, :], 0)
         return stacked[self.backend.from_numpy(index)], self.backend.from_numpy(valid)
 
     def _accumulate(self, node: Node, points: Sequence[tuple[int, ...]]) -> Any:
