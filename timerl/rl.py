@@ -194,7 +194,7 @@ class Env:
 
     def _validate(self, action: np.ndarray, location: str, point: dict) -> np.ndarray:
         expected = (self.num_envs, *self.action_shape)
-        where = f"{location}: {self.name} step at {point}: the action created here"
+        where = _Where(location, self.name, point)  # formatted only if an error is raised
         if action.shape != expected:
             raise ActionError(f"{where} has shape {action.shape}; the environment takes {expected}")
         if self.discrete:
@@ -209,6 +209,16 @@ class Env:
             bad = int(np.flatnonzero(~np.isfinite(action).reshape(self.num_envs, -1).all(axis=1))[0])
             raise ActionError(f"{where} is not finite (NaN or infinite) for environment {bad}")
         return action.astype(self._vector.single_action_space.dtype)
+
+
+class _Where:
+    """The start of an action error's message, built only when one is raised (this runs at every step)."""
+
+    def __init__(self, location: str, name: str, point: dict) -> None:
+        self.location, self.name, self.point = location, name, point
+
+    def __format__(self, spec: str) -> str:
+        return f"{self.location}: {self.name} step at {self.point}: the action created here"
 
 
 def _udf(name: str, fn: Any, outputs: tuple[TensorType, ...], *inputs: RT) -> tuple[RT, ...]:
