@@ -12,9 +12,14 @@ import numpy as np
 
 
 class Backend(Protocol):
+    """Everything the executors call on a backend. The compiled backends (torch, jax) also have ``vmap`` and
+    ``unstack``, which vectorized loops need (`timerl.runtime.batch`); the NumPy backend has neither, and the
+    reference interpreter never batches."""
+
     name: str
     slices_are_views: bool  # whether x[a:b] is free (block stores pay off)
     xp: Any
+    kernels: dict  # per-program cache of bound kernels, keyed by node id
 
     def compile(self, kernel: Any) -> Any: ...
 
@@ -35,6 +40,14 @@ class Backend(Protocol):
     def to_device(self, value: Any) -> Any: ...
 
     def cast(self, value: Any, dtype: str) -> Any: ...
+
+    def write(self, buffer: Any, index: int, value: Any) -> Any: ...
+
+    def write_block(self, buffer: Any, start: int, values: Any) -> Any: ...
+
+    def vmap(self, kernel: Any, axes: tuple) -> Any: ...
+
+    def unstack(self, value: Any) -> Sequence[Any]: ...
 
 
 class NumpyBackend:
