@@ -24,11 +24,12 @@ import numpy as np
 
 from timerl.errors import TimeRLError
 from timerl.ops.registry import OPS, Unsupported
-from timerl.pdg.graph import Graph, Node, Point
-from timerl.runtime.evaluate import evaluate, has_symbols
-from timerl.runtime.plan import identity_read, simple_read, static_bytes
+from timerl.pdg.graph import Graph, Node
+from timerl.runtime.evaluate import bound_kernel, evaluate, has_symbols
+from timerl.runtime.plan import simple_read, static_bytes
 from timerl.rt.symbolic import TRUE, compile_function
 from timerl.sched import ast
+from timerl.sched.group import identity_read
 
 
 def statement_dependences(graph: Graph, groups: dict) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
@@ -116,17 +117,17 @@ class BatchedGroup:
         return _windowed_members(graph, group) is not None
 
     def _kernel(self, node: Node) -> Callable:
-        impl, attrs, dtype = OPS[node.op].impl, node.attrs.as_dict(), node.outputs[0].dtype
-        xp, cast = self.backend.xp, self.backend.cast
+        kernel = bound_kernel(node, self.backend)
         reduces_window = node.id not in self.windowed and any(
             e.producer in self.windowed or e.ranges() for e in node.inputs)
         if not reduces_window:
-            return lambda *inputs: cast(impl(xp, *inputs, **attrs), dtype)
+            return kernel
+        xp = self.backend.xp
 
         def masked(value: Any, valid: Any) -> Any:
             """The padded tail set to zero, the identity of the sums this is allowed for."""
             keep = xp.reshape(valid, tuple(valid.shape) + (1,) * (value.ndim - 1))
-            return cast(impl(xp, xp.where(keep, value, xp.zeros_like(value)), **attrs), dtype)
+            return kernel(xp.where(keep, value, xp.zeros_like(value)))
 
         return masked
 

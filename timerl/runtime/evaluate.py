@@ -114,15 +114,23 @@ def _kernel(node: Node, attrs: dict, backend: Any):
     attributes with symbolic sizes are bound per point instead."""
     if has_symbols(attrs):
         return _SYMBOLIC
-    impl, dtype, xp = OPS[node.op].impl, node.outputs[0].dtype, backend.xp
-
-    def kernel(*inputs: Any) -> Any:
-        return backend.cast(impl(xp, *inputs, **attrs), dtype)
-
+    kernel = bound_kernel(node, backend)
     if any(not isinstance(d, int) for t in node.outputs for d in t.shape) or any(
             e.ranges() for e in node.inputs):
         return kernel  # shapes change from point to point: compiling would retrace at every length
     return backend.compile(kernel)
+
+
+def bound_kernel(node: Node, backend: Any):
+    """The op's registry kernel with its attributes bound and its result cast to the inferred dtype, so every
+    backend agrees with the type rules rather than with its own promotion quirks."""
+    impl, attrs, dtype = OPS[node.op].impl, node.attrs.as_dict(), node.outputs[0].dtype
+    xp, cast = backend.xp, backend.cast
+
+    def kernel(*inputs: Any) -> Any:
+        return cast(impl(xp, *inputs, **attrs), dtype)
+
+    return kernel
 
 
 def has_symbols(value: Any) -> bool:

@@ -48,7 +48,7 @@ class Executable:
         self.vectorize = vectorize and device_memory is None
         self.dependences = statement_dependences(graph, self.groups)
         self.namespace = namespace(graph, self.bounds, backend, seed)
-        lowering = GroupLowering(graph, self.bounds, backend, seed, self.namespace, self._reader,
+        lowering = GroupLowering(graph, self.bounds, backend, self.namespace, self._reader,
                                  jit_groups=backend.name == "jax")
         self.group_functions = {g.id: lowering.lower(g) for g in groups}
         self.constants = lowering.constants

@@ -30,10 +30,11 @@ from timerl.errors import ShapeError, TimeRLError
 from timerl.ops.registry import OPS, Unsupported
 from timerl.pdg.graph import Edge, Graph, Node, Point
 from timerl.runtime.access import point_dict
-from timerl.runtime.evaluate import evaluate, has_symbols
+from timerl.runtime.evaluate import bound_kernel, evaluate, has_symbols
+from timerl.rt.symbolic import TRUE, Symbol
+from timerl.sched.group import identity_read
 
 SKIP = object()  # what a reader returns where its edge's condition does not hold
-from timerl.rt.symbolic import TRUE, Symbol, same_all
 
 # Ops evaluated by the executor itself rather than by a registry kernel.
 _EVALUATED = {"source", "rand", "randn", "sink", "udf", "grad_accumulate"}
@@ -49,11 +50,6 @@ def static_bytes(node: Node) -> int | None:
     return total
 
 
-def identity_read(edge: Edge, consumer: Node, producer: Node) -> bool:
-    return (edge.masked_by is None and edge.condition is TRUE and same_all(consumer.domain, producer.domain)
-            and all(isinstance(item, Point) and item.expr.same(dim) for item, dim in zip(edge.index, producer.domain)))
-
-
 def simple_read(edge: Edge) -> bool:
     """A read of one point, always active: the key can be written as a Python expression."""
     return edge.masked_by is None and edge.condition is TRUE and all(isinstance(i, Point) for i in edge.index)
@@ -62,12 +58,11 @@ def simple_read(edge: Edge) -> bool:
 class GroupLowering:
     """Generates the source of one group's function; the names it uses live in the shared namespace ``ns``."""
 
-    def __init__(self, graph: Graph, bounds: Mapping[Symbol, int], backend: Any, seed: int, ns: dict,
+    def __init__(self, graph: Graph, bounds: Mapping[Symbol, int], backend: Any, ns: dict,
                  generic_reader: Callable[[Node, int], Callable], jit_groups: bool) -> None:
         self.graph = graph
         self.bounds = bounds
         self.backend = backend
-        self.seed = seed
         self.ns = ns
         self.generic_reader = generic_reader
         self.jit_groups = jit_groups
@@ -92,15 +87,6 @@ class GroupLowering:
         if has_symbols(node.attrs.as_dict()) or static_bytes(node) is None:
             return False
         return not any(e.ranges() for e in node.inputs)
-
-    def _kernel(self, node: Node) -> Callable:
-        impl, attrs, dtype = OPS[node.op].impl, node.attrs.as_dict(), node.outputs[0].dtype
-        xp, cast = self.backend.xp, self.backend.cast
-
-        def kernel(*inputs: Any) -> Any:
-            return cast(impl(xp, *inputs, **attrs), dtype)
-
-        return kernel
 
     # ---- the whole group ------------------------------------------------------------------------------------------
     def lower(self, group) -> Callable[[tuple], None]:
@@ -175,25 +161,22 @@ class GroupLowering:
                 optional = optional or edge.condition is not TRUE
         listed = "[" + ", ".join(items) + "]"
         if not optional:
-            self._direct = ", ".join(items)
             return listed
-        self._direct = None
         if member.op == "merge":
             return f"[next(x for x in ({', '.join(items)},) if x is not SKIP)]"
         return f"[x for x in {listed} if x is not SKIP]"
 
     def _evaluation(self, member: Node, args: str, outputs: list[str]) -> list[str]:
         n, ns = member.id, self.ns
-        call_args = self._direct if self._direct is not None else f"*{args}"
         if member.op == "const":
             self.constants[f"C{n}"] = np.asarray(member.attrs["value"])  # moved in at each run, in its session
             return [f"{outputs[0]} = C{n}"]
         if member.op == "merge":
             return [f"{outputs[0]}, = {args}"]
         if self._pure(member):
-            kernel = self._kernel(member)
+            kernel = bound_kernel(member, self.backend)
             ns[f"K{n}"] = self.backend.compile(kernel) if self.jit_groups else kernel
-            return [f"{outputs[0]} = K{n}({call_args})"]
+            return [f"{outputs[0]} = K{n}(*{args})"]
         ns[f"N{n}"] = member
         target = ", ".join(outputs) + ("," if outputs else "")
         call = f"evaluate(N{n}, point, {args}, SEED, BOUNDS, BACKEND)"
@@ -241,7 +224,7 @@ class GroupLowering:
                     externals.append((seen[expression], expression))
                 names.append(seen[expression])
             steps.append((member, names))
-        kernels = {member.id: self._kernel(member) for member, _ in steps}
+        kernels = {member.id: bound_kernel(member, self.backend) for member, _ in steps}
         results = [f"v{member.id}_0" for member, _ in steps]
         parameters = ", ".join(name for name, _ in externals)
         inner = [f"def F{group.id}({parameters}):"]

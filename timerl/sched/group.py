@@ -45,7 +45,8 @@ def _advances(edge: Edge, consumer: Node, producer: Node) -> bool:
     return False
 
 
-def _identity(edge: Edge, consumer: Node, producer: Node) -> bool:
+def identity_read(edge: Edge, consumer: Node, producer: Node) -> bool:
+    """``x[b, i, t]`` read at ``[b, i, t]``, always, unmasked: a read that fusion keeps inside one group."""
     return (edge.masked_by is None and edge.condition.key() == ("bool", True)
             and same_all(consumer.domain, producer.domain)
             and all(isinstance(item, Point) and item.expr.same(dim) for item, dim in zip(edge.index, producer.domain)))
@@ -65,7 +66,7 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True) -> tuple[list[G
             node_id = parent[node_id]
         return node_id
 
-    edges = [(e.producer, n.id, _identity(e, n, graph.nodes[e.producer])) for n in graph.nodes
+    edges = [(e.producer, n.id, identity_read(e, n, graph.nodes[e.producer])) for n in graph.nodes
              if n.id in running_set for e in n.inputs if e.producer in running_set]
     # Group-level graphs kept up to date as groups merge (rescanning every edge per merge was quadratic):
     # partners joined by a non-identity edge, and successors / predecessors along edges that stay at one point.
@@ -141,7 +142,7 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True) -> tuple[list[G
 
 def is_internal(graph: Graph, edge: Edge, consumer: Node, group_of: dict[int, int]) -> bool:
     """An identity read inside one dataflow group: needs no dependence and no deallocation statement."""
-    return group_of.get(edge.producer) == group_of.get(consumer.id) and _identity(
+    return group_of.get(edge.producer) == group_of.get(consumer.id) and identity_read(
         edge, consumer, graph.nodes[edge.producer])
 
 
@@ -152,7 +153,7 @@ def _dataflow_order(graph: Graph, ids: list[int], group_of: dict[int, int], inde
     for node_id in ids:
         node = graph.nodes[node_id]
         for edge in node.inputs:
-            if edge.producer in inside and _identity(edge, node, graph.nodes[edge.producer]):
+            if edge.producer in inside and identity_read(edge, node, graph.nodes[edge.producer]):
                 pending[node_id] += 1
                 readers[edge.producer].append(node_id)
     ready = sorted(n for n, count in pending.items() if count == 0)
