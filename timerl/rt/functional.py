@@ -1,4 +1,5 @@
-"""The functional API: every op a user (or a gradient rule) applies goes through `apply`."""
+"""The functional API: creation functions and every op's user-facing wrapper, all built on `timerl.rt.apply`
+(re-exported here, so `F.apply` and `F.constant` keep working)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-import timerl.ops  # noqa: F401  (registers every op)
 from timerl.errors import (
-    ArgumentError,
     ShapeError,
     TimeRLError,
     bool_argument,
@@ -16,110 +15,12 @@ from timerl.errors import (
     int_argument,
     user_location,
 )
-from timerl.ops import registry
-from timerl.ops.registry import OPS, is_float
+from timerl.ops.registry import is_float
 from timerl.pdg.graph import Attrs, Edge, TensorType
+from timerl.rt.apply import RT, apply, check_dtype, constant, normalize_axes, normalize_axis, static_shape  # noqa: F401
 from timerl.rt.arguments import forward_slices, inferred_size, shape_argument, tensor_argument, tensors_argument
-from timerl.rt.context import Context, current_context
-from timerl.rt.symbolic import Expr, Symbol, exact_division, same_all
-from timerl.rt.tensor import RecurrentTensor, check_same_context
-
-RT = RecurrentTensor
-
-
-def normalize_axis(axis: int, rank: int) -> int:
-    int_argument("dim", axis)
-    if rank == 0:  # ops that take dim 0 or -1 of a 0-d tensor, as torch does, handle it before calling this
-        raise ShapeError(f"{user_location()}: dim={axis}: the tensor has no spatial dimensions (shape ())")
-    try:
-        return registry.normalize_axis(axis, rank)
-    except ShapeError as error:
-        raise ShapeError(f"{user_location()}: {error}") from None
-
-
-def normalize_axes(axes: Any, rank: int) -> tuple[int, ...]:
-    try:
-        return registry.normalize_axes(axes, rank)
-    except (ShapeError, TypeError) as error:
-        raise ShapeError(f"{user_location()}: dim={axes!r}: {error}") from None
-
-
-def check_dtype(dtype: Any) -> str:
-    if dtype not in registry.DTYPE_ORDER:
-        raise ShapeError(f"{user_location()}: unknown dtype {dtype!r}; "
-                         f"choose one of {', '.join(registry.DTYPE_ORDER)}")
-    return dtype
-
-
-def static_shape(shape: Any) -> tuple[int, ...]:
-    try:
-        dims = tuple(shape)
-    except TypeError:
-        dims = None
-    if dims is None or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
-                               for d in dims):
-        raise ShapeError(f"{user_location()}: a shape is a tuple of non-negative ints, got {shape!r}")
-    return tuple(int(d) for d in dims)
-
-
-def _scalar_dtype(value: Any, others: Sequence[RT]) -> str:
-    """Python scalars are 'weak' like in torch: they take the tensors' dtype when it can hold them."""
-    floats = [t.dtype for t in others if is_float(t.dtype)]
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return others[0].dtype if others and others[0].dtype != "bool" else "int64"
-    return floats[0] if floats else "float32"
-
-
-def constant(ctx: Context, value: Any, dtype: str | None = None, domain: tuple[Symbol, ...] = (),
-             location: str | None = None) -> RT:
-    try:
-        array = np.asarray(value)
-        if dtype is None:
-            dtype = "float32" if array.dtype.kind == "f" else str(array.dtype)
-        array = array.astype(check_dtype(dtype))
-    except (ValueError, TypeError) as error:
-        raise ShapeError(f"{location or user_location()}: cannot make a tensor of {value!r}: {error}") from None
-    node = ctx.add_node("const", Attrs.of(value=array, shape=array.shape, dtype=dtype), tuple(domain), [],
-                        (TensorType(array.shape, dtype),), location or user_location())
-    return RT.of(ctx, node)
-
-
-def _as_tensors(args: Sequence[Any]) -> list[RT]:
-    tensors = [a for a in args if isinstance(a, RT)]
-    if not tensors:
-        raise TimeRLError(f"{user_location()}: an op needs at least one recurrent tensor input")
-    ctx = check_same_context(*tensors)
-    out = []
-    for arg in args:
-        if isinstance(arg, RT):
-            out.append(arg)
-        elif isinstance(arg, (int, float, bool, np.integer, np.floating)):
-            out.append(constant(ctx, arg, _scalar_dtype(arg, tensors)))
-        elif isinstance(arg, (np.ndarray, list, tuple)):
-            out.append(constant(ctx, arg))
-        else:
-            raise TimeRLError(f"{user_location()}: cannot use {type(arg).__name__} as a tensor")
-    return out
-
-
-def apply(op: str, *args: Any, as_tuple: bool = False, **attrs: Any) -> Any:
-    """Create a node of ``op`` over the union of the inputs' domains, reading each input through its view.
-    Returns the output RT, or a tuple of them for ops with several outputs (or when ``as_tuple``)."""
-    inputs = _as_tensors(args)
-    ctx = inputs[0].ctx
-    location = user_location()
-    frozen = Attrs.of(**attrs)
-    try:
-        types = OPS[op].infer([t.type for t in inputs], frozen)
-    except ShapeError as error:
-        raise ShapeError(f"{location}: {op}: {error}") from None
-    domain = ctx.order_dims(set().union(*(t.domain for t in inputs)))
-    edges = [Edge(t.node.id, t.output, t.index) for t in inputs]
-    node = ctx.add_node(op, frozen, domain, edges, types, location)
-    results = [RT.of(ctx, node, k) for k in range(len(types))]
-    return results[0] if len(results) == 1 and not as_tuple else tuple(results)
+from timerl.rt.context import current_context
+from timerl.rt.symbolic import Expr, Symbol, same_all
 
 
 # ---- creation -------------------------------------------------------------------------------------------
