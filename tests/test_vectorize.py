@@ -92,3 +92,9 @@ def test_windows_of_changing_length_batch_with_padding(backend, window):
     assert sorted(results[0]) == sorted(results[1])
     for key, want in results[0].items():
         np.testing.assert_allclose(results[1][key], want, rtol=1e-5, atol=1e-6, err_msg=f"at {key}")
+
+
+def test_vectorize_option_must_be_a_bool():
+    ctx, I, T, _, _ = policy_gradient_program()
+    with pytest.raises(trl.TimeRLError, match=r"test_vectorize.py:\d+: vectorize= is True or False"):
+        ctx.compile({I: 1, T: STEPS}, backend="torch", vectorize="yes")

@@ -48,7 +48,7 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
         raise TimeRLError(f"{user_location()}: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if options:
         raise TimeRLError(f"{user_location()}: unknown compile options {sorted(options)}")
-    device_memory = _check_options(bounds, seed, device_memory, swap, optimize)
+    device_memory = _check_options(bounds, seed, device_memory, swap, optimize, vectorize)
     started = time.perf_counter()
     resolved = resolve_bounds(ctx, bounds)
     graph = ctx.graph()
@@ -60,17 +60,19 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     from timerl.runtime.executor import build_executable
 
     return build_executable(graph, resolved, backend, seed=seed, device_memory=device_memory, swap=swap,
-                            optimize=optimize, vectorize=optimize if vectorize is None else bool(vectorize),
+                            optimize=optimize, vectorize=optimize if vectorize is None else vectorize,
                             started=started)
 
 
-def _check_options(bounds: Any, seed: Any, device_memory: Any, swap: Any, optimize: Any) -> int | None:
+def _check_options(bounds: Any, seed: Any, device_memory: Any, swap: Any, optimize: Any,
+                   vectorize: Any = None) -> int | None:
     """Options are checked when compiling, so a bad one names the user's `compile` line, not a later run."""
     if not isinstance(bounds, dict):
         raise TimeRLError(f"{user_location()}: bounds= is a dict from bound (or its name) to int, got {bounds!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TimeRLError(f"{user_location()}: seed= is an int, got {seed!r}")
-    for name, flag in (("swap", swap), ("optimize", optimize)):
+    flags = (("swap", swap), ("optimize", optimize)) + ((("vectorize", vectorize),) if vectorize is not None else ())
+    for name, flag in flags:
         if not isinstance(flag, (bool, np.bool_)):
             raise TimeRLError(f"{user_location()}: {name}= is True or False, got {flag!r}")
     if device_memory is None:
