@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from timerl.runtime.plan import static_bytes
-from timerl.rt.symbolic import compile_function
+from timerl.runtime.walk import AstInterpreter, Run
 from timerl.sched import ast
 
 
@@ -24,50 +24,36 @@ def required_device_bytes(schedule: ast.Schedule, graph: Any, groups: dict) -> i
             return None
         stored[group.id] = sum(sizes[n] for n in group.freed_later)
         transient[group.id] = sum(sizes[n] for n in group.freed_inside)
-    state = {"live": 0, "peak": 0}
+    counter = _ByteCounter(stored, transient)
+    counter.build(schedule.root, ())([])
+    return counter.peak
 
-    def build(node: ast.AstNode, scope: tuple):
-        if isinstance(node, ast.Sequence):
-            parts = [build(child, scope) for child in node.body]
-            return lambda counters: [part(counters) for part in parts]
-        if isinstance(node, ast.Loop):
-            limits = compile_function((node.start, node.stop), scope)
-            body = build(node.body, scope + (node.var,))
 
-            def loop(counters: list) -> None:
-                start, stop = limits(*counters)
-                for value in range(start, stop, node.step):
-                    body(counters + [value])
+class _ByteCounter(AstInterpreter):
+    """Statements add and remove their groups' bytes; loops and conditionals run as the executor's do."""
 
-            return loop
-        if isinstance(node, ast.If):
-            test = compile_function((node.cond,), scope)
-            then = build(node.then, scope)
-            orelse = build(node.orelse, scope) if node.orelse is not None else None
+    def __init__(self, stored: dict[int, int], transient: dict[int, int]) -> None:
+        self.stored, self.transient = stored, transient
+        self.live = self.peak = 0
 
-            def branch(counters: list) -> None:
-                if test(*counters)[0]:
-                    then(counters)
-                elif orelse is not None:
-                    orelse(counters)
+    def _execute(self, node: ast.Execute, scope) -> Run:
+        adds, passing = self.stored[node.node], self.transient[node.node]
 
-            return branch
-        if isinstance(node, ast.Execute):
-            adds, passing = stored[node.node], transient[node.node]
+        def execute(counters: list) -> None:
+            self.live += adds
+            self.peak = max(self.peak, self.live + passing)
 
-            def execute(counters: list) -> None:
-                state["live"] += adds
-                state["peak"] = max(state["peak"], state["live"] + passing)
+        return execute
 
-            return execute
-        if isinstance(node, ast.Deallocate):
-            frees = stored[node.node]
+    def _deallocate(self, node: ast.Deallocate, scope) -> Run:
+        frees = self.stored[node.node]
 
-            def deallocate(counters: list) -> None:
-                state["live"] -= frees
+        def deallocate(counters: list) -> None:
+            self.live -= frees
 
-            return deallocate
+        return deallocate
+
+    def _offload(self, node: ast.AstNode, scope) -> Run:
         return lambda counters: None
 
-    build(schedule.root, ())([])
-    return state["peak"]
+    _fetch = _offload

@@ -18,14 +18,13 @@ from timerl.pdg.pipeline import optimize_graph
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
 from timerl.runtime.dryrun import required_device_bytes
 from timerl.runtime.batch import batched_loop, statement_dependences
+from timerl.runtime.walk import AstInterpreter, Run
 from timerl.runtime.plan import SKIP, GroupLowering, namespace
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
 from timerl.rt.symbolic import Symbol, compile_function
 from timerl.sched import ast
 from timerl.sched.schedule import schedule_graph
-
-Run = Callable[[list], None]
 
 
 class Executable:
@@ -153,54 +152,17 @@ def block_axes(graph: Graph) -> dict[int, int]:
     return {node_id: next(iter(found)) for node_id, found in axes.items() if len(found) == 1 and None not in found}
 
 
-class _Interpreter:
-    """Turns each AST node into a closure over the loop counters (a list, innermost last)."""
+class _Interpreter(AstInterpreter):
+    """The schedule as closures that run it: statements run their group's generated function or free points;
+    loops that vectorize run statement by statement (`timerl.runtime.batch`)."""
 
     def __init__(self, executable: Executable) -> None:
         self.executable = executable
         self.nodes = executable.graph.nodes
 
-    def build(self, node: ast.AstNode, scope: tuple[Symbol, ...]) -> Run:
-        return getattr(self, f"_{type(node).__name__.lower()}")(node, scope)
-
-    def _sequence(self, node: ast.Sequence, scope) -> Run:
-        parts = [self.build(child, scope) for child in node.body]
-
-        def run(counters: list) -> None:
-            for part in parts:
-                part(counters)
-
-        return run
-
     def _loop(self, node: ast.Loop, scope) -> Run:
         vectorized = batched_loop(self, node, scope)
-        if vectorized is not None:
-            return vectorized
-        limits = compile_function((node.start, node.stop), scope)
-        body = self.build(node.body, scope + (node.var,))
-        step = node.step
-
-        def run(counters: list) -> None:
-            start, stop = limits(*counters)
-            for value in range(start, stop, step):
-                counters.append(value)
-                body(counters)
-                counters.pop()
-
-        return run
-
-    def _if(self, node: ast.If, scope) -> Run:
-        test = compile_function((node.cond,), scope)
-        then = self.build(node.then, scope)
-        orelse = self.build(node.orelse, scope) if node.orelse is not None else None
-
-        def run(counters: list) -> None:
-            if test(*counters)[0]:
-                then(counters)
-            elif orelse is not None:
-                orelse(counters)
-
-        return run
+        return vectorized if vectorized is not None else super()._loop(node, scope)
 
     def _execute(self, node: ast.Execute, scope) -> Run:
         """Run a dataflow group's generated function at the point."""
