@@ -1,0 +1,167 @@
+"""MuZero search as recurrent tensors (algorithms/muzero/mcts.py) against mctx 0.0.71 and against a plain
+Python MCTS written here from the MuZero pseudo-code, on the same fixed networks, roots and seeds."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import mctx
+import numpy as np
+import pytest
+
+import timerl as trl
+from algorithms.muzero.mcts import Root, SearchConfig, Step, search
+from timerl.rt import functional as F
+
+ACTIONS, HIDDEN = 3, 4
+
+
+def fixed_network(seed: int):
+    rng = np.random.default_rng(seed)
+    shapes = {"w_state": (HIDDEN, HIDDEN), "w_action": (ACTIONS, HIDDEN), "w_reward": (HIDDEN,),
+              "w_prior": (HIDDEN, ACTIONS), "w_value": (HIDDEN,)}
+    return {name: rng.normal(size=shape).astype(np.float32) for name, shape in shapes.items()}
+
+
+def random_root(seed: int, batch: int):
+    rng = np.random.default_rng(seed + 1000)
+    invalid = rng.random((batch, ACTIONS)) < 0.3
+    invalid[invalid.all(axis=1), 0] = False
+    return (rng.normal(size=(batch, ACTIONS)).astype(np.float32), rng.normal(size=batch).astype(np.float32),
+            rng.normal(size=(batch, HIDDEN)).astype(np.float32), invalid)
+
+
+def run_rt_search(net, root, config: SearchConfig, noise=None, backend="torch"):
+    logits, value, embedding, invalid = root
+    ctx = trl.Context("s d")
+    s, d = ctx.dims
+    S, D = ctx.bounds
+    tree = {}
+    with ctx:
+        def recurrent_fn(state, action):
+            hidden = F.tanh(F.matmul(state, trl.tensor(net["w_state"]))
+                            + F.matmul(F.one_hot(action, ACTIONS).astype("float32"), trl.tensor(net["w_action"])))
+            return Step(F.matmul(hidden, trl.tensor(net["w_reward"])), F.matmul(hidden, trl.tensor(net["w_prior"])),
+                        F.matmul(hidden, trl.tensor(net["w_value"])), hidden)
+
+        final = search(Root(trl.tensor(logits), trl.tensor(value), trl.tensor(embedding)), recurrent_fn,
+                       trl.tensor(invalid), None if noise is None else trl.tensor(noise), config, s, d)
+        for name in final._fields:
+            getattr(final, name).sink(lambda point, array, name=name: tree.__setitem__(name, np.asarray(array).copy()))
+    ctx.compile(bounds={S: config.num_simulations, D: config.depth}, backend=backend).execute()
+    return tree
+
+
+def run_mctx(net, root, config: SearchConfig, seed: int, noise: bool):
+    logits, value, embedding, invalid = root
+    batch = logits.shape[0]
+
+    def recurrent_fn(params, key, action, state):
+        hidden = jnp.tanh(state @ net["w_state"] + jax.nn.one_hot(action, ACTIONS) @ net["w_action"])
+        output = mctx.RecurrentFnOutput(reward=hidden @ net["w_reward"], discount=jnp.full(batch, config.discount),
+                                        prior_logits=hidden @ net["w_prior"], value=hidden @ net["w_value"])
+        return output, hidden
+
+    output = mctx.muzero_policy(
+        None, jax.random.PRNGKey(seed), mctx.RootFnOutput(prior_logits=jnp.asarray(logits), value=jnp.asarray(value),
+                                                          embedding=jnp.asarray(embedding)),
+        recurrent_fn, config.num_simulations, invalid_actions=jnp.asarray(invalid), max_depth=config.max_depth,
+        dirichlet_fraction=config.dirichlet_fraction if noise else 0.0, dirichlet_alpha=config.dirichlet_alpha)
+    return jax.tree.map(np.asarray, output.search_tree)
+
+
+def mctx_dirichlet_noise(seed: int, batch: int, alpha: float) -> np.ndarray:
+    """The noise muzero_policy draws for this seed (its first split, second key)."""
+    _, noise_key, _ = jax.random.split(jax.random.PRNGKey(seed), 3)
+    return np.asarray(jax.random.dirichlet(noise_key, alpha=jnp.full([ACTIONS], alpha), shape=(batch,)))
+
+
+@pytest.mark.parametrize("seed, simulations, max_depth, noise", [
+    (0, 8, None, False),
+    (1, 10, 2, False),  # the depth cut-off re-evaluates existing children
+    (2, 8, None, True),  # the same Dirichlet draws as mctx
+])
+def test_search_matches_mctx(seed, simulations, max_depth, noise):
+    net, root = fixed_network(seed), random_root(seed, batch=5)
+    config = SearchConfig(num_simulations=simulations, max_depth=max_depth)
+    noise_draws = mctx_dirichlet_noise(seed, 5, config.dirichlet_alpha) if noise else None
+    ours = run_rt_search(net, root, config, noise_draws)
+    theirs = run_mctx(net, root, config, seed, noise)
+    np.testing.assert_array_equal(ours["children_visits"][:, 0], theirs.children_visits[:, 0])
+    np.testing.assert_array_equal(ours["children_visits"], theirs.children_visits)
+    np.testing.assert_array_equal(ours["node_visits"], theirs.node_visits)
+    np.testing.assert_array_equal(ours["children_index"], theirs.children_index)
+    np.testing.assert_array_equal(ours["parents"], theirs.parents)
+    np.testing.assert_array_equal(ours["action_from_parent"], theirs.action_from_parent)
+    for name in ("node_values", "children_values", "children_rewards", "children_prior_logits", "embeddings"):
+        np.testing.assert_allclose(ours[name], getattr(theirs, name), rtol=1e-4, atol=1e-4, err_msg=name)
+    assert (ours["children_visits"][:, 0][root[3]] == 0).all()  # illegal root actions are never visited
+    assert (ours["children_visits"][:, 0].sum(axis=1) == simulations).all()
+
+
+# -------------------------------------------------------------------------- a plain Python MuZero search
+class Node:
+    def __init__(self, prior_logits, value, state, reward=0.0):
+        self.prior_logits, self.raw_value, self.state, self.reward = prior_logits, value, state, reward
+        self.children: dict[int, Node] = {}
+        self.visits, self.value_sum = 1, float(value)  # expansion counts as the first visit (as in mctx)
+
+    def value(self):
+        return self.value_sum / self.visits
+
+
+def python_search(net, logits, value, state, invalid, simulations, discount=0.9999, c1=1.25, c2=19652.0):
+    def dynamics(state, action):
+        hidden = np.tanh(state @ net["w_state"] + np.eye(ACTIONS, dtype=np.float32)[action] @ net["w_action"])
+        return float(hidden @ net["w_reward"]), hidden @ net["w_prior"], float(hidden @ net["w_value"]), hidden
+
+    shifted = logits - logits.max()
+    root = Node(np.where(invalid, np.finfo(np.float32).min, shifted), value, state)
+    for _ in range(simulations):
+        node, path = root, []
+        while True:
+            action = select(node, node is root, invalid, discount, c1, c2)
+            path.append((node, action))
+            if action not in node.children:
+                break
+            node = node.children[action]
+        reward, prior, leaf_value, hidden = dynamics(node.state, action)
+        node.children[action] = Node(prior, leaf_value, hidden, reward)
+        backed_up = leaf_value
+        for parent, action in reversed(path):
+            backed_up = parent.children[action].reward + discount * backed_up
+            parent.value_sum += backed_up
+            parent.visits += 1
+    return np.array([root.children[a].visits if a in root.children else 0 for a in range(ACTIONS)])
+
+
+def select(node, at_root, invalid, discount, c1, c2):
+    probs = np.exp(node.prior_logits - node.prior_logits.max())
+    probs /= probs.sum()
+    q = {a: child.reward + discount * child.value() for a, child in node.children.items()}
+    low = min([node.value()] + list(q.values()))
+    high = max([node.value()] + list(q.values()))
+    best, best_score = None, -math.inf
+    for action in range(ACTIONS):
+        if at_root and invalid[action]:
+            continue
+        child = node.children.get(action)
+        visits = child.visits if child else 0
+        normalised = (q[action] - low) / max(high - low, 1e-8) if child else 0.0
+        exploration = math.sqrt(node.visits) * (c1 + math.log((node.visits + c2 + 1) / c2)) * probs[action]
+        score = normalised + exploration / (visits + 1)
+        if score > best_score:
+            best, best_score = action, score
+    return best
+
+
+def test_search_matches_plain_python_mcts():
+    net, root = fixed_network(7), random_root(7, batch=4)
+    config = SearchConfig(num_simulations=12)
+    ours = run_rt_search(net, root, config)
+    logits, value, state, invalid = root
+    for b in range(4):
+        expected = python_search(net, logits[b], value[b], state[b], invalid[b], config.num_simulations)
+        np.testing.assert_array_equal(ours["children_visits"][b, 0], expected)
