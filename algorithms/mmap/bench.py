@@ -4,7 +4,12 @@ Per workload: buffers, game speed (moves per second of random play on one core),
 reward normalised by the largest possible saving (all-slow minus all-fast latency: the return of a game
 with unlimited fast memory and free copies) and the speedup latency(heuristic) / latency(agent), the
 paper's speedup against the production compiler; plus the speedup over an all-slow program.
-Every mapping is checked by `check.check_mapping` before it is reported.
+Every mapping is checked by `check.check_mapping` before it is reported. Speedups are given twice: by the
+reward's cost model, and by the event-level simulator (`simulator.py`: copies on a DMA engine with finite
+bandwidth and a setup time, stalls when a copy is late), which the rewards know nothing about. Per
+workload, the Pearson correlation between a game's return and its simulated speedup over all-slow, over
+`CORRELATION_GAMES` random games of varied Drop rates, measures how well the reward predicts the
+simulated latency (the shape of the paper's Table 5).
 
 Budget: `budget` episodes' worth of game moves per agent (budget x buffers), the same for every search
 agent, which is the paper's "same hardware budget" comparison made deterministic. Moves replayed after a
@@ -26,9 +31,12 @@ from algorithms.mmap.baselines.policies import legal_list
 from algorithms.mmap.check import check_mapping
 from algorithms.mmap.game import MMapGame
 from algorithms.mmap.instance import available_workload_names
+from algorithms.mmap.mapping import mapping_records
 from algorithms.mmap.problem import Problem, build_problem
+from algorithms.mmap.simulator import DmaSpec, simulate_mapping
 
 DEFAULT_BUDGET = 100
+CORRELATION_GAMES = 24
 FALLBACK_WORKLOADS = ("synthetic_0_100", "synthetic_1_300", "synthetic_2_1000")
 
 
@@ -37,6 +45,8 @@ class AgentScore:
     reward: float
     latency: float
     seconds: float
+    simulated: float
+    """Latency of the mapping in the event-level simulator (microseconds)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,9 @@ class WorkloadReport:
     all_slow_latency: float
     best_saving: float
     scores: dict
+    simulated_all_slow: float
+    correlation: float
+    """Pearson correlation of return and simulated speedup over random games (nan if all games tie)."""
 
 
 def moves_per_second(problem: Problem, seconds: float = 1.0, seed: int = 0) -> float:
@@ -71,26 +84,60 @@ def score_agents(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=
         result = AGENTS[agent](problem, seed=seed, budget=budget * problem.num_buffers)
         seconds = time.perf_counter() - start
         check_mapping(problem, result.mapping)
-        scores[agent] = AgentScore(result.reward, result.latency, seconds)
+        scores[agent] = AgentScore(result.reward, result.latency, seconds,
+                                   simulate_mapping(problem, result.mapping).latency_us)
     return scores
 
 
+def score_workload(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS)) -> tuple:
+    """(every agent's score, the reward-latency correlation) on one workload."""
+    return score_agents(name, budget, seed, agents), reward_latency_correlation(build_problem(name), seed=seed)
+
+
+def reward_latency_correlation(problem: Problem, games: int = CORRELATION_GAMES, seed: int = 0,
+                               dma: DmaSpec = DmaSpec()) -> float:
+    """Pearson correlation between the return of a game and its simulated speedup over all-slow.
+
+    Games are random legal play where Drop, when legal, is taken with probability p (p spread over [0, 1]
+    across the games, so that returns spread too); the other legal moves are uniform.
+    """
+    rng = np.random.default_rng(seed)
+    all_slow = simulate_mapping(problem, None, dma).latency_us
+    returns, speedups = [], []
+    for drop_probability in np.linspace(0.0, 1.0, games):
+        game = MMapGame(problem, drop_backup=True, backup_point="group")
+        while not game.done:
+            legal = legal_list(game)
+            if 2 in legal and (len(legal) == 1 or rng.random() < drop_probability):
+                game.play(2)
+            else:
+                moves = [action for action in legal if action != 2]
+                game.play(moves[int(rng.integers(len(moves)))])
+        returns.append(game.total_reward)
+        records = mapping_records(game) if game.feasible else None
+        speedups.append(all_slow / simulate_mapping(problem, records, dma).latency_us)
+    if np.std(returns) == 0 or np.std(speedups) == 0:
+        return float("nan")
+    return float(np.corrcoef(returns, speedups)[0, 1])
+
+
 def bench_workload(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS)) -> WorkloadReport:
-    return _report(name, moves_per_second(build_problem(name), seed=seed), score_agents(name, budget, seed, agents))
+    return _report(name, moves_per_second(build_problem(name), seed=seed), *score_workload(name, budget, seed, agents))
 
 
 def run_bench(names=None, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS), jobs: int = 2) -> list:
     names = list(names or available_workload_names() or FALLBACK_WORKLOADS)
     speeds = {name: moves_per_second(build_problem(name), seed=seed) for name in names}
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {name: pool.submit(score_agents, name, budget, seed, tuple(agents)) for name in names}
-        return [_report(name, speeds[name], futures[name].result()) for name in names]
+        futures = {name: pool.submit(score_workload, name, budget, seed, tuple(agents)) for name in names}
+        return [_report(name, speeds[name], *futures[name].result()) for name in names]
 
 
-def _report(name: str, speed: float, scores: dict) -> WorkloadReport:
+def _report(name: str, speed: float, scores: dict, correlation: float) -> WorkloadReport:
     problem = build_problem(name)
     return WorkloadReport(name, problem.num_buffers, speed, problem.latency_all_slow,
-                          problem.latency_all_slow - problem.latency_all_fast, scores)
+                          problem.latency_all_slow - problem.latency_all_fast, scores,
+                          simulate_mapping(problem, None).latency_us, correlation)
 
 
 def markdown(reports: list, agents=tuple(AGENTS)) -> str:
@@ -115,8 +162,20 @@ def markdown(reports: list, agents=tuple(AGENTS)) -> str:
                             for a in searchers)
         slow = " | ".join(f"{report.all_slow_latency / report.scores[a].latency:.4f}" for a in agents)
         lines.append(f"| {report.name} | {versus} | {slow} |")
+    lines += ["", "Simulated speedups (event-level simulator: DMA copies with finite bandwidth, stalls when late), "
+              "and the Pearson correlation of return and simulated speedup over random games:", "",
+              f"| workload | {speed_head} | {slow_head} | reward-latency correlation |",
+              "|" + "---|" * (2 + len(searchers) + len(agents))]
+    for report in reports:
+        heuristic = report.scores.get("heuristic")
+        versus = " | ".join(f"{heuristic.simulated / report.scores[a].simulated:.4f}" if heuristic else "n/a"
+                            for a in searchers)
+        slow = " | ".join(f"{report.simulated_all_slow / report.scores[a].simulated:.4f}" for a in agents)
+        lines.append(f"| {report.name} | {versus} | {slow} | {report.correlation:.3f} |")
     if reports and "heuristic" in agents:
-        lines += ["", "Mean speedup vs heuristic: " + ", ".join(
-            f"{a} {np.mean([r.scores['heuristic'].latency / r.scores[a].latency for r in reports]):.4f}"
-            for a in searchers)]
+        for label, field in (("cost model", "latency"), ("simulated", "simulated")):
+            lines += ["", f"Mean speedup vs heuristic ({label}): " + ", ".join(
+                f"{a} {np.mean([getattr(r.scores['heuristic'], field) / getattr(r.scores[a], field) for r in reports]):.4f}"
+                for a in searchers)]
+        lines += ["", f"Mean reward-latency correlation: {np.nanmean([r.correlation for r in reports]):.3f}"]
     return "\n".join(lines)

@@ -7,8 +7,9 @@ the program on a timeline:
 - Instructions run one after another in program order. Instruction t takes `L_t(S_t)`, its latency table
   entry for the set S_t of its buffers placed in fast memory (the roofline of `costmodel.py`).
 - Copies run on `engines` DMA engines, first come first served, each copy moving its bytes at
-  `bandwidth` plus a fixed `setup` time per copy (descriptor issue, synchronisation), which the reward
-  model does not know about.
+  `bandwidth`. A copy's first byte moves no earlier than `latency` after its issue (descriptor issue and
+  the memory round trip, which the reward model does not know about); the latency overlaps with other
+  copies' transfers, the bytes do not.
 - A prefetch (Copy of an input, allocation [s, t]) is issued when instruction s - 1 ends (the moment its
   allocation begins; at program start for s = 0) and instruction t cannot start before it is done.
 - An eviction (Copy of an output, allocation [t, e]) is issued when instruction t ends (the output exists),
@@ -17,7 +18,7 @@ the program on a timeline:
 - A late copy stalls the instruction that needs it; the stall is the simulated cost of a copy the supply
   accounting thought hidden (or of too many copies queued on one engine).
 
-So with unlimited bandwidth and no setup time, the simulated latency is exactly the reward model's
+So with unlimited bandwidth and no latency, the simulated latency is exactly the reward model's
 `program_latency`; with finite bandwidth it can only be larger. An infeasible game is the all-slow program.
 """
 
@@ -46,8 +47,9 @@ class Transfer:
 class DmaSpec:
     bandwidth: float = 614e9
     """Bytes per second of one DMA engine (the cost model's copy bandwidth by default)."""
-    setup_seconds: float = 0.25e-6
-    """Fixed time per copy on its engine, unknown to the reward model."""
+    latency_seconds: float = 0.5e-6
+    """From a copy's issue to its first byte (the engine is free for others meanwhile); about one
+    instruction's fixed overhead in the cost model. Unknown to the reward model."""
     engines: int = 1
 
 
@@ -66,7 +68,7 @@ def simulate(durations_us, transfers: list[Transfer], dma: DmaSpec = DmaSpec()) 
     """Run instructions of the given durations (microseconds) and the DMA transfers on one timeline."""
     count = len(durations_us)
     seconds_per_byte_us = 1e6 / dma.bandwidth
-    setup_us = dma.setup_seconds * 1e6
+    latency_us = dma.latency_seconds * 1e6
     issued_after = [[] for _ in range(count + 1)]  # index k + 1: issued when instruction k ends
     for order, transfer in enumerate(transfers):
         if not -1 <= transfer.issue_after < transfer.needed_by <= count:
@@ -79,8 +81,8 @@ def simulate(durations_us, transfers: list[Transfer], dma: DmaSpec = DmaSpec()) 
     for step in range(count + 1):
         for order in issued_after[step]:  # FIFO: issue order, then transfer order
             transfer = transfers[order]
-            start = max(clock, heapq.heappop(engines))
-            duration = setup_us + transfer.size * seconds_per_byte_us
+            start = max(clock + latency_us, heapq.heappop(engines))
+            duration = transfer.size * seconds_per_byte_us
             heapq.heappush(engines, start + duration)
             busy += duration
             ready_by[transfer.needed_by] = max(ready_by[transfer.needed_by], start + duration)

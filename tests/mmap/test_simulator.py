@@ -8,8 +8,8 @@ from algorithms.mmap.mapping import mapping_latency
 from algorithms.mmap.problem import build_problem
 from algorithms.mmap.simulator import DmaSpec, Transfer, mapping_transfers, simulate, simulate_mapping
 
-# 1 byte per microsecond, no setup: a copy of n bytes takes n microseconds
-SLOW_DMA = DmaSpec(bandwidth=1e6, setup_seconds=0.0)
+# 1 byte per microsecond, no latency: a copy of n bytes takes n microseconds
+SLOW_DMA = DmaSpec(bandwidth=1e6, latency_seconds=0.0)
 
 
 def test_no_copies_is_the_sum_of_durations():
@@ -35,13 +35,18 @@ def test_copies_queue_on_one_engine_and_run_side_by_side_on_two():
     transfers = [Transfer(4, -1, 1), Transfer(4, -1, 1)]
     one = simulate([1.0, 1.0], transfers, SLOW_DMA)
     assert one.starts_us.tolist() == [0.0, 8.0] and one.latency_us == 9.0
-    two = simulate([1.0, 1.0], transfers, DmaSpec(bandwidth=1e6, setup_seconds=0.0, engines=2))
+    two = simulate([1.0, 1.0], transfers, DmaSpec(bandwidth=1e6, latency_seconds=0.0, engines=2))
     assert two.starts_us.tolist() == [0.0, 4.0] and two.latency_us == 5.0
 
 
-def test_setup_time_is_charged_per_copy():
-    timeline = simulate([1.0, 1.0], [Transfer(2, -1, 1)], DmaSpec(bandwidth=1e6, setup_seconds=0.5e-6))
-    assert timeline.starts_us[1] == 2.5 and timeline.copy_busy_us == 2.5
+def test_latency_delays_each_copy_but_overlaps_the_queue():
+    # both issued at 0; the first byte moves at 0.5; the engine carries 0.5..2.5 then 2.5..4.5
+    dma = DmaSpec(bandwidth=1e6, latency_seconds=0.5e-6)
+    timeline = simulate([1.0, 1.0, 1.0], [Transfer(2, -1, 1), Transfer(2, -1, 2)], dma)
+    assert timeline.starts_us.tolist() == [0.0, 2.5, 4.5] and timeline.copy_busy_us == 4.0
+    # issued when instruction 0 ends (t = 3): 3.5..5.5
+    timeline = simulate([3.0, 1.0, 1.0], [Transfer(2, 0, 2)], dma)
+    assert timeline.starts_us.tolist() == [0.0, 3.0, 5.5]
 
 
 def test_an_eviction_starts_after_its_producer_and_can_delay_the_end():
@@ -68,7 +73,7 @@ def test_malformed_transfers_are_refused():
 def test_with_free_copies_the_simulation_is_the_reward_models_latency(agent):
     problem = build_problem("mlp_sgd")
     result = AGENTS[agent](problem, seed=0, budget=2 * problem.num_buffers)
-    free = DmaSpec(bandwidth=1e30, setup_seconds=0.0)
+    free = DmaSpec(bandwidth=1e30, latency_seconds=0.0)
     assert simulate_mapping(problem, result.mapping, free).latency_us == pytest.approx(
         mapping_latency(problem, result.mapping), rel=1e-12)
     real = simulate_mapping(problem, result.mapping)
