@@ -1,6 +1,11 @@
 """The PDG passes, in order. With ``checks`` on (always in tests), the verifier runs after every pass and an
 error names the pass that broke the graph. Dataflow fusion for the scheduler lives in `timerl.sched.group`
-and follows the same ``optimize`` switch."""
+and follows the same ``optimize`` switch.
+
+``incrementalize`` (paper §5.3, `timerl.pdg.incrementalize`) is switchable on its own: a running sum is a
+recurrence, which keeps the executor from batching the loop it sits in (`timerl.runtime.batch`), so it pays
+off when memory is the constraint and costs time otherwise; `timerl.compile` turns it on by default only
+when ``device_memory`` is set."""
 
 from __future__ import annotations
 
@@ -8,16 +13,22 @@ from typing import Callable, Mapping
 
 from timerl.pdg.dce import eliminate_dead_code
 from timerl.pdg.graph import Graph
+from timerl.pdg.incrementalize import incrementalize as incrementalize_reductions
 from timerl.pdg.verify import verify
 from timerl.rt.symbolic import Symbol
 
 PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
     ("dce", eliminate_dead_code),
+    ("incrementalize", incrementalize_reductions),
 )
 
 
-def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int], checks: bool = True) -> Graph:
+def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int], checks: bool = True,
+                   incrementalize: bool = False) -> Graph:
+    """Run `PASSES` in order; ``incrementalize=False`` skips that pass (the others always run)."""
     for name, transform in PASSES:
+        if name == "incrementalize" and not incrementalize:
+            continue
         graph = transform(graph)
         if checks:
             verify(graph, bounds, after=name)

@@ -22,6 +22,7 @@ from timerl.runtime.walk import AstInterpreter, Run
 from timerl.runtime.plan import SKIP, GroupLowering, namespace
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
+from timerl.runtime.stacks import StackedPool
 from timerl.rt.symbolic import Symbol, compile_function
 from timerl.sched import ast
 from timerl.sched.schedule import schedule_graph
@@ -58,7 +59,8 @@ class Executable:
         blocks = {node_id: BlockStore(axis, self.graph.nodes[node_id].outputs, self.backend)
                   for node_id, axis in self.block_axes.items()}
         self.batched_runs = 0
-        self.pool = pool = MemoryPool(self.device_memory, self.backend, self.swap, blocks)
+        pool_class = StackedPool if self.vectorize else MemoryPool  # batched results stay batched
+        self.pool = pool = pool_class(self.device_memory, self.backend, self.swap, blocks)
         pool.describe = self._describe
         self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of)
         with self.backend.session():
@@ -204,10 +206,10 @@ class _Interpreter(AstInterpreter):
 
 def build_executable(graph: Graph, bounds: Mapping[Symbol, int], backend_name: str, *, seed: int,
                      device_memory: int | None, swap: bool, optimize: bool, started: float,
-                     vectorize: bool = True) -> Executable:
+                     vectorize: bool = True, incrementalize: bool = False) -> Executable:
     backend = get_backend(backend_name)
     if optimize:
-        graph = optimize_graph(graph, bounds)
-    result = schedule_graph(graph, bounds, fuse=optimize)
+        graph = optimize_graph(graph, bounds, incrementalize=incrementalize)
+    result = schedule_graph(graph, bounds, fuse=optimize, memory_aware=optimize and incrementalize)
     return Executable(graph, bounds, backend, result.schedule, result.groups, seed, device_memory, swap,
                       time.perf_counter() - started, vectorize=vectorize)

@@ -29,7 +29,25 @@ class Demand:
 
 
 def _is_root(node: Node) -> bool:
-    return node.op in ("sink", "merge")
+    return node.op == "sink" or (node.op == "merge" and not _running(node))
+
+
+def _running(node: Node) -> str | None:
+    """The dimension a running sum (`timerl.pdg.incrementalize`) accumulates along, by name."""
+    return node.attrs.get("running") if node.op == "merge" else None
+
+
+def _prefixes(poly: Polyhedra, node: Node, points: isl.Set) -> isl.Set:
+    """Every point a running sum passes through on its way to ``points``: the same point at each earlier
+    step of its dimension. The recurrence is cut at the merge like any other, so its demand is closed here."""
+    along = _running(node)
+    source = ", ".join(d.name for d in node.domain)
+    target = ", ".join(f"{d.name}__p" for d in node.domain)
+    same = [f"{d.name}__p = {d.name}" for d in node.domain if d.name != along]
+    text = (f"{poly.params}{{ Q[{source}] -> P[{target}] : 0 <= {along}__p <= {along}"
+            + "".join(f" and {c}" for c in same) + " }")
+    earlier = poly._parse(isl.Map, text).set_tuple_name(isl.dim_type.in_, f"S{node.id}")
+    return points.apply(earlier.set_tuple_name(isl.dim_type.out, f"S{node.id}"))
 
 
 def analyze(graph: Graph, bounds: Mapping[Symbol, int]) -> Demand:
@@ -60,6 +78,8 @@ def analyze(graph: Graph, bounds: Mapping[Symbol, int]) -> Demand:
             demand[node_id] = definition[node_id]
         else:
             demand.setdefault(node_id, isl.Set.empty(definition[node_id].get_space()))
+            if _running(node):
+                demand[node_id] = _prefixes(poly, node, demand[node_id]).intersect(definition[node_id])
         here = demand[node_id]
         for slot, edge in enumerate(node.inputs):
             read = relation[(node_id, slot)].intersect_domain(here)
@@ -87,12 +107,14 @@ def _as_space(evaluable: isl.Set, producer_id: int, poly: Polyhedra) -> isl.Set:
 
 
 def _consumers_first(graph: Graph) -> list[int]:
-    """A topological order with every consumer before its producers, ignoring edges into merges."""
+    """A topological order with every consumer before its producers, ignoring edges into merges; a running
+    sum's merge comes after its readers, except the recurrence that reads it back."""
     pending = {n.id: 0 for n in graph.nodes}
     producers_of: dict[int, list[int]] = {n.id: [] for n in graph.nodes}
     for node in graph.nodes:
         for edge in node.inputs:
-            if graph.nodes[edge.producer].op == "merge":
+            producer = graph.nodes[edge.producer]
+            if producer.op == "merge" and (not _running(producer) or node.id in {e.producer for e in producer.inputs}):
                 continue
             pending[edge.producer] += 1
             producers_of[node.id].append(edge.producer)

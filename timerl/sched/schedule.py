@@ -58,21 +58,23 @@ class ScheduleResult:
     upfront: tuple[int, ...] = ()  # groups run once, before every loop, in this order (outside isl's problem)
 
 
-def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], fuse: bool = True) -> ScheduleResult:
-    """Schedule dataflow groups; if fusing made isl fail, schedule op by op before calling it a cycle."""
+def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], fuse: bool = True,
+                   memory_aware: bool = False) -> ScheduleResult:
+    """Schedule dataflow groups; if fusing made isl fail, schedule op by op before calling it a cycle.
+    ``memory_aware``: nest the schedule below its outermost band (`_memory_aware`)."""
     started = time.perf_counter()
     demand = analyze(graph, bounds)
     phases = {"demand": time.perf_counter() - started}
     try:
-        return _schedule_groups(graph, demand, fuse, started, phases)
+        return _schedule_groups(graph, demand, fuse, started, phases, memory_aware)
     except ScheduleError:
         if not fuse:
             raise
-        return _schedule_groups(graph, demand, False, started, phases)
+        return _schedule_groups(graph, demand, False, started, phases, memory_aware)
 
 
 def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
-                     phases: dict[str, float]) -> ScheduleResult:
+                     phases: dict[str, float], memory_aware: bool = False) -> ScheduleResult:
     clock = time.perf_counter()
     groups, group_of = group_nodes(graph, demand, fuse)
     dependences: list[isl.Map] = []
@@ -112,6 +114,8 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
             isl_schedule = None
         if isl_schedule is None:
             raise ScheduleError(_cycle_message(graph, groups, validity.intersect_params(demand.polyhedra.context)))
+        if memory_aware:
+            isl_schedule = _memory_aware(isl_schedule, domain, validity, demand.polyhedra.generic_context)
     phases["isl"] = time.perf_counter() - clock
     clock = time.perf_counter()
     context = demand.polyhedra.context
@@ -137,6 +141,53 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
     phases["frees"] = time.perf_counter() - clock
     return ScheduleResult(ast.Schedule(tree, labels), demand, groups, len(domains), time.perf_counter() - started,
                           phases, tuple(upfront))
+
+
+def _memory_aware(schedule: isl.Schedule, domain: isl.UnionSet, validity: isl.UnionMap,
+                  context: isl.Set) -> isl.Schedule:
+    """Below the outermost band (a training iteration ``i``), schedule in three parts, each by isl: the
+    statements with fewer dimensions that run before the deepest ones, the deepest ones (a step ``t``), and
+    the fewer-dimensional ones that need them (paper §6.3). Solved together, a per-iteration statement that
+    reads or feeds every step makes every dependence distance grow with ``T``, and isl stops looking for
+    short ones: it puts all of learning after all of acting. Solved apart, learning at step ``t`` runs as
+    soon as step ``t + n`` exists, so what lives between them depends on ``n``, not on ``T``.
+    The original schedule is kept when the parts would not respect a dependence."""
+    root = schedule.get_root()
+    if root.n_children() != 1 or root.child(0).get_type() != isl.schedule_node_type.band:
+        return schedule
+    outer = root.child(0).band_get_partial_schedule()
+    placement = isl.UnionMap.from_multi_union_pw_aff(outer)
+    inner = validity.intersect(placement.apply_range(placement.reverse()))  # dependences within one iteration
+    statements: list[isl.Set] = []
+    domain.foreach_set(statements.append)
+    depth = {s.get_tuple_name(): s.n_dim() for s in statements}
+    deepest = max(depth.values())
+    edges: list[tuple[str, str]] = []
+    inner.foreach_map(lambda m: edges.append((m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out))))
+    after = {name for name, n in depth.items() if n == deepest}
+    grown = True
+    while grown:
+        grown = False
+        for source, target in edges:
+            if source in after and target not in after:
+                after.add(target)
+                grown = True
+    late = {name for name in after if depth[name] < deepest}
+    early = set(depth) - after
+    if not late and not early or any(source in late and depth[target] == deepest for source, target in edges):
+        return schedule
+    parts = []
+    for names in (early, after - late, late):
+        if not names:
+            continue
+        part = _union_set([s for s in statements if s.get_tuple_name() in names])
+        within = inner.intersect_domain(part).intersect_range(part)
+        constraints = isl.ScheduleConstraints.on_domain(part).set_context(context)
+        parts.append(constraints.set_validity(within).set_proximity(within).compute_schedule())
+    result = parts[0]
+    for part in parts[1:]:
+        result = result.sequence(part)
+    return result.insert_partial_schedule(outer)
 
 
 def _label(graph: Graph, group: Group) -> str:
@@ -230,12 +281,13 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_g
     if kind == isl.ast_node_type.user:
         call = node.user_get_expr()
         name = call.get_op_arg(0).get_id().get_name()
-        point = tuple(_expr(call.get_op_arg(k), loop_vars) for k in range(1, call.get_op_n_arg()))
         node_id = int(name[1:])
+        pieces = _pieces_of_all([call.get_op_arg(k) for k in range(1, call.get_op_n_arg())], loop_vars)
         if name[0] == "F":
-            return ast.Deallocate(freed_groups[node_id], point)
+            return _guarded([(guard, ast.Deallocate(freed_groups[node_id], point)) for guard, point in pieces])
         site = int(node.get_annotation().get_name()[1:])
-        return _after(ast.Execute(node_id, point), frees.get(site), loop_vars)
+        return _guarded([(guard, _after(ast.Execute(node_id, point), frees.get(site), loop_vars))
+                         for guard, point in pieces])
     if kind == isl.ast_node_type.mark:
         return _convert(node.mark_get_node(), loop_vars, frees, freed_groups)
     raise ScheduleError(f"unexpected isl AST node {kind}")
@@ -271,24 +323,69 @@ _COMPARE = {
 
 
 def _expr(expr: isl.AstExpr, loop_vars) -> Expr:
+    """An isl expression without selects (loop bounds, conditions) as ours."""
+    pieces = _pieces(expr, loop_vars)
+    if len(pieces) > 1:
+        raise ScheduleError(f"unsupported conditional isl expression {expr.to_C_str()}")
+    return pieces[0][1]
+
+
+# A piecewise expression: ``(guard, value)`` pairs, the value of the first whose guard (a conjunction) holds.
+# The last guard is always empty, so some piece applies.
+Pieces = list[tuple[tuple[Cond, ...], Expr]]
+
+
+def _pieces_of_all(exprs: list[isl.AstExpr], loop_vars) -> list[tuple[tuple[Cond, ...], tuple[Expr, ...]]]:
+    """The pieces of a statement's point (one expression per dimension): the product of each one's pieces,
+    in an order that keeps the first-match rule."""
+    result: list[tuple[tuple[Cond, ...], tuple[Expr, ...]]] = [((), ())]
+    for expr in exprs:
+        result = [(guard + own_guard, point + (value,)) for guard, point in result
+                  for own_guard, value in _pieces(expr, loop_vars)]
+    return result
+
+
+def _guarded(cases: list[tuple[tuple[Cond, ...], ast.AstNode]]) -> ast.AstNode:
+    """``if guard1: node1 elif guard2: node2 ... else: nodeN`` (the last guard is empty)."""
+    guard, result = cases[-1]
+    assert not guard, "the last piece of a piecewise expression is unguarded"
+    for guard, node in reversed(cases[:-1]):
+        result = ast.If(conjunction(*guard), node, result)
+    return result
+
+
+def _pieces(expr: isl.AstExpr, loop_vars) -> Pieces:
+    """isl's expression as ours, split into pieces where it selects (``c ? a : b``: isl writes the point of a
+    statement that way when one loop runs two pieces of its domain, e.g. an epoch's last minibatch whose
+    successor is the next epoch's first)."""
     kind = expr.get_type()
     if kind == isl.ast_expr_type.int:
-        return const(expr.get_val().to_python())
+        return [((), const(expr.get_val().to_python()))]
     if kind == isl.ast_expr_type.id:
-        return loop_vars[expr.get_id().get_name()]
+        return [((), loop_vars[expr.get_id().get_name()])]
     op = expr.get_op_type()
     args = [expr.get_op_arg(k) for k in range(expr.get_op_n_arg())]
+    if op in (isl.ast_expr_op_type.select, isl.ast_expr_op_type.cond):
+        condition = _cond(args[0], loop_vars)
+        chosen = [((condition, *guard), value) for guard, value in _pieces(args[1], loop_vars)]
+        return chosen + _pieces(args[2], loop_vars)
     if op == isl.ast_expr_op_type.minus:
-        return -_expr(args[0], loop_vars)
+        return [(guard, -value) for guard, value in _pieces(args[0], loop_vars)]
     if op in (isl.ast_expr_op_type.min, isl.ast_expr_op_type.max):
         combine = minimum if op == isl.ast_expr_op_type.min else maximum
-        result = _expr(args[0], loop_vars)
-        for arg in args[1:]:
-            result = combine(result, _expr(arg, loop_vars))
-        return result
+        return _combine(combine, args, loop_vars)
     if op in _ARITH:
-        return _ARITH[op](_expr(args[0], loop_vars), _expr(args[1], loop_vars))
+        return _combine(_ARITH[op], args, loop_vars)
     raise ScheduleError(f"unsupported isl expression {expr.to_C_str()}")
+
+
+def _combine(combine, args: list[isl.AstExpr], loop_vars) -> Pieces:
+    """``combine`` folded over the arguments, piece by piece."""
+    result = _pieces(args[0], loop_vars)
+    for arg in args[1:]:
+        result = [(left_guard + right_guard, combine(left, right)) for left_guard, left in result
+                  for right_guard, right in _pieces(arg, loop_vars)]
+    return result
 
 
 def _cond(expr: isl.AstExpr, loop_vars) -> Cond:

@@ -1,0 +1,101 @@
+"""Incrementalization (paper §5.3): a reduction over a whole dimension becomes a running accumulation.
+
+A gradient of a per-iteration tensor (a parameter ``w[i]`` read by every step ``t``) sums one contribution per
+step: ``grad[i] = sum_t V[i, t]``. Computed as one sum at the end, every ``V[i, t]`` lives until step ``T - 1``,
+so memory grows with ``T``. Rewritten as a recurrence along ``t``,
+
+    Z[i, t]   = V[i, t] where the consumer is evaluable, zeros elsewhere   (the masked read, per step)
+    acc[i, 0] = Z[i, 0]
+    acc[i, t] = acc[i, t - 1] + Z[i, t]                                     (t >= 1)
+    grad[i]  reads acc[i, T - 1]
+
+each contribution dies at its step and the scheduler may run the sum next to the steps that produce it
+(paper §6.3): peak memory follows the access pattern, not ``T``.
+
+Rules are per op category, in `RULES`; an op with no rule is left whole. The accumulator is a merge marked
+``running=<dim name>``: demand analysis (`timerl.sched.demand`) runs it only on the prefixes its readers need.
+The pass is an option of the pipeline (`timerl.pdg.pipeline`), off-able so results can be compared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from timerl.ops.registry import ACCUMULATE, OPS
+from timerl.pdg.graph import Attrs, Edge, Graph, Node, Point, Range
+from timerl.rt.symbolic import TRUE, Symbol, compare, const, position
+
+
+def incrementalize(graph: Graph) -> Graph:
+    """Rewrite every input edge that a rule in `RULES` accepts; the graph is returned unchanged otherwise."""
+    nodes = list(graph.nodes)
+    changed = False
+    for node in graph.nodes:
+        rule = RULES.get(OPS[node.op].category)
+        if rule is None:
+            continue
+        inputs = list(node.inputs)
+        for slot, edge in enumerate(node.inputs):
+            dim = _full_range_dim(graph, edge)
+            if dim is None or not rule.accepts(node, slot):
+                continue
+            inputs[slot] = rule.rewrite(graph, nodes, node, slot, dim)
+            changed = True
+        nodes[node.id] = replace(nodes[node.id], inputs=tuple(inputs))
+    if not changed:
+        return graph
+    return Graph(graph.dims, graph.bounds, tuple(nodes))
+
+
+def _full_range_dim(graph: Graph, edge: Edge) -> Symbol | None:
+    """The producer dimension ``t`` the edge reads whole (``0:T``, unit step), when it is the only range and
+    every other index is a point; None otherwise."""
+    producer = graph.nodes[edge.producer]
+    ranged = [k for k, item in enumerate(edge.index) if isinstance(item, Range)]
+    if len(ranged) != 1 or edge.condition is not TRUE or len(edge.index) != len(producer.domain):
+        return None
+    item = edge.index[ranged[0]]
+    dim = producer.domain[ranged[0]]
+    if item.step != 1 or item.start.constant_value() != 0 or not item.stop.same(graph.bound_of(dim)):
+        return None
+    return dim
+
+
+class _RunningGradient:
+    """``grad_accumulate`` over a masked full-range read: the sum of per-step contributions, as they come."""
+
+    @staticmethod
+    def accepts(node: Node, slot: int) -> bool:
+        edge = node.inputs[slot]
+        return edge.masked_by is not None and node.attrs["windows"][slot] == ()
+
+    @staticmethod
+    def rewrite(graph: Graph, nodes: list[Node], node: Node, slot: int, dim: Symbol) -> Edge:
+        edge = node.inputs[slot]
+        producer = graph.nodes[edge.producer]
+        kind = producer.outputs[edge.output]
+        here = tuple(Point(d) for d in producer.domain)
+        axis = position(dim, producer.domain)
+        earlier = tuple(Point(dim - 1) if k == axis else item for k, item in enumerate(here))
+        declared = Attrs.of(shape=tuple(kind.shape), dtype=kind.dtype)
+        where = f"{node.location} (running sum over {dim.name})"
+
+        def add(op: str, attrs: Attrs, inputs: tuple[Edge, ...], condition=TRUE) -> int:
+            new = Node(len(nodes), op, attrs, producer.domain, condition, inputs, (kind,), where, node.name)
+            nodes.append(new)
+            return new.id
+
+        step = add("grad_accumulate", Attrs.of(shape=tuple(kind.shape), dtype=kind.dtype, windows=((),)),
+                   (Edge(edge.producer, edge.output, here, TRUE, edge.masked_by),))
+        accumulator = len(nodes) + 1  # the merge, created right after the add that reads it
+        later = compare(dim, ">=", const(1))
+        total = add("add", Attrs(), (Edge(accumulator, 0, earlier), Edge(step, 0, here)), later)
+        add("merge", Attrs.of(running=dim.name, **declared.as_dict()),
+            (Edge(step, 0, here, compare(dim, "==", const(0))), Edge(total, 0, here, later)))
+        last = tuple(Point(graph.bound_of(dim) - 1) if k == axis else item for k, item in enumerate(edge.index))
+        return Edge(accumulator, 0, last, TRUE, masked_by=accumulator)
+
+
+RULES: dict[str, _RunningGradient] = {
+    ACCUMULATE: _RunningGradient(),
+}
