@@ -17,6 +17,8 @@ def main(argv=None) -> None:
     bench.add_argument("--agents", nargs="*", default=list(AGENTS), choices=list(AGENTS))
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--jobs", type=int, default=2, help="workloads benchmarked in parallel")
+    bench.add_argument("--reference", default="msa", choices=list(AGENTS),
+                       help="the compiler baseline speedups are measured against")
 
     plot = commands.add_parser("plot", help="draw the mapping one agent finds")
     plot.add_argument("workload")
@@ -30,7 +32,7 @@ def main(argv=None) -> None:
         from algorithms.mmap.bench import DEFAULT_BUDGET, markdown, run_bench
 
         reports = run_bench(args.workloads, args.budget or DEFAULT_BUDGET, args.seed, args.agents, args.jobs)
-        print(markdown(reports, args.agents))
+        print(markdown(reports, args.agents, args.reference))
     else:
         from algorithms.mmap.bench import DEFAULT_BUDGET
         from algorithms.mmap.plot import plot_mapping

@@ -140,10 +140,11 @@ def _report(name: str, speed: float, scores: dict, correlation: float) -> Worklo
                           simulate_mapping(problem, None).latency_us, correlation)
 
 
-def markdown(reports: list, agents=tuple(AGENTS)) -> str:
-    searchers = [a for a in agents if a != "heuristic"]
+def markdown(reports: list, agents=tuple(AGENTS), reference: str = "heuristic") -> str:
+    """Markdown tables; speedups are latency(reference agent) / latency(agent)."""
+    searchers = [a for a in agents if a != reference]
     reward_head = " | ".join(f"{a} reward" for a in agents)
-    speed_head = " | ".join(f"{a} vs heuristic" for a in searchers)
+    speed_head = " | ".join(f"{a} vs {reference}" for a in searchers)
     slow_head = " | ".join(f"{a} vs all-slow" for a in agents)
     lines = [
         "Rewards (fraction of the largest possible latency saving) and speed:",
@@ -154,28 +155,25 @@ def markdown(reports: list, agents=tuple(AGENTS)) -> str:
     for report in reports:
         rewards = " | ".join(f"{report.scores[a].reward / max(report.best_saving, 1e-12):.4f}" for a in agents)
         lines.append(f"| {report.name} | {report.buffers} | {report.steps_per_second:,.0f} | {rewards} |")
-    lines += ["", "Speedups (latency of the reference / latency of the agent; > 1 is faster):", "",
-              f"| workload | {speed_head} | {slow_head} |", "|" + "---|" * (1 + len(searchers) + len(agents))]
-    for report in reports:
-        heuristic = report.scores.get("heuristic")
-        versus = " | ".join(f"{heuristic.latency / report.scores[a].latency:.4f}" if heuristic else "n/a"
-                            for a in searchers)
-        slow = " | ".join(f"{report.all_slow_latency / report.scores[a].latency:.4f}" for a in agents)
-        lines.append(f"| {report.name} | {versus} | {slow} |")
-    lines += ["", "Simulated speedups (event-level simulator: DMA copies with finite bandwidth, stalls when late), "
-              "and the Pearson correlation of return and simulated speedup over random games:", "",
-              f"| workload | {speed_head} | {slow_head} | reward-latency correlation |",
-              "|" + "---|" * (2 + len(searchers) + len(agents))]
-    for report in reports:
-        heuristic = report.scores.get("heuristic")
-        versus = " | ".join(f"{heuristic.simulated / report.scores[a].simulated:.4f}" if heuristic else "n/a"
-                            for a in searchers)
-        slow = " | ".join(f"{report.simulated_all_slow / report.scores[a].simulated:.4f}" for a in agents)
-        lines.append(f"| {report.name} | {versus} | {slow} | {report.correlation:.3f} |")
-    if reports and "heuristic" in agents:
+    tables = (("latency", "all_slow_latency", "Speedups by the reward's cost model (latency of the reference / "
+               "latency of the agent; > 1 is faster):", ""),
+              ("simulated", "simulated_all_slow", "Speedups by the event-level simulator (DMA copies with finite "
+               "bandwidth and latency, stalls when late), and the Pearson correlation of a game's return with "
+               "its simulated speedup over random games:", " reward-latency correlation |"))
+    for field, all_slow, title, extra in tables:
+        lines += ["", title, "", f"| workload | {speed_head} | {slow_head} |{extra}",
+                  "|" + "---|" * (1 + len(searchers) + len(agents) + bool(extra))]
+        for report in reports:
+            base = report.scores.get(reference)
+            versus = " | ".join(f"{getattr(base, field) / getattr(report.scores[a], field):.4f}" if base else "n/a"
+                                for a in searchers)
+            slow = " | ".join(f"{getattr(report, all_slow) / getattr(report.scores[a], field):.4f}" for a in agents)
+            lines.append(f"| {report.name} | {versus} | {slow} |" + (f" {report.correlation:.3f} |" if extra else ""))
+    if reports and reference in agents:
         for label, field in (("cost model", "latency"), ("simulated", "simulated")):
-            lines += ["", f"Mean speedup vs heuristic ({label}): " + ", ".join(
-                f"{a} {np.mean([getattr(r.scores['heuristic'], field) / getattr(r.scores[a], field) for r in reports]):.4f}"
-                for a in searchers)]
+            means = ", ".join(f"{a} {np.mean([getattr(r.scores[reference], field) / getattr(r.scores[a], field) for r in reports]):.4f}"
+                              for a in searchers)
+            lines += ["", f"Mean speedup vs {reference} ({label}): {means}"]
+    if reports:
         lines += ["", f"Mean reward-latency correlation: {np.nanmean([r.correlation for r in reports]):.3f}"]
     return "\n".join(lines)

@@ -54,3 +54,27 @@ def test_bench_table_and_plot(tmp_path, capsys):
     main(["plot", "synthetic_3_60", "--agent", "random", "--budget", "1", "--out", str(out)])
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "reward" in capsys.readouterr().out
+
+
+def test_msa_prefetch_steps_and_densities_are_hand_derived():
+    from algorithms.mmap.baselines.msa import copy_steps, densities
+    from mmap_handmade import problem as handmade_problem
+
+    # six 1-flop instructions (1 us each); supply of an empty step is 1 us = 10^6 ps
+    problem = handmade_problem([1] * 6, [
+        (1, None, 2, True, 0, (0, 5)),  # output, 2 bytes: demand 2 us -> steps 1, 2 evict it -> holds 3 steps
+        (2, None, 1, False, 3, (0, 3)),  # 1 byte: L = max(1, 1) = max(1, 0.25): no benefit
+        (0, None, 3, False, 5, (0, 5)),  # input, 3 bytes: demand 3 us -> prefetch over steps 2, 3, 4 -> holds 4
+    ], fast_memory_bytes=8)
+    assert [copy_steps(problem, b) for b in range(3)] == [3, 2, 4]
+    # output: L({}) = max(1, 2) = 2, L({b}) = max(1, 0.5) = 1; input: L({}) = 3, L({b}) = max(1, 0.75) = 1
+    assert densities(problem).tolist() == pytest.approx([1 / (2 * 3), 0.0, 2 / (3 * 4)])
+
+
+@pytest.mark.parametrize("name", ["mlp_sgd", "cnn_sgd"])
+def test_msa_is_ahead_of_random_play_and_the_old_heuristic(name):
+    problem = build_problem(name)
+    budget = 20 * problem.num_buffers
+    msa = AGENTS["msa"](problem, seed=0, budget=budget)
+    assert msa.reward > AGENTS["random"](problem, seed=0, budget=budget).reward
+    assert msa.reward > AGENTS["heuristic"](problem, seed=0, budget=budget).reward
