@@ -178,12 +178,18 @@ class BatchedGroup:
             else:
                 values[node.id] = (self._map(node.id, tuple(axes))(*inputs), True)
         transient = 0
+        stacks = hasattr(pool, "store_stack")
         for node in self.members:
             if not node.outputs:
                 continue
             value, batched = values[node.id]
             if node.id in self.stored:
                 size = self.sizes[node.id]
+                if stacks and node.id not in pool.blocks:
+                    if size is None:
+                        size = self.backend.nbytes(value) // (count if batched else 1)
+                    pool.store_stack(node.id, points, (value,), size, same=not batched)
+                    continue
                 rows = self.backend.unstack(value) if batched else [value] * count
                 for row, point in zip(rows, points):
                     pool.store((node.id, point), (row,), size)
@@ -214,6 +220,10 @@ class BatchedGroup:
         keys = [(edge.producer, tuple(reader.coordinates(p))) for p in points]
         if all(k == keys[0] for k in keys):
             return load(keys[0])[edge.output], False
+        batch = getattr(self.executable.pool, "batch", None)
+        stacked = None if batch is None else batch(keys, edge.output)
+        if stacked is not None:
+            return stacked, True
         return self.backend.stack([load(k)[edge.output] for k in keys]), True
 
     def _window(self, node: Node, slot: int, points: Sequence[tuple[int, ...]]) -> tuple[Any, Any]:
@@ -247,6 +257,9 @@ class BatchedGroup:
         """Gradient accumulation over point reads: per point, the sum of the contributions that exist."""
         pool, backend = self.executable.pool, self.backend
         shape, dtype = tuple(node.attrs["shape"]), node.attrs["dtype"]
+        whole = self._accumulate_stacks(node, points)
+        if whole is not None:
+            return whole
         zero = backend.zeros(shape, dtype)
         totals = []
         for point in points:
@@ -259,6 +272,43 @@ class BatchedGroup:
                         total = value if total is None else total + value
             totals.append(zero if total is None else backend.cast(total, dtype))
         return backend.stack(totals)
+
+
+    def _accumulate_stacks(self, node: Node, points: Sequence[tuple[int, ...]]) -> Any:
+        """The accumulation when every contribution exists at every point and each reader's contributions
+        are one stack's rows in order: a sum of batched arrays (None otherwise)."""
+        batch = getattr(self.executable.pool, "batch", None)
+        if batch is None:
+            return None
+        total = None
+        for reader in self.readers[node.id]:
+            if reader.has_ranges:
+                return None
+            keys = [(reader.edge.producer, tuple(reader.coordinates(p))) for p in points]
+            stacked = batch(keys, reader.edge.output)
+            if stacked is None:
+                return None
+            total = stacked if total is None else total + stacked
+        if total is None:
+            return None
+        return self.backend.cast(total, node.attrs["dtype"])
+
+
+class _BatchedFree:
+    """A deallocation statement at every point of a loop: the freed members' points, one pool call each."""
+
+    def __init__(self, executable: Any, members: Sequence[int]) -> None:
+        self.executable = executable
+        self.members = tuple(members)
+
+    def run(self, points: Sequence[tuple[int, ...]]) -> None:
+        free_many = getattr(self.executable.pool, "free_many", None)
+        for member_id in self.members:
+            if free_many is not None:
+                free_many([(member_id, point) for point in points])
+            else:
+                for point in points:
+                    self.executable.pool.free((member_id, point))
 
 
 class _NotBatchable(Exception):
@@ -341,6 +391,9 @@ def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[li
             group = executable.groups[leaf.node]
             if BatchedGroup.supported(executable.graph, group):
                 batched = (BatchedGroup(executable, group, executable.backend), compile_function(leaf.point, inner))
+        elif isinstance(leaf, ast.Deallocate):
+            batched = (_BatchedFree(executable, executable.groups[leaf.node].freed_later),
+                       compile_function(leaf.point, inner))
         plans.append((test, run_one, batched))
     if not all(plan[2] for (_, leaf), plan in zip(leaves, plans) if isinstance(leaf, ast.Execute)):
         # a statement left point by point would be separated from its consumers for the whole loop (isl put
@@ -356,7 +409,7 @@ def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[li
                 points = [tuple(where(*counters, v)) for v in selected]
                 try:
                     statement.run(points)
-                    executable.batched_runs += 1
+                    executable.batched_runs += isinstance(statement, BatchedGroup)
                     continue
                 except TimeRLError:
                     raise

@@ -29,6 +29,7 @@ import numpy as np
 from timerl.errors import ShapeError, TimeRLError
 from timerl.ops.registry import OPS, Unsupported
 from timerl.pdg.graph import Edge, Graph, Node, Point
+from timerl.runtime import rng
 from timerl.runtime.access import point_dict
 from timerl.runtime.evaluate import bound_kernel, evaluate, has_symbols
 from timerl.rt.symbolic import TRUE, Symbol
@@ -148,23 +149,41 @@ class GroupLowering:
         input is left out, and a merge takes the first active one)."""
         graph = self.graph
         items, optional = [], False
+        conditioned: list[tuple[str, str] | None] = []  # (condition, read) of inline conditioned point reads
         for slot, edge in enumerate(member.inputs):
             producer = graph.nodes[edge.producer]
             if edge.producer in inside and identity_read(edge, member, producer):
                 items.append(f"v{edge.producer}_{edge.output}")
+                conditioned.append(None)
             elif simple_read(edge):
                 items.append(f"load({self._key_source(edge, member)})[{edge.output}]")
+                conditioned.append(None)
+            elif _conditioned_point_read(edge):
+                condition = self._condition_source(edge, member)
+                read = f"load({self._key_source(edge, member)})[{edge.output}]"
+                items.append(f"({read} if {condition} else SKIP)")
+                conditioned.append((condition, read))
+                optional = True
             else:
                 name = f"R{member.id}_{slot}"
                 self.ns[name] = self.generic_reader(member, slot)
                 items.append(f"{name}(point)")
+                conditioned.append(None)
                 optional = optional or edge.condition is not TRUE
         listed = "[" + ", ".join(items) + "]"
         if not optional:
             return listed
         if member.op == "merge":
+            if all(c is not None for c in conditioned):  # the first active input, one test each
+                chain = "NO_INPUT()"
+                for condition, read in reversed(conditioned):
+                    chain = f"{read} if {condition} else ({chain})"
+                return f"[{chain}]"
             return f"[next(x for x in ({', '.join(items)},) if x is not SKIP)]"
         return f"[x for x in {listed} if x is not SKIP]"
+
+    def _condition_source(self, edge: Edge, node: Node) -> str:
+        return edge.condition.substitute(self.bounds).substitute(self._coordinates(node)).python()
 
     def _evaluation(self, member: Node, args: str, outputs: list[str]) -> list[str]:
         n, ns = member.id, self.ns
@@ -177,6 +196,11 @@ class GroupLowering:
             kernel = bound_kernel(member, self.backend)
             ns[f"K{n}"] = self.backend.compile(kernel) if self.jit_groups else kernel
             return [f"{outputs[0]} = K{n}(*{args})"]
+        if member.op in ("rand", "randn"):  # the counter-based draw itself, without `evaluate`'s dispatch
+            attrs, backend, seed = member.attrs.as_dict(), self.backend, ns["SEED"]
+            stream, shape, dtype, normal = attrs["stream"], attrs["shape"], attrs["dtype"], member.op == "randn"
+            ns[f"D{n}"] = lambda point: backend.from_numpy(rng.draw(seed, stream, point, shape, dtype, normal))
+            return [f"{outputs[0]} = D{n}(point)"]
         ns[f"N{n}"] = member
         target = ", ".join(outputs) + ("," if outputs else "")
         call = f"evaluate(N{n}, point, {args}, SEED, BOUNDS, BACKEND)"
@@ -238,6 +262,15 @@ class GroupLowering:
         return [f"m = {steps[0][0].id}", f"{', '.join(results)}, = F{group.id}({call})"]
 
 
+def _conditioned_point_read(edge: Edge) -> bool:
+    """A read of one point under a condition: written inline as ``load(key) if condition else SKIP``."""
+    return edge.masked_by is None and edge.condition is not TRUE and all(isinstance(i, Point) for i in edge.index)
+
+
+def _no_input() -> None:
+    raise TimeRLError("internal error: no input of a merge is active at this point (a scheduling bug)")
+
+
 def failure(graph: Graph) -> Callable[[int | None, tuple, Exception], None]:
     """A kernel failing is a shape mistake the rules could not see before running: name the op and point."""
 
@@ -253,4 +286,4 @@ def failure(graph: Graph) -> Callable[[int | None, tuple, Exception], None]:
 def namespace(graph: Graph, bounds: Mapping[Symbol, int], backend: Any, seed: int) -> dict:
     """The globals every generated group function shares; the pool's methods are bound at each run."""
     return {"TimeRLError": TimeRLError, "SKIP": SKIP, "evaluate": evaluate, "SEED": seed, "BOUNDS": dict(bounds),
-            "BACKEND": backend, "fail": failure(graph)}
+            "BACKEND": backend, "fail": failure(graph), "NO_INPUT": _no_input}

@@ -1,0 +1,106 @@
+"""Stacked points: a vectorized statement's results kept as the one batched array it computed.
+
+A loop run statement-major (`timerl.runtime.batch`) computes an op at all of the loop's points in one call,
+an array whose leading axis is the point. Splitting it into one stored array per point, only for the next
+batched statement to stack them again, costs more than the arithmetic on CPU-sized programs. A `Stack` keeps
+the batched array; the pool maps each point's key to (stack, row), so a read at one point is a row view, a
+batched read of the same points in the same order is the array itself, and each point is still accounted
+and freed on its own (its bytes are those of one row).
+
+Used only without a device budget (no swapping), which is also the only case in which loops are vectorized.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from timerl.runtime.memory import Key, MemoryPool
+
+
+class Stack:
+    """The outputs of one op at ``points``, batched along axis 0 (``same``: one value shared by every point)."""
+
+    __slots__ = ("values", "points", "same")
+
+    def __init__(self, values: tuple[Any, ...], points: Sequence[tuple[int, ...]], same: bool) -> None:
+        self.values = values
+        self.points = points
+        self.same = same
+
+    def row(self, k: int) -> tuple[Any, ...]:
+        return self.values if self.same else tuple(v[k] for v in self.values)
+
+
+class StackedPool(MemoryPool):
+    """The memory pool plus stacked points (see the module's docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stacked: dict[Key, tuple[Stack, int, int]] = {}  # key -> (stack, row, bytes of the point)
+
+    def store_stack(self, node_id: int, points: Sequence[tuple[int, ...]], values: tuple[Any, ...], size: int,
+                    same: bool = False) -> None:
+        """Keep ``values`` (batched along axis 0 unless ``same``) as the outputs of ``node_id`` at ``points``;
+        ``size``: the bytes of one point."""
+        stack = Stack(values, points, same)
+        stacked = self.stacked
+        for k, point in enumerate(points):
+            stacked[(node_id, point)] = (stack, k, size)
+        self.device_bytes += size * len(points)
+        if self.device_bytes > self.peak_device_bytes:
+            self.peak_device_bytes = self.device_bytes
+        self.timeline.add(self.device_bytes, self.host_bytes)
+
+    def batch(self, keys: Sequence[Key], output: int) -> Any:
+        """Output ``output`` at every key as one batched array, when the keys are the rows of one stack in
+        order (the common case: one statement reading the previous statement's points); else None."""
+        first = self.stacked.get(keys[0])
+        if first is None:
+            return None
+        stack = first[0]
+        if stack.same or len(stack.points) != len(keys) or first[1] != 0:
+            return None
+        stacked = self.stacked
+        for k, key in enumerate(keys):
+            entry = stacked.get(key)
+            if entry is None or entry[0] is not stack or entry[1] != k:
+                return None
+        return stack.values[output]
+
+    def load(self, key: Key) -> tuple[Any, ...]:
+        entry = self.stacked.get(key)
+        if entry is None:
+            return MemoryPool.load(self, key)
+        return entry[0].row(entry[1])
+
+    def get(self, key: Key, describe: Any, pinned: set[Key]) -> tuple[Any, ...]:
+        entry = self.stacked.get(key)
+        if entry is None:
+            return MemoryPool.get(self, key, describe, pinned)
+        return entry[0].row(entry[1])
+
+    def has(self, key: Key) -> bool:
+        return key in self.stacked or MemoryPool.has(self, key)
+
+    def free(self, key: Key) -> None:
+        entry = self.stacked.pop(key, None)
+        if entry is None:
+            MemoryPool.free(self, key)
+            return
+        self.device_bytes -= entry[2]
+        self.timeline.add(self.device_bytes, self.host_bytes)
+
+    def free_many(self, keys: Sequence[Key]) -> None:
+        """`free` at every key, with one entry in the timeline."""
+        stacked, freed = self.stacked, 0
+        for key in keys:
+            entry = stacked.pop(key, None)
+            if entry is None:
+                MemoryPool.free(self, key)
+            else:
+                freed += entry[2]
+        self.device_bytes -= freed
+        self.timeline.add(self.device_bytes, self.host_bytes)
+
+    def live_points(self) -> int:
+        return MemoryPool.live_points(self) + len(self.stacked)
