@@ -19,6 +19,7 @@ from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_ran
 from timerl.runtime.dryrun import required_device_bytes
 from timerl.runtime.batch import batched_loop, statement_dependences
 from timerl.runtime.walk import AstInterpreter, Run
+from timerl.runtime.jax_plan import JaxGroupLowering
 from timerl.runtime.plan import SKIP, GroupLowering, namespace
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
@@ -48,7 +49,8 @@ class Executable:
         self.vectorize = vectorize and device_memory is None
         self.dependences = statement_dependences(graph, self.groups)
         self.namespace = namespace(graph, self.bounds, backend, seed)
-        lowering = GroupLowering(graph, self.bounds, backend, self.namespace, self._reader,
+        lowering_class = JaxGroupLowering if backend.name == "jax" else GroupLowering  # bigger jits, shared
+        lowering = lowering_class(graph, self.bounds, backend, self.namespace, self._reader,
                                  jit_groups=backend.name == "jax")
         self.group_functions = {g.id: lowering.lower(g) for g in groups}
         self.constants = lowering.constants

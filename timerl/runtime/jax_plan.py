@@ -1,0 +1,192 @@
+"""How a dataflow group is lowered on jax: as few XLA computations as possible, each compiled once.
+
+`timerl.runtime.plan` lowers every group into one generated Python function; on jax, its pure members run
+inside one `jax.jit`. This lowering makes that jitted part as large as the group allows, and compiles less:
+
+- **Members are reordered** (any dataflow order is valid): what jax cannot compute (merges, gradient
+  accumulations, host-checked ops like ``gather``) runs as early as its inputs allow, in its original relative
+  order, so the pure members after it are no longer cut off from the jitted part.
+- **Random draws run inside the jit**, on the device, with `timerl.runtime.rng`'s bits
+  (`timerl.runtime.jax_rng`): only the point's coordinates are passed in.
+- **The jitted part returns only what is read outside it** (stored values and inputs of the members left
+  out), not every intermediate.
+- **Compiled functions are shared** between groups and executables with the same structure: a module-level
+  cache keyed by the ops, their attributes, dtypes and wiring (not by node ids) holds one `jax.jit` per
+  structure, and jax compiles that once per input shapes. A program compiled twice (a benchmark's runs, the
+  tests) and groups repeated in one program (one optimizer update per parameter of the same shape) reuse it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+
+from timerl.pdg.graph import Node
+from timerl.runtime import jax_rng
+from timerl.runtime.evaluate import bound_kernel
+from timerl.runtime.plan import GroupLowering, static_bytes
+from timerl.sched.group import identity_read
+
+_CACHE_LIMIT = 2048
+_compiled: dict[Any, Callable] = {}  # structure -> its jax.jit, shared by every executable in the process
+cache_stats = {"hits": 0, "misses": 0}
+
+
+def compiled(key: Any, build: Callable[[], Callable], backend: Any) -> Callable:
+    """The jitted function of a structure, built and jitted the first time it is asked for (``key`` None:
+    the structure cannot be compared, jit it on its own)."""
+    if key is None:
+        cache_stats["misses"] += 1
+        return backend.compile(build())
+    function = _compiled.get(key)
+    if function is None:
+        cache_stats["misses"] += 1
+        if len(_compiled) >= _CACHE_LIMIT:
+            _compiled.pop(next(iter(_compiled)))
+        function = _compiled[key] = backend.compile(build())
+    else:
+        cache_stats["hits"] += 1
+    return function
+
+
+class _Unhashable(Exception):
+    pass
+
+
+def freeze(value: Any) -> Any:
+    """A hashable value equal for equal attributes; floats by their repr, so 0.0 and -0.0 stay apart."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(freeze(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, freeze(v)) for k, v in sorted(value.items())))
+    if isinstance(value, slice):
+        return ("slice", freeze(value.start), freeze(value.stop), freeze(value.step))
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (float, np.floating)):
+        return (type(value).__name__, repr(value))
+    try:
+        hash(value)
+    except TypeError:
+        raise _Unhashable from None
+    return (type(value).__name__, value)
+
+
+def signature(node: Node, seed: int) -> Any:
+    """What a member computes, independent of its id: equal signatures, equal kernels. A draw's depends on
+    the seed and its stream."""
+    if node.op in ("rand", "randn"):
+        return (node.op, seed, freeze(node.attrs.as_dict()))
+    return (node.op, freeze(node.attrs.as_dict()), node.outputs[0].dtype)
+
+
+class JaxGroupLowering(GroupLowering):
+
+    def lower(self, group) -> Callable[[tuple], None]:
+        return super().lower(dataclasses.replace(group, members=self._order(group)))
+
+    def _pure(self, node: Node) -> bool:
+        if node.op in ("rand", "randn"):
+            return jax_rng.on_device(node.op, node.attrs["dtype"]) and static_bytes(node) is not None
+        return super()._pure(node)
+
+    def _order(self, group) -> tuple[int, ...]:
+        """A dataflow order of the members in which every impure one runs as early as it can (impure members
+        keep their relative order: sinks are called in the order the program gives them)."""
+        members = list(group.members)
+        position = {n: k for k, n in enumerate(members)}
+        needs: dict[int, set[int]] = {n: {e.producer for e in self.graph.nodes[n].inputs if e.producer in position}
+                                      for n in members}
+        impure = [n for n in members if not self._pure(self.graph.nodes[n])]
+        for earlier, later in zip(impure, impure[1:]):
+            needs[later].add(earlier)
+        done: list[int] = []
+        placed: set[int] = set()
+        while len(done) < len(members):
+            ready = [n for n in members if n not in placed and needs[n] <= placed]
+            chosen = min(ready, key=lambda n: (self._pure(self.graph.nodes[n]), position[n]))
+            done.append(chosen)
+            placed.add(chosen)
+        return tuple(done)
+
+    def _evaluation(self, member: Node, args: str, outputs: list[str]) -> list[str]:
+        """A pure member outside the jitted part: its own shared jit (a draw gets the point's coordinates)."""
+        if not self._pure(member):
+            return super()._evaluation(member, args, outputs)
+        n, seed = member.id, self.ns["SEED"]
+        self.ns[f"K{n}"] = compiled(self._key(member), lambda: self._kernel(member), self.backend)
+        if member.op in ("rand", "randn"):
+            return [f"{outputs[0]} = K{n}(*point)"]
+        return [f"{outputs[0]} = K{n}(*{args})"]
+
+    def _key(self, member: Node) -> Any:
+        try:
+            return ("kernel", signature(member, self.ns["SEED"]))
+        except _Unhashable:
+            return None
+
+    def _kernel(self, member: Node) -> Callable:
+        if member.op in ("rand", "randn"):
+            attrs = member.attrs
+            return jax_rng.drawer(self.backend.xp, self.ns["SEED"], attrs["stream"], attrs["shape"], attrs["dtype"],
+                                  member.op == "randn")
+        return bound_kernel(member, self.backend)
+
+    def _fused_call(self, group, members: list[Node], fused: set[int], inside: set[int]) -> list[str]:
+        """One call of the jitted part: its arguments are the values it reads from outside (a draw reads the
+        point's coordinates), its results the values read outside it."""
+        graph = self.graph
+        externals: dict[str, str] = {}  # expression at the call site -> parameter name
+        steps: list[tuple[Node, list[str]]] = []
+        local_name = {}  # member id -> name of its value inside the jitted function
+        for member in members:
+            if member.id not in fused:
+                continue
+            if member.op in ("rand", "randn"):
+                names = [externals.setdefault(f"p{k}", f"x{len(externals)}") for k in range(len(member.domain))]
+            else:
+                names = []
+                for edge in member.inputs:
+                    producer = graph.nodes[edge.producer]
+                    if edge.producer in fused and identity_read(edge, member, producer):
+                        names.append(local_name[edge.producer])
+                        continue
+                    if edge.producer in inside and identity_read(edge, member, producer):
+                        expression = f"v{edge.producer}_{edge.output}"
+                    else:
+                        expression = f"load({self._key_source(edge, member)})[{edge.output}]"
+                    names.append(externals.setdefault(expression, f"x{len(externals)}"))
+            local_name[member.id] = f"y{len(steps)}"
+            steps.append((member, names))
+        read_outside = self._read_outside(group, members, fused)
+        results = [member for member, _ in steps if member.id in read_outside]
+        try:
+            key = ("fused", len(externals), tuple((signature(m, self.ns["SEED"]), tuple(names)) for m, names in steps),
+                   tuple(local_name[m.id] for m in results))
+        except _Unhashable:
+            key = None
+
+        def build() -> Callable:
+            kernels = [self._kernel(member) for member, _ in steps]
+            lines = [f"def fused({', '.join(externals.values())}):"]
+            for k, (member, names) in enumerate(steps):
+                lines.append(f"    y{k} = K{k}({', '.join(names)})")
+            lines.append(f"    return ({', '.join(local_name[m.id] for m in results)},)")
+            namespace = {f"K{k}": kernel for k, kernel in enumerate(kernels)}
+            exec(compile("\n".join(lines), f"<timerl jax group G{group.id}>", "exec"), namespace)  # noqa: S102
+            return namespace["fused"]
+
+        self.ns[f"F{group.id}"] = compiled(key, build, self.backend)
+        targets = "".join(f"v{m.id}_0, " for m in results) or "_"
+        return [f"m = {steps[0][0].id}", f"{targets} = F{group.id}({', '.join(externals)})"]
+
+    def _read_outside(self, group, members: list[Node], fused: set[int]) -> set[int]:
+        """Fused members whose values the group stores or whose readers are not fused."""
+        outside = set(group.freed_later)
+        for member in members:
+            if member.id not in fused:
+                outside.update(e.producer for e in member.inputs)
+        return outside & fused
+
