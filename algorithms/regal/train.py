@@ -47,6 +47,7 @@ class Config:
     backend: str = "torch"
     workers: int = 1  # processes running BRKGA inside the reward
     samples: int = 1  # actions sampled per graph in a batch (batch / samples distinct graphs)
+    seeds: int = 1  # BRKGA runs (seeds) per episode; the reward is their mean ratio
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,13 +90,31 @@ class _Reward:
     def __call__(self, point: dict, actions: Any) -> tuple[np.ndarray]:
         iteration, config = point["i"], self.config
         actions = np.asarray(actions)
+        graphs = self.batches[iteration]
         jobs = []
-        for b, g in enumerate(self.batches[iteration]):
-            seed = (config.seed * 100_003 + iteration) * config.batch + b
-            jobs += [(self.graphs[g], config.kind, config.train_budget, proposal, seed)
-                     for proposal in (actions[b], None)]
-        costs = run_jobs(jobs, config.workers).reshape(-1, 2)
-        return (-(costs[:, 0] / costs[:, 1])).astype(np.float32),
+        for b, g in enumerate(graphs):
+            # every sample of one graph gets the same seeds (b // samples), so the per-graph baseline
+            # compares the samples' actions, not their luck; uniform BRKGA runs once per graph and seed
+            first = b % config.samples == 0
+            for seed in self.seeds(iteration, b // config.samples):
+                jobs += [(self.graphs[g], config.kind, config.train_budget, proposal, seed)
+                         for proposal in ((actions[b], None) if first else (actions[b],))]
+        costs = iter(run_jobs(jobs, config.workers))
+        rewards = np.zeros(len(graphs))
+        uniform = np.zeros(config.seeds)
+        for b in range(len(graphs)):
+            regal = np.zeros(config.seeds)
+            for k in range(config.seeds):
+                regal[k] = next(costs)
+                if b % config.samples == 0:
+                    uniform[k] = next(costs)
+            rewards[b] = -np.mean(regal / uniform)
+        return rewards.astype(np.float32),
+
+    def seeds(self, iteration: int, slot: int) -> list[int]:
+        config = self.config
+        first = ((config.seed * 100_003 + iteration) * config.batch + slot) * config.seeds
+        return list(range(first, first + config.seeds))
 
     def __repr__(self) -> str:
         return f"brkga_reward({self.config.kind}, budget={self.config.train_budget})"

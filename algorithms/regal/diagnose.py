@@ -1,0 +1,94 @@
+"""Is there anything for a learned proposal to gain, and how much? Proposals that are known in advance,
+measured the way the bench measures REGAL (improvement of BRKGA-budget with the proposal over uniform
+BRKGA-budget, the same seed, common random numbers):
+
+- ``uniform, other seed``: uniform BRKGA with a different seed. Not a proposal: the spread of the search's
+  own luck, which is the noise that REINFORCE's reward carries when the two runs do not share a seed.
+- ``oracle``: Betas centred on the keys of the best solution that BRKGA with ten times the budget finds
+  (another seed), on every gene (transfers included), concentration 10. An upper bound of what a
+  per-instance proposal can buy; no policy sees that solution.
+- ``oracle, quantized``: the same, restricted to REGAL's action space: affinities and op priorities only,
+  each key rounded to the nearest of the 5 quantized means, concentration 10. What a perfect policy over
+  our 16 actions could reach if it knew the solution.
+- ``priority by height`` / ``priority by depth``: a graph-general rule a GNN can express from its node
+  features: op priority mean rising with the op's longest path to a sink (critical-path list scheduling)
+  or with its longest path from a source, quantized to the 5 means, concentration 4; affinities uniform.
+
+``python -m algorithms.regal diagnose`` prints one table per objective.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from algorithms.regal import brkga, features
+from algorithms.regal.graph import CompGraph
+from algorithms.regal.perfmodel import DEVICES
+
+
+def oracle_proposal(graph: CompGraph, keys: np.ndarray, concentration: float = 10.0) -> brkga.Proposal:
+    mean = np.clip(keys, 0.05, 0.95)
+    return brkga.Proposal(mean * concentration, (1.0 - mean) * concentration)
+
+
+def quantized_actions(graph: CompGraph, keys: np.ndarray, concentration: float = 10.0) -> np.ndarray:
+    """(ops, HEADS) actions whose Beta means are the keys' nearest quantized means."""
+    ops = graph.num_ops
+    per_op = np.concatenate([keys[:ops * DEVICES].reshape(ops, DEVICES), keys[ops * DEVICES:ops * features.HEADS, None]],
+                            axis=1)
+    return _actions(np.abs(per_op[..., None] - features.MEANS).argmin(axis=-1), concentration)
+
+
+def rank_actions(graph: CompGraph, score: np.ndarray, concentration: float = 4.0) -> np.ndarray:
+    """Uniform affinities; the priority's mean is the op's rank by ``score`` (ties share a rank), in
+    5 equal bins from the lowest mean to the highest."""
+    rank = np.unique(score, return_inverse=True)[1].ravel()
+    level = np.minimum((rank / max(rank.max(), 1) * features.MEANS.size).astype(int), features.MEANS.size - 1)
+    actions = np.full((graph.num_ops, features.HEADS), features.UNIFORM)
+    actions[:, DEVICES] = _actions(level, concentration)
+    return actions
+
+
+def _actions(mean_index: np.ndarray, concentration: float) -> np.ndarray:
+    column = int(np.flatnonzero(features.CONCENTRATIONS == concentration)[0])
+    return mean_index * features.CONCENTRATIONS.size + column
+
+
+@dataclasses.dataclass(frozen=True)
+class Gap:
+    name: str
+    improvement: np.ndarray  # (graphs, seeds) percent over uniform BRKGA with the same seed
+
+    def row(self) -> str:
+        per_graph = self.improvement.mean(axis=1)
+        return (f"| {self.name} | {self.improvement.mean():+.2f}% | {np.mean(self.improvement >= -1e-7) * 100:.0f}% | "
+                f"{np.mean(per_graph >= -1e-7) * 100:.0f}% | {per_graph.max():+.2f}% | {per_graph.min():+.2f}% |")
+
+
+def gaps(graphs: list[CompGraph], kind: str, budget: int = 500, seeds: int = 3,
+         oracle_budget: int | None = None) -> list[Gap]:
+    oracle_budget = oracle_budget or 10 * budget
+    names = ["uniform, other seed", "oracle", "oracle, quantized", "priority by height", "priority by depth"]
+    result = np.zeros((len(names), len(graphs), seeds))
+    for g, graph in enumerate(graphs):
+        best = brkga.optimize(graph, kind, oracle_budget, seed=1_000_003).best
+        depth, height = features.path_lengths(graph)
+        proposals = [None, oracle_proposal(graph, best), features.proposal(graph, quantized_actions(graph, best)),
+                     features.proposal(graph, rank_actions(graph, height)),
+                     features.proposal(graph, rank_actions(graph, depth))]
+        for seed in range(seeds):
+            uniform = brkga.optimize(graph, kind, budget, seed=seed).best_cost
+            for p, proposal in enumerate(proposals):
+                other = seed + 7919 if proposal is None else seed
+                cost = brkga.optimize(graph, kind, budget, proposal, seed=other).best_cost
+                result[p, g, seed] = (uniform - cost) / uniform * 100.0
+    return [Gap(name, result[p]) for p, name in enumerate(names)]
+
+
+def markdown(kind: str, budget: int, rows: list[Gap]) -> str:
+    lines = [f"| proposal ({kind}, BRKGA-{budget}) | mean improvement | matches or beats (graph, seed) | "
+             f"matches or beats (graph, mean over seeds) | best graph | worst graph |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    return "\n".join(lines + [gap.row() for gap in rows])
