@@ -94,16 +94,18 @@ class Tree(NamedTuple):
 
 
 def search(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: RT, noise: RT | None,
-           config: SearchConfig, sim: trl.Symbol, depth: trl.Symbol) -> Tree:
+           config: SearchConfig, sim: trl.Symbol, depth: trl.Symbol, noise_fraction: RT | None = None) -> Tree:
     """The tree after the last simulation. ``sim`` and ``depth`` are dimensions of the current context bound
     (when compiling) to ``config.num_simulations`` and ``config.depth``. ``invalid_actions`` (B, A) bool;
-    ``noise`` (B, A) Dirichlet draws or None (no noise)."""
+    ``noise`` (B, A) Dirichlet draws or None (no noise); ``noise_fraction`` replaces
+    ``config.dirichlet_fraction`` by a tensor (e.g. a source, so one program searches with and without)."""
     batch, actions = (int(n) for n in root.prior_logits.shape)
     hidden = int(root.embedding.shape[-1])
     nodes = config.num_simulations + 1
     prior = F.softmax(root.prior_logits, dim=-1)
     if noise is not None:
-        prior = prior * (1.0 - config.dirichlet_fraction) + noise * config.dirichlet_fraction
+        fraction = config.dirichlet_fraction if noise_fraction is None else noise_fraction
+        prior = prior * (1.0 - fraction) + noise * fraction
     root_logits = _mask_invalid(F.log(F.maximum(prior, float(np.finfo(np.float32).tiny))), invalid_actions)
     initial = _initial_tree(Root(root_logits, root.value, root.embedding), batch, nodes, actions, hidden)
 

@@ -1,0 +1,162 @@
+"""Acting: a batch of MMapGames played by MuZero's search, one compiled search program for all moves.
+
+`SearchProgram` is the timerl program of one batched search: the representation and prediction networks at
+the root, `mcts.search` over the simulation and depth dimensions with the dynamics and prediction networks
+inside, and sinks for the root visit counts and the root's search value. Its inputs (the flat weights, the
+games' features, legal masks and Dirichlet draws) are sources that read the host's current values, so the
+program is compiled once and executed once per move of the batch.
+
+`SelfPlay` is the host side (the irregular part: games of different lengths, Drop-backup rewinds): it keeps
+B games, advances each to its next decision (a buffer with more than one legal action; a forced move is
+played at once and its reward added to the decision's), searches all B at once, and plays each game's action
+drawn from its visit counts with a temperature (MuZero: pi(a) ~ N(a)^(1/T)). Dirichlet noise and the action
+draws come from a NumPy generator seeded per `SelfPlay`, since a compiled program's own draws repeat at every
+execution. Games run with Drop-backup, rewinding to the offending group's opening (`backup_point="group"`,
+as every baseline of `algorithms.mmap` plays; see game.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+import timerl as trl
+from algorithms.mmap.game import MMapGame
+from algorithms.mmap.problem import Problem
+from algorithms.muzero.features import FEATURES, Encoder
+from algorithms.muzero.mcts import Root, SearchConfig, Step, search
+from algorithms.muzero.networks import ACTIONS, Layout, Networks
+from algorithms.muzero.support import REWARD_SCALE, scalar_of
+
+
+class SearchProgram:
+    def __init__(self, layout: Layout, batch: int, config: SearchConfig, backend: str = "torch"):
+        self.layout, self.batch, self.config = layout, batch, config
+        self.inputs: dict[str, np.ndarray] = {}
+        self.outputs: dict[str, np.ndarray] = {}
+        ctx = trl.Context("s d")
+        s, d = ctx.dims
+        S, D = ctx.bounds
+        with ctx:
+            weights = trl.source(self._input("weights"), (layout.size,), "float32")
+            features = trl.source(self._input("features"), (batch, FEATURES), "float32")
+            invalid = trl.source(self._input("invalid"), (batch, ACTIONS), "bool")
+            noise = trl.source(self._input("noise"), (batch, ACTIONS), "float32")
+            noise_fraction = trl.source(self._input("noise_fraction"), (), "float32")
+            nets = Networks(weights, layout)
+            state = nets.representation(features)
+            policy, value = nets.prediction(state)
+
+            def recurrent_fn(embedding, action):
+                following, reward = nets.dynamics(embedding, action)
+                next_policy, next_value = nets.prediction(following)
+                return Step(scalar_of(reward), next_policy, scalar_of(next_value), following)
+
+            tree = search(Root(policy, scalar_of(value), state), recurrent_fn, invalid, noise, config, s, d, noise_fraction)
+            tree.root_visits().sink(self._output("visits"))
+            tree.node_values.spatial[:, 0].sink(self._output("value"))
+        self.executable = ctx.compile(bounds={S: config.num_simulations, D: config.depth}, backend=backend)
+
+    def _input(self, name):
+        return lambda point: self.inputs[name]
+
+    def _output(self, name):
+        return lambda point, value: self.outputs.__setitem__(name, np.asarray(value).copy())
+
+    def run(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None):
+        """(root visit counts (B, A), root search values (B,)); ``noise`` None searches without noise."""
+        fraction = 0.0 if noise is None else self.config.dirichlet_fraction
+        self.inputs.update(weights=weights.astype(np.float32), features=features.astype(np.float32),
+                           invalid=~legal, noise=np.zeros(legal.shape, np.float32) if noise is None else
+                           noise.astype(np.float32), noise_fraction=np.float32(fraction))
+        self.executable.execute()
+        return self.outputs["visits"], self.outputs["value"]
+
+
+@dataclasses.dataclass
+class Trajectory:
+    """One game's decisions: features, legal masks, actions, rewards (scaled, forced moves included),
+    search policies (visit distributions) and root search values."""
+
+    features: list = dataclasses.field(default_factory=list)
+    legal: list = dataclasses.field(default_factory=list)
+    actions: list = dataclasses.field(default_factory=list)
+    rewards: list = dataclasses.field(default_factory=list)
+    policies: list = dataclasses.field(default_factory=list)
+    values: list = dataclasses.field(default_factory=list)
+    total_reward: float = 0.0
+    game: MMapGame | None = None
+    played: list = dataclasses.field(default_factory=list)
+    """Every move in play order (forced ones too), for reporting the mapping."""
+
+
+class SelfPlay:
+    def __init__(self, problem: Problem, program: SearchProgram, seed: int = 0, noise: bool = True):
+        self.problem, self.program, self.noise = problem, program, noise
+        self.encoder = Encoder(problem)
+        self.rng = np.random.default_rng(seed)
+        self.reward_scale = REWARD_SCALE / max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
+        self.searches = 0
+
+    def play(self, weights: np.ndarray, temperature: float) -> list[Trajectory]:
+        """B complete games; temperature 0 plays the most visited action."""
+        batch = self.program.batch
+        games = [MMapGame(self.problem, drop_backup=True, backup_point="group") for _ in range(batch)]
+        trajectories = [Trajectory(game=game) for game in games]
+        pending = [0.0] * batch  # rewards of forced moves since the last decision
+        while True:
+            for k, game in enumerate(games):
+                pending[k] += self._forced_moves(game, trajectories[k])
+            live = [k for k, game in enumerate(games) if not game.done]
+            for k, game in enumerate(games):
+                if game.done and pending[k]:
+                    if trajectories[k].rewards:
+                        trajectories[k].rewards[-1] += pending[k]
+                    pending[k] = 0.0
+            if not live:
+                break
+            encoded = [self.encoder.encode(games[k] if not games[k].done else games[live[0]]) for k in range(batch)]
+            features = np.stack([f for f, _ in encoded])
+            legal = np.stack([m for _, m in encoded])
+            noise = (self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch) if self.noise
+                     else None)
+            visits, values = self.program.run(weights, features, legal, noise)
+            self.searches += 1
+            for k in live:
+                trajectory, game = trajectories[k], games[k]
+                if trajectory.rewards:
+                    trajectory.rewards[-1] += pending[k]
+                pending[k] = 0.0
+                action = self._choose(visits[k], legal[k], temperature)
+                trajectory.features.append(features[k])
+                trajectory.legal.append(legal[k])
+                trajectory.actions.append(action)
+                trajectory.policies.append(visits[k] / visits[k].sum())
+                trajectory.values.append(float(values[k]))
+                trajectory.rewards.append(game.play(action) * self.reward_scale)
+                trajectory.played.append(action)
+        for trajectory in trajectories:
+            trajectory.total_reward = trajectory.game.total_reward
+        return trajectories
+
+    def _forced_moves(self, game: MMapGame, trajectory: Trajectory) -> float:
+        reward = 0.0
+        while not game.done:
+            legal = game.legal_actions()
+            if sum(legal) > 1:
+                break
+            action = legal.index(True)
+            reward += game.play(action) * self.reward_scale
+            trajectory.played.append(action)
+        return reward
+
+    def _choose(self, visits: np.ndarray, legal: np.ndarray, temperature: float) -> int:
+        counts = np.where(legal, visits, 0.0)
+        if counts.sum() == 0:
+            counts = legal.astype(np.float64)
+        if temperature <= 0:
+            return int(np.argmax(counts))
+        weights = counts ** (1.0 / temperature)
+        return int(self.rng.choice(ACTIONS, p=weights / weights.sum()))
+
