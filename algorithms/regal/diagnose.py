@@ -13,6 +13,9 @@ BRKGA-budget, the same seed, common random numbers):
 - ``priority by height`` / ``priority by depth``: a graph-general rule a GNN can express from its node
   features: op priority mean rising with the op's longest path to a sink (critical-path list scheduling)
   or with its longest path from a source, quantized to the 5 means, concentration 4; affinities uniform.
+- ``transfers first``: every op priority Beta(3, 27) (mean 0.1), transfers uniform. The same Beta on every
+  op keeps the ops' relative order (inversion sampling is monotone) and places them below the transfers,
+  so a ready transfer runs before a ready op: a rule the first trained policies found on their own.
 
 ``python -m algorithms.regal diagnose`` prints one table per objective.
 """
@@ -36,8 +39,8 @@ def oracle_proposal(graph: CompGraph, keys: np.ndarray, concentration: float = 1
 def quantized_actions(graph: CompGraph, keys: np.ndarray, concentration: float = 10.0) -> np.ndarray:
     """(ops, HEADS) actions whose Beta means are the keys' nearest quantized means."""
     ops = graph.num_ops
-    per_op = np.concatenate([keys[:ops * DEVICES].reshape(ops, DEVICES), keys[ops * DEVICES:ops * features.HEADS, None]],
-                            axis=1)
+    per_op = np.concatenate([keys[:ops * DEVICES].reshape(ops, DEVICES),
+                             keys[ops * DEVICES:ops * features.HEADS, None]], axis=1)
     return _actions(np.abs(per_op[..., None] - features.MEANS).argmin(axis=-1), concentration)
 
 
@@ -48,6 +51,12 @@ def rank_actions(graph: CompGraph, score: np.ndarray, concentration: float = 4.0
     level = np.minimum((rank / max(rank.max(), 1) * features.MEANS.size).astype(int), features.MEANS.size - 1)
     actions = np.full((graph.num_ops, features.HEADS), features.UNIFORM)
     actions[:, DEVICES] = _actions(level, concentration)
+    return actions
+
+
+def transfers_first(graph: CompGraph) -> np.ndarray:
+    actions = np.full((graph.num_ops, features.HEADS), features.UNIFORM)
+    actions[:, DEVICES] = _actions(np.zeros(graph.num_ops, int), 30.0)
     return actions
 
 
@@ -70,14 +79,15 @@ class Gap:
 def gaps(graphs: list[CompGraph], kind: str, budget: int = 500, seeds: int = 3,
          oracle_budget: int | None = None) -> list[Gap]:
     oracle_budget = oracle_budget or 10 * budget
-    names = ["uniform, other seed", "oracle", "oracle, quantized", "priority by height", "priority by depth"]
+    names = ["uniform, other seed", "oracle", "oracle, quantized", "priority by height", "priority by depth",
+             "transfers first"]
     result = np.zeros((len(names), len(graphs), seeds))
     for g, graph in enumerate(graphs):
         best = brkga.optimize(graph, kind, oracle_budget, seed=1_000_003).best
         depth, height = features.path_lengths(graph)
-        proposals = [None, oracle_proposal(graph, best), features.proposal(graph, quantized_actions(graph, best)),
-                     features.proposal(graph, rank_actions(graph, height)),
-                     features.proposal(graph, rank_actions(graph, depth))]
+        actions = [quantized_actions(graph, best), rank_actions(graph, height), rank_actions(graph, depth),
+                   transfers_first(graph)]
+        proposals = [None, oracle_proposal(graph, best)] + [features.proposal(graph, a) for a in actions]
         for seed in range(seeds):
             uniform = brkga.optimize(graph, kind, budget, seed=seed).best_cost
             for p, proposal in enumerate(proposals):

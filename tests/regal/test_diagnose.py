@@ -1,0 +1,58 @@
+"""The diagnostic proposals encode what they claim, and the reward compares a graph's samples on shared seeds."""
+
+import numpy as np
+
+from algorithms.regal import brkga, diagnose, features, train
+from algorithms.regal.data import generate
+from algorithms.regal.perfmodel import DEVICES, chromosome_length
+
+
+def beta_means(graph, actions):
+    proposal = features.proposal(graph, actions)
+    return proposal.alpha / (proposal.alpha + proposal.beta)
+
+
+def test_quantized_oracle_rounds_keys_to_the_nearest_mean():
+    graph = generate(1, 1, ops=(9, 9), seed=2)[0]
+    keys = np.random.default_rng(0).random(chromosome_length(graph))
+    means = beta_means(graph, diagnose.quantized_actions(graph, keys))
+    ops = graph.num_ops
+    grid = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
+    nearest = grid[np.abs(keys[:3 * ops, None] - grid).argmin(axis=1)]  # affinities and op priorities
+    np.testing.assert_allclose(means[:3 * ops], nearest)
+    np.testing.assert_allclose(means[3 * ops:], 0.5)  # transfers stay uniform
+
+
+def test_rank_rule_raises_priority_with_the_score():
+    graph = generate(1, 1, ops=(12, 12), seed=3)[0]
+    _, height = features.path_lengths(graph)
+    means = beta_means(graph, diagnose.rank_actions(graph, height))[DEVICES * graph.num_ops:3 * graph.num_ops]
+    order = np.argsort(height, kind="stable")
+    assert (np.diff(means[order]) >= 0).all() and means[height.argmax()] == 0.9 and means[height.argmin()] == 0.1
+
+
+def test_transfers_first_keeps_the_ops_order():
+    """One Beta on every op priority is a monotone map of the same uniform draws: the ops' order is that of
+    uniform BRKGA, and every op priority lies below the transfers' median."""
+    graph = generate(1, 1, ops=(10, 10), seed=4)[0]
+    ops = graph.num_ops
+    proposal = features.proposal(graph, diagnose.transfers_first(graph))
+    skewed = proposal.sample(np.random.default_rng(5), 50)[:, DEVICES * ops:3 * ops]
+    plain = brkga.Proposal.uniform(proposal.alpha.size).sample(np.random.default_rng(5), 50)[:, DEVICES * ops:3 * ops]
+    np.testing.assert_array_equal(np.argsort(skewed, axis=1), np.argsort(plain, axis=1))
+    assert skewed.max() < 0.5
+
+
+def test_reward_shares_seeds_between_the_samples_of_a_graph():
+    graphs = generate(2, 1, ops=(8, 8), seed=6)
+    config = train.Config(kind="runtime", batch=4, samples=2, seeds=2, train_budget=60)
+    reward = train._Reward(graphs, np.array([[0, 0, 1, 1]]), config)
+    rng = np.random.default_rng(0)
+    skewed = rng.integers(0, features.UNIFORM, (8, features.HEADS))
+    uniform = np.full((8, features.HEADS), features.UNIFORM)
+    (rewards,) = reward({"i": 0}, np.stack([skewed, skewed, uniform, uniform]))
+    assert rewards[0] == rewards[1]  # same action, same seeds: the same reward
+    np.testing.assert_array_equal(rewards[2:], -1.0)  # uniform proposals reproduce uniform BRKGA exactly
+    expected = -np.mean([brkga.optimize(graphs[0], "runtime", 60, features.proposal(graphs[0], skewed), s).best_cost
+                         / brkga.optimize(graphs[0], "runtime", 60, seed=s).best_cost for s in reward.seeds(0, 0)])
+    assert rewards[0] == np.float32(expected)
