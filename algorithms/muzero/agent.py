@@ -1,0 +1,108 @@
+"""MMap-MuZero on one workload: self-play, Reanalyse and learning interleaved inside the learner program.
+
+The learner program (learner.train) sources each iteration's batch from `_Run.feed`: every
+`steps_per_round` iterations it first plays a round of `games` self-play games with the latest weights
+(while the wall-clock budget lasts) and reanalyses stored positions, then samples the batch. The result is the
+best game found, as for every search baseline of `algorithms.mmap` (ES, MCTS report their best game too),
+after a final round without noise at temperature 0.
+
+Temperature: 1.0 at the start, linearly down to 0.2 at the end of the budget (Table 6: 1.0 -> 0.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from algorithms.mmap.baselines.result import Result, result_of
+from algorithms.mmap.problem import Problem
+from algorithms.muzero.learner import LearnerConfig, train
+from algorithms.muzero.mcts import SearchConfig
+from algorithms.muzero.networks import Layout, Sizes, init_weights
+from algorithms.muzero.replay import Replay
+from algorithms.muzero.selfplay import SearchProgram, SelfPlay
+
+
+@dataclasses.dataclass(frozen=True)
+class MuZeroConfig:
+    games: int = 8  # games per self-play round, searched as one batch
+    simulations: int = 16
+    max_depth: int = 4
+    steps_per_round: int = 20
+    iterations: int = 400
+    reanalyse_fraction: float = 0.5
+    n_step: int = 10
+    learner: LearnerConfig = LearnerConfig()
+    sizes: Sizes = Sizes()
+    seed: int = 0
+    backend: str = "torch"
+
+
+@dataclasses.dataclass
+class Outcome:
+    result: Result
+    curve: list  # per round: seconds, mean return of its games (fraction of the best saving), best so far
+    losses: list
+    rounds: int
+    searches: int
+
+
+class _Run:
+    def __init__(self, problem: Problem, config: MuZeroConfig, seconds: float):
+        self.problem, self.config, self.seconds = problem, config, seconds
+        self.rng = np.random.default_rng(config.seed)
+        initial = init_weights(config.sizes, config.seed)
+        self.layout = Layout.of(initial)
+        self.weights = self.layout.pack(initial)
+        search_config = SearchConfig(num_simulations=config.simulations, max_depth=config.max_depth)
+        self.program = SearchProgram(self.layout, config.games, search_config, config.backend)
+        self.selfplay = SelfPlay(problem, self.program, seed=config.seed)
+        self.replay = Replay(unroll=config.learner.unroll, n_step=config.n_step, discount=search_config.discount)
+        self.saving = max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
+        self.best = None
+        self.curve, self.losses = [], []
+        self.start = time.perf_counter()
+        self.moves = 0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def play_round(self, temperature: float, noise: bool = True) -> None:
+        self.selfplay.noise = noise
+        trajectories = self.selfplay.play(self.weights, temperature)
+        for trajectory in trajectories:
+            self.replay.add(trajectory)
+            self.moves += trajectory.game.moves
+            if self.best is None or trajectory.game.total_reward > self.best.game.total_reward:
+                self.best = trajectory
+        self.curve.append({"seconds": self.elapsed(), "temperature": temperature,
+                           "mean": float(np.mean([t.total_reward for t in trajectories])) / self.saving,
+                           "best": self.best.game.total_reward / self.saving})
+        new_positions = sum(len(t.actions) for t in trajectories)
+        fraction = self.config.reanalyse_fraction
+        if len(self.curve) > 1 and fraction > 0:
+            count = int(new_positions * fraction / (1.0 - fraction))
+            self.replay.reanalyse(self.program, self.weights, min(count, 4 * self.program.batch), self.rng)
+
+    def feed(self, iteration: int) -> dict:
+        if iteration % self.config.steps_per_round == 0 and (not self.curve or self.elapsed() < self.seconds):
+            progress = min(self.elapsed() / max(self.seconds, 1e-9), 1.0)
+            self.play_round(1.0 - 0.8 * progress)
+        return self.replay.sample(self.config.learner.batch, self.rng)
+
+    def publish(self, iteration: int, weights: np.ndarray, loss: float) -> None:
+        self.weights = weights
+        self.losses.append(loss)
+
+
+def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
+                config: MuZeroConfig | None = None) -> Outcome:
+    config = dataclasses.replace(config or MuZeroConfig(), seed=seed)
+    run = _Run(problem, config, seconds)
+    train(run.weights, run.layout, config.learner, config.iterations, run.feed, run.publish, config.backend, seed)
+    run.play_round(0.0, noise=False)
+    best = run.best
+    return Outcome(result_of("muzero", best.game, best.played, run.moves), run.curve, run.losses,
+                   len(run.curve), run.selfplay.searches)

@@ -1,0 +1,103 @@
+"""MuZero's learning step as one recurrent-tensor program over training iterations ``i``.
+
+At every iteration a batch is sourced from the host (`feed(point)`, which may play games and reanalyse
+first) and the loss of the K-step unroll is
+
+    s_0 = representation(o_t);  for k = 0..K:  p_k, v_k = prediction(s_k)
+        loss += scale_k * [ CE(p_k, pi_{t+k}) * mask_k + 0.25 * CE(v_k, z_{t+k}) ]
+        (k < K):  s_{k+1}, r_k = dynamics(s_k, a_{t+k});  loss += scale_{k+1} * CE(r_k, u_{t+k});
+                  the gradient into s_{k+1} is halved (MuZero's scale_gradient)
+
+with scale_0 = 1 and scale_k = 1 / K for the unrolled steps, averaged over the batch, plus weight decay as
+PyTorch's Adam applies it (weight_decay * w added to the gradient, i.e. 0.5 * weight_decay * |w|^2 in the
+loss). Value loss weight 0.25 as in MuZero Reanalyse. Adam lr 2e-4, weight decay 1e-4 (paper Table 6).
+A sink publishes the weights after every step, so self-play in the next `feed` acts with them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+import timerl as trl
+from algorithms.muzero.features import FEATURES
+from algorithms.muzero.networks import ACTIONS, Layout, Networks
+from algorithms.muzero.support import ATOMS
+from timerl.rt import functional as F
+
+VALUE_LOSS_WEIGHT = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig:
+    batch: int = 16
+    unroll: int = 5
+    lr: float = 2e-4
+    weight_decay: float = 1e-4
+
+
+def cross_entropy(logits, target):
+    return -(target * F.log_softmax(logits, dim=-1)).sum(dim=-1)
+
+
+def unroll_loss(nets: Networks, batch: dict, unroll: int):
+    """The (B,) per-sample loss of the K-step unroll (module docstring); ``batch`` holds recurrent tensors."""
+    state = nets.representation(batch["features"])
+    total = None
+    for k in range(unroll + 1):
+        scale = 1.0 if k == 0 else 1.0 / unroll
+        policy, value = nets.prediction(state)
+        term = (cross_entropy(policy, batch["policy"].spatial[:, k]) * batch["policy_mask"].spatial[:, k]
+                + VALUE_LOSS_WEIGHT * cross_entropy(value, batch["value"].spatial[:, k])) * scale
+        total = term if total is None else total + term
+        if k < unroll:
+            state, reward = nets.dynamics(state, batch["actions"].spatial[:, k])
+            total = total + cross_entropy(reward, batch["reward"].spatial[:, k]) / unroll
+            state = state * 0.5 + F.detach(state) * 0.5
+    return total
+
+
+def batch_shapes(config: LearnerConfig) -> dict[str, tuple[tuple[int, ...], str]]:
+    B, K = config.batch, config.unroll
+    return {"features": ((B, FEATURES), "float32"), "actions": ((B, K), "int64"),
+            "policy": ((B, K + 1, ACTIONS), "float32"), "policy_mask": ((B, K + 1), "float32"),
+            "value": ((B, K + 1, ATOMS), "float32"), "reward": ((B, K, ATOMS), "float32")}
+
+
+def train(initial: np.ndarray, layout: Layout, config: LearnerConfig, iterations: int,
+          feed: Callable[[int], dict], publish: Callable[[int, np.ndarray, float], None],
+          backend: str = "torch", seed: int = 0) -> dict:
+    """Run ``iterations`` learning steps. ``feed(i)`` returns the batch of iteration i (NumPy arrays shaped as
+    `batch_shapes`); ``publish(i, weights, loss)`` gets the weights after step i and step i's loss.
+    Returns the executable's stats."""
+    current: dict = {}
+    losses: dict[int, float] = {}
+
+    def field(name):
+        def read(point):
+            i = point["i"]
+            if current.get("i") != i:
+                current.clear()
+                current.update(feed(i), i=i)
+            return current[name]
+        return read
+
+    ctx = trl.Context("i")
+    (i,), (I,) = ctx.dims, ctx.bounds
+    with ctx:
+        weights = trl.param(initial.astype(np.float32), domain=(i,))
+        batch = {name: trl.source(field(name), shape, dtype, (i,))
+                 for name, (shape, dtype) in batch_shapes(config).items()}
+        loss = unroll_loss(Networks(weights, layout), batch, config.unroll).mean()
+        objective = loss + 0.5 * config.weight_decay * (weights * weights).sum()
+        objective.backward()
+        trl.optim.Adam([weights], lr=config.lr).step()
+        loss.sink(lambda point, value: losses.__setitem__(point["i"], float(value)))
+        with ctx.when(i >= 1):
+            weights.sink(lambda point, value: publish(point["i"] - 1, np.asarray(value).copy(),
+                                                      losses.get(point["i"] - 1, float("nan"))))
+    executable = ctx.compile(bounds={I: iterations + 1}, backend=backend, seed=seed)
+    executable.execute()
+    return dict(executable.stats)

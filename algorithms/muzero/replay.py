@@ -1,0 +1,87 @@
+"""Replay buffer, K-step unroll targets with n-step values, and Reanalyse (MuZero; MuZero Reanalyse).
+
+Targets for a position t and unroll step k = 0..K (position u = t + k of a game of T decisions):
+- policy: the search's visit distribution at u (masked out past the end of the game);
+- value:  z_u = sum_{j < n, u + j < T} discount^j r_{u + j} + discount^n v_{u + n} (v: the root search value,
+  0 past the end: the game is over), two-hot over the support; 0 past the end;
+- reward: r_{t + k} for k < K (0 past the end), two-hot; actions past the end are drawn uniformly.
+Reanalyse re-runs the search with the latest weights on stored positions and replaces their policy and
+value targets (the paper's fraction 0.5: `reanalyse_count` positions are re-searched for every new one).
+The buffer keeps the latest `capacity` games.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from algorithms.muzero.networks import ACTIONS
+from algorithms.muzero.support import two_hot
+
+
+class Replay:
+    def __init__(self, capacity: int = 200, unroll: int = 5, n_step: int = 10, discount: float = 0.9999):
+        self.capacity, self.unroll, self.n_step, self.discount = capacity, unroll, n_step, discount
+        self.games: list[dict] = []
+
+    def add(self, trajectory) -> None:
+        if not trajectory.actions:
+            return
+        self.games.append({"features": np.stack(trajectory.features), "legal": np.stack(trajectory.legal),
+                           "actions": np.array(trajectory.actions, dtype=np.int64),
+                           "rewards": np.array(trajectory.rewards, dtype=np.float64),
+                           "policies": np.stack(trajectory.policies).astype(np.float32),
+                           "values": np.array(trajectory.values, dtype=np.float64)})
+        del self.games[:-self.capacity]
+
+    def positions(self) -> int:
+        return sum(len(game["actions"]) for game in self.games)
+
+    def value_targets(self, game: dict) -> np.ndarray:
+        """z_u for every u of one game (module docstring)."""
+        rewards, values, length = game["rewards"], game["values"], len(game["actions"])
+        targets = np.zeros(length)
+        for u in range(length):
+            steps = min(self.n_step, length - u)
+            targets[u] = np.dot(self.discount ** np.arange(steps), rewards[u:u + steps])
+            if u + self.n_step < length:
+                targets[u] += self.discount ** self.n_step * values[u + self.n_step]
+        return targets
+
+    def sample(self, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        K = self.unroll
+        lengths = np.array([len(game["actions"]) for game in self.games])
+        picks = rng.choice(len(self.games), size=batch, p=lengths / lengths.sum())
+        out = {"features": [], "actions": [], "policy": [], "policy_mask": [], "value": [], "reward": []}
+        for g in picks:
+            game = self.games[g]
+            length = lengths[g]
+            t = int(rng.integers(length))
+            z = self.value_targets(game)
+            positions = np.arange(t, t + K + 1)
+            inside = positions < length
+            clipped = np.minimum(positions, length - 1)
+            out["features"].append(game["features"][t])
+            out["actions"].append(np.where(inside[:K], game["actions"][clipped[:K]], rng.integers(ACTIONS, size=K)))
+            out["policy"].append(np.where(inside[:, None], game["policies"][clipped], 1.0 / ACTIONS))
+            out["policy_mask"].append(inside.astype(np.float32))
+            out["value"].append(two_hot(np.where(inside, z[clipped], 0.0)))
+            out["reward"].append(two_hot(np.where(inside[:K], game["rewards"][clipped[:K]], 0.0)))
+        return {name: np.stack(arrays).astype(np.int64 if name == "actions" else np.float32)
+                for name, arrays in out.items()}
+
+    def reanalyse(self, program, weights: np.ndarray, count: int, rng: np.random.Generator) -> int:
+        """Re-search `count` random stored positions (in batches of the program's size) with `weights`,
+        without noise; replace their policy and value targets. Returns the positions re-searched."""
+        done = 0
+        lengths = np.array([len(game["actions"]) for game in self.games])
+        while done < count and self.games:
+            picks = [(int(g), int(rng.integers(lengths[g]))) for g in
+                     rng.choice(len(self.games), size=program.batch, p=lengths / lengths.sum())]
+            features = np.stack([self.games[g]["features"][u] for g, u in picks])
+            legal = np.stack([self.games[g]["legal"][u] for g, u in picks])
+            visits, values = program.run(weights, features, legal, None)
+            for k, (g, u) in enumerate(picks):
+                self.games[g]["policies"][u] = visits[k] / visits[k].sum()
+                self.games[g]["values"][u] = values[k]
+            done += program.batch
+        return done
