@@ -1,0 +1,66 @@
+"""MuZero next to the baselines of `python -m algorithms.mmap bench`, at an equal wall-clock budget.
+
+Per workload: the heuristic (one pass; the production-compiler stand-in), ES with a budget of
+game moves equal to `seconds` times the workload's measured moves per second (so they get about the same wall
+clock; their measured seconds are reported), and MuZero with `seconds` of wall clock, compiles of its two
+programs included. Every mapping is checked by `check.check_mapping`. Reported: reward as a fraction of the
+largest possible saving, speedup latency(heuristic) / latency(agent), and the paper's "prod" speedup (best of
+agent and heuristic, Table 3).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from algorithms.mmap.baselines import AGENTS
+from algorithms.mmap.bench import moves_per_second
+from algorithms.mmap.check import check_mapping
+from algorithms.mmap.problem import build_problem
+from algorithms.muzero.agent import MuZeroConfig, muzero_play
+
+SMALL_WORKLOADS = ("autoencoder_momentum", "transformer_decode", "mlp_sgd", "cnn_sgd", "gru_scan_sgd",
+                   "lstm_scan_adam")
+
+
+def bench_workload(name: str, seconds: float, seed: int = 0, config: MuZeroConfig | None = None) -> dict:
+    problem = build_problem(name)
+    saving = problem.latency_all_slow - problem.latency_all_fast
+    budget = int(seconds * moves_per_second(problem, seed=seed))
+    row = {"workload": name, "buffers": problem.num_buffers, "seconds": seconds}
+    for agent in ("heuristic", "es"):
+        start = time.perf_counter()
+        result = AGENTS[agent](problem, seed=seed, budget=budget)
+        check_mapping(problem, result.mapping)
+        row[agent] = {"reward": result.reward / saving, "latency": result.latency,
+                      "seconds": time.perf_counter() - start}
+    start = time.perf_counter()
+    outcome = muzero_play(problem, seed=seed, seconds=seconds, config=config)
+    check_mapping(problem, outcome.result.mapping)
+    row["muzero"] = {"reward": outcome.result.reward / saving, "latency": outcome.result.latency,
+                     "seconds": time.perf_counter() - start, "curve": outcome.curve, "rounds": outcome.rounds,
+                     "searches": outcome.searches, "losses": outcome.losses}
+    return row
+
+
+def markdown(rows: list[dict]) -> str:
+    agents = ("heuristic", "es", "muzero")
+    lines = ["| workload | buffers | " + " | ".join(f"{a} reward" for a in agents)
+             + " | es s | muzero s | muzero vs heuristic | es vs heuristic | muzero prod |",
+             "|" + "---|" * (2 + len(agents) + 5)]
+    for row in rows:
+        heuristic = row["heuristic"]["latency"]
+        rewards = " | ".join(f"{row[a]['reward']:.4f}" for a in agents)
+        mu, es = row["muzero"]["latency"], row["es"]["latency"]
+        lines.append(f"| {row['workload']} | {row['buffers']} | {rewards} | {row['es']['seconds']:.0f} | "
+                     f"{row['muzero']['seconds']:.0f} | {heuristic / mu:.4f} | {heuristic / es:.4f} | "
+                     f"{heuristic / min(mu, heuristic):.4f} |")
+    if rows:
+        beats_es = sum(r["muzero"]["reward"] >= r["es"]["reward"] for r in rows)
+        beats_heuristic = sum(r["heuristic"]["latency"] / r["muzero"]["latency"] > 1 for r in rows)
+        prod = np.mean([r["heuristic"]["latency"] / min(r["muzero"]["latency"], r["heuristic"]["latency"])
+                        for r in rows])
+        lines += ["", f"MuZero reward >= ES on {beats_es}/{len(rows)} workloads; speedup over the heuristic > 1 on "
+                      f"{beats_heuristic}/{len(rows)}; mean prod speedup {prod:.4f}."]
+    return "\n".join(lines)

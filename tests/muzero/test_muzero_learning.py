@@ -1,0 +1,192 @@
+"""MMap-MuZero's supports, networks, targets, learner and self-play against NumPy written here and hand-derived
+values."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import timerl as trl
+from algorithms.mmap.check import check_mapping
+from algorithms.mmap.mapping import mapping_records
+from algorithms.mmap.problem import build_problem
+from algorithms.mmap.synthetic import synthetic_instance
+from algorithms.muzero.features import FEATURES, Encoder, block_slice
+from algorithms.muzero.learner import LearnerConfig, batch_shapes, train
+from algorithms.muzero.mcts import SearchConfig
+from algorithms.muzero.networks import Layout, Networks, Sizes, init_weights
+from algorithms.muzero.replay import Replay
+from algorithms.muzero.selfplay import SearchProgram, SelfPlay, Trajectory
+from algorithms.muzero.support import ATOMS, REWARD_SCALE, SUPPORT, scalar_of, squash, two_hot, unsquash
+
+SIZES = Sizes(hidden=8, image=4, trunk=8, head=8)
+
+
+def test_two_hot_expectation_is_the_squashed_value():
+    x = np.array([0.0, 0.3, -2.5, 7.0, 99.0, -40.0])
+    distributions = two_hot(x)
+    np.testing.assert_allclose(distributions.sum(-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(distributions @ np.arange(-SUPPORT, SUPPORT + 1), squash(x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(unsquash(squash(x)), x, rtol=1e-9, atol=1e-9)
+    assert (distributions > 0).sum(-1).max() <= 2
+
+
+def random_weights(seed=0):
+    weights = init_weights(SIZES, seed)
+    rng = np.random.default_rng(seed)
+    return {name: rng.normal(scale=0.3, size=array.shape).astype(np.float32) for name, array in weights.items()}
+
+
+# ---- NumPy twins of the networks
+def dense(w, x, name):
+    return x @ w[f"{name}.w"] + w[f"{name}.b"]
+
+
+def relu(x):
+    return np.maximum(x, 0.0)
+
+
+def scale(state):
+    low, high = state.min(-1, keepdims=True), state.max(-1, keepdims=True)
+    return (state - low) / np.maximum(high - low, 1e-5)
+
+
+def np_representation(w, features):
+    image = features[:, block_slice("memory_map")]
+    rest = np.concatenate([features[:, :block_slice("memory_map").start],
+                           features[:, block_slice("memory_map").stop:]], axis=1)
+    mixed = np.concatenate([relu(dense(w, image, "repr.image")), relu(dense(w, rest, "repr.rest"))], axis=1)
+    return scale(dense(w, relu(dense(w, mixed, "repr.mix")), "repr.out"))
+
+
+def np_dynamics(w, state, action):
+    joined = np.concatenate([state, np.eye(3)[action]], axis=1)
+    following = scale(dense(w, relu(dense(w, joined, "dyn.mix")), "dyn.out"))
+    return following, dense(w, relu(dense(w, following, "dyn.reward_hidden")), "dyn.reward")
+
+
+def np_prediction(w, state):
+    return (dense(w, relu(dense(w, state, "pred.policy_hidden")), "pred.policy"),
+            dense(w, relu(dense(w, state, "pred.value_hidden")), "pred.value"))
+
+
+def log_softmax(x):
+    shifted = x - x.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def np_unroll_loss(w, batch, unroll):
+    state = np_representation(w, batch["features"])
+    total = 0.0
+    for k in range(unroll + 1):
+        weight = 1.0 if k == 0 else 1.0 / unroll
+        policy, value = np_prediction(w, state)
+        total = total + weight * (-(batch["policy"][:, k] * log_softmax(policy)).sum(-1) * batch["policy_mask"][:, k]
+                                  - 0.25 * (batch["value"][:, k] * log_softmax(value)).sum(-1))
+        if k < unroll:
+            state, reward = np_dynamics(w, state, batch["actions"][:, k])
+            total = total - (batch["reward"][:, k] * log_softmax(reward)).sum(-1) / unroll
+    return total.mean()
+
+
+def test_networks_match_numpy():
+    weights = random_weights(1)
+    layout = Layout.of(weights)
+    rng = np.random.default_rng(2)
+    features = rng.normal(size=(5, FEATURES)).astype(np.float32)
+    action = rng.integers(3, size=5)
+    got = {}
+    ctx = trl.Context("i")
+    with ctx:
+        nets = Networks(trl.tensor(layout.pack(weights)), layout)
+        state = nets.representation(trl.tensor(features))
+        following, reward = nets.dynamics(state, trl.tensor(action))
+        policy, value = nets.prediction(following)
+        outputs = {"state": state, "following": following, "reward": reward, "policy": policy, "value": value,
+                   "value_scalar": scalar_of(value)}
+        for name, tensor in outputs.items():
+            tensor.sink(lambda point, array, name=name: got.__setitem__(name, np.asarray(array)))
+    ctx.compile(bounds={ctx.bounds[0]: 1}, backend="torch").execute()
+    state = np_representation(weights, features)
+    following, reward = np_dynamics(weights, state, action)
+    policy, value = np_prediction(weights, following)
+    expected_scalar = unsquash((np.exp(log_softmax(value)) * np.arange(-SUPPORT, SUPPORT + 1)).sum(-1))
+    for name, array in {"state": state, "following": following, "reward": reward, "policy": policy,
+                        "value": value, "value_scalar": expected_scalar}.items():
+        np.testing.assert_allclose(got[name], array, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def fake_trajectory(rewards, values, legal_first=(True, True, False)):
+    steps = len(rewards)
+    trajectory = Trajectory()
+    for k in range(steps):
+        trajectory.features.append(np.full(FEATURES, k, np.float32))
+        trajectory.legal.append(np.array(legal_first if k == 0 else (True, True, True)))
+        trajectory.actions.append(k % 3)
+        trajectory.rewards.append(rewards[k])
+        trajectory.policies.append(np.eye(3)[k % 3])
+        trajectory.values.append(values[k])
+    return trajectory
+
+
+def test_value_targets_by_hand():
+    replay = Replay(unroll=2, n_step=2, discount=0.5)
+    replay.add(fake_trajectory([1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0]))
+    # z_u = r_u + 0.5 r_{u+1} + 0.25 v_{u+2} while u + 2 < 4, then the rewards left only
+    np.testing.assert_allclose(replay.value_targets(replay.games[0]), [9.5, 13.5, 5.0, 4.0])
+    batch = replay.sample(64, np.random.default_rng(0))
+    for name, (shape, dtype) in batch_shapes(LearnerConfig(batch=64, unroll=2)).items():
+        assert batch[name].shape == shape and batch[name].dtype == dtype, name
+    starts = batch["features"][:, 0].astype(int)
+    for row, t in enumerate(starts):
+        for k in range(3):
+            inside = t + k < 4
+            assert batch["policy_mask"][row, k] == inside
+            target = [9.5, 13.5, 5.0, 4.0][t + k] if inside else 0.0
+            np.testing.assert_allclose(batch["value"][row, k], two_hot(np.array(target)), atol=1e-6)
+            if inside:
+                np.testing.assert_array_equal(batch["policy"][row, k], np.eye(3)[(t + k) % 3])
+        for k in range(2):
+            if t + k < 4:
+                assert batch["actions"][row, k] == (t + k) % 3
+                np.testing.assert_allclose(batch["reward"][row, k], two_hot(np.array(float(t + k + 1))), atol=1e-6)
+
+
+def test_learner_matches_numpy_loss_and_learns_a_fixed_batch():
+    weights = random_weights(3)
+    layout = Layout.of(weights)
+    replay = Replay(unroll=2, n_step=3, discount=0.9999)
+    rng = np.random.default_rng(4)
+    replay.add(fake_trajectory(list(rng.normal(size=6)), list(rng.normal(size=6))))
+    config = LearnerConfig(batch=6, unroll=2, lr=1e-2)
+    batch = replay.sample(config.batch, rng)
+    batch["features"] = rng.normal(size=batch["features"].shape).astype(np.float32)
+    published = []
+    train(layout.pack(weights), layout, config, 40, lambda i: batch,
+          lambda i, w, loss: published.append((w, loss)))
+    losses = [loss for _, loss in published]
+    assert len(published) == 40
+    np.testing.assert_allclose(losses[0], np_unroll_loss(weights, batch, 2), rtol=1e-4)
+    later = layout.unpack(published[10][0])
+    np.testing.assert_allclose(losses[11], np_unroll_loss(later, batch, 2), rtol=1e-4)
+    assert losses[-1] < 0.7 * losses[0]
+
+
+def test_selfplay_plays_legal_complete_games():
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
+    weights = init_weights(SIZES, 0)
+    layout = Layout.of(weights)
+    program = SearchProgram(layout, batch=2, config=SearchConfig(num_simulations=4, max_depth=2))
+    trajectories = SelfPlay(problem, program, seed=0).play(layout.pack(weights), temperature=1.0)
+    assert len(trajectories) == 2
+    scale = REWARD_SCALE / (problem.latency_all_slow - problem.latency_all_fast)
+    for trajectory in trajectories:
+        game = trajectory.game
+        assert game.done and game.feasible
+        check_mapping(problem, mapping_records(game))
+        np.testing.assert_allclose(sum(trajectory.rewards), game.total_reward * scale, rtol=1e-6, atol=1e-9)
+        for legal, policy, action in zip(trajectory.legal, trajectory.policies, trajectory.actions):
+            assert legal.sum() > 1 and legal[action]
+            np.testing.assert_allclose(policy.sum(), 1.0, rtol=1e-6)
+            assert (policy[~legal] == 0).all()
+    assert Encoder(problem).encode(trajectories[0].game)[0].shape == (FEATURES,)
+    assert ATOMS == 2 * SUPPORT + 1
