@@ -44,8 +44,9 @@ def bench(methods: list[str], workloads: list[str], seeds: int, settings: Settin
                 started = time.perf_counter()
                 result = run(method, graph, seed, settings)
                 results.setdefault((method, workload), []).append(result)
+                timing = "".join(f", {k} {v:.0f}" for k, v in result.extra.items())
                 print(f"{workload:10s} {method:8s} seed {seed}: speedup {result.speedup:.3f} "
-                      f"({time.perf_counter() - started:.0f} s)", flush=True)
+                      f"({time.perf_counter() - started:.0f} s{timing})", flush=True)
         curves = {m: [r.curve for r in results[(m, workload)]] for m in methods if m != "compiler"}
         plot_curves(curves, settings.budget, f"{workload}: best speedup over the compiler",
                     os.path.join(out, f"curves_{workload}.png"))
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--budget", type=int, default=4000, help="simulator evaluations per run")
     parser.add_argument("--generations-per-step", type=int, default=5,
                         help="population generations per gradient step of the RT learner")
-    parser.add_argument("--backend", default="reference", choices=("reference", "torch", "jax"))
+    parser.add_argument("--backend", default="torch", choices=("reference", "torch", "jax"))
     parser.add_argument("--out", default="results/egrl", help="folder for the PNGs, table.txt, results.json")
     args = parser.parse_args(argv)
     settings = Settings(budget=args.budget, generations_per_step=args.generations_per_step, backend=args.backend)

@@ -154,11 +154,15 @@ class GraphUNet:
     """The network as recurrent tensors: one `trl.param` per weight over ``domain`` (training iterations)."""
 
     def __init__(self, hierarchy: Hierarchy, arch: Architecture = Architecture(), seed: int = 0,
-                 domain: tuple = (), output_bias: np.ndarray = DRAM_BIAS) -> None:
+                 domain: tuple = (), output_bias: np.ndarray = DRAM_BIAS,
+                 initial: dict[str, trl.RecurrentTensor] | None = None) -> None:
+        """The weights start at ``init_weights(arch, seed, output_bias)``, or at the given recurrent tensors
+        ``initial`` (by name; e.g. a udf's outputs, so one compiled program serves many seeds)."""
         self.hierarchy, self.arch = hierarchy, arch
         self.initial = init_weights(arch, seed, output_bias)
         self.names = list(self.initial)
-        self.weights = {name: trl.param(value, domain=domain) for name, value in self.initial.items()}
+        start = self.initial if initial is None else initial
+        self.weights = {name: trl.param(start[name], domain=domain) for name in self.names}
 
     def __call__(self, features: trl.RecurrentTensor) -> trl.RecurrentTensor:
         return forward(self.weights, features, self.hierarchy, self.arch, RTOps)

@@ -53,3 +53,25 @@ def test_two_sac_steps_match_torch():
     for name, value in expected.items():
         np.testing.assert_allclose(seen[2][name], value, atol=2e-5, err_msg=name)
     assert any(np.abs(seen[2][name] - seen[0][name]).max() > 1e-4 for name in expected)  # it did learn
+
+
+def test_one_compiled_learner_serves_several_seeds():
+    """`Learner.run` with a new seed starts from that seed's initial weights (a udf, not constants baked in at
+    compile), so a reused program gives the same steps as torch does for each seed."""
+    graph = load("resnet50")
+    arch = Architecture(hidden=8, heads=2, depth=1)
+    config = sac.SACConfig(batch=6)
+    features, edges, nodes = graph.normalized_features(), graph.workload.edges, graph.workload.size
+    rng = np.random.default_rng(1)
+    actions = rng.integers(0, 3, (config.batch, nodes, 2))
+    rewards = rng.uniform(-1, 2, config.batch).astype(np.float32)
+    learner = sac.Learner(features, coarsen(edges, nodes, arch.depth), 2, config, arch, backend="reference")
+    for seed in (7, 3):
+        seen = []
+        log = learner.run(lambda iteration, logits, weights: (seen.append(weights), (actions, rewards))[1], seed)
+        assert len(seen) == 2 and len(log) == 2
+        np.testing.assert_allclose(seen[0]["out.b"], init_weights(arch, seed)["out.b"])
+        expected = torch_sac_steps(features, edges, arch, seed, actions, rewards, config, steps=1)
+        for name, value in expected.items():
+            np.testing.assert_allclose(seen[1][name], value, atol=2e-5, err_msg=f"seed {seed}: {name}")
+
