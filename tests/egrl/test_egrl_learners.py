@@ -30,7 +30,8 @@ def check_result(result: Result, graph, budget: int) -> None:
 
 def test_egrl_improves_over_the_compiler_on_resnet50(resnet50):
     # the paper's budget of 4,000 evaluations (one seed; over 5 seeds the bench's mean is in the README)
-    settings = Settings(budget=4000, generations_per_step=5)
+    # on the reference backend: it compiles in seconds where torch's scheduler takes minutes on this program
+    settings = Settings(budget=4000, generations_per_step=5, backend="reference")
     result = run("egrl", resnet50, seed=0, settings=settings)
     check_result(result, resnet50, settings.budget)
     assert result.speedup > 1.0
