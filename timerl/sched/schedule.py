@@ -270,10 +270,10 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_g
         name = node.for_get_iterator().get_id().get_name()
         var = Symbol(name)
         inner = dict(loop_vars, **{name: var})
-        start = _expr(node.for_get_init(), loop_vars)
-        stop = _stop(node.for_get_cond(), name, inner)
         step = _expr(node.for_get_inc(), loop_vars).constant_value()
-        return ast.Loop(var, start, stop, int(step), _convert(node.for_get_body(), inner, frees, freed_groups))
+        body = _convert(node.for_get_body(), inner, frees, freed_groups)
+        bounds = _pieces_of_all([node.for_get_init(), _stop_bound(node.for_get_cond(), name)], inner)
+        return _guarded([(guard, ast.Loop(var, start, stop, int(step), body)) for guard, (start, stop) in bounds])
     if kind == isl.ast_node_type.if_:
         then = _convert(node.if_get_then_node(), loop_vars, frees, freed_groups)
         orelse = _convert(node.if_get_else_node(), loop_vars, frees, freed_groups) if node.if_has_else_node() else None
@@ -293,16 +293,15 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_g
     raise ScheduleError(f"unexpected isl AST node {kind}")
 
 
-def _stop(cond: isl.AstExpr, name: str, loop_vars) -> Expr:
-    """isl writes loop conditions as ``c <= e`` or ``c < e``; we keep an exclusive stop."""
+def _stop_bound(cond: isl.AstExpr, name: str) -> isl.AstExpr:
+    """isl writes loop conditions as ``c <= e`` or ``c < e``; we keep an exclusive stop (``e + 1`` or ``e``)."""
     op = cond.get_op_type()
     left, right = cond.get_op_arg(0), cond.get_op_arg(1)
     if left.get_type() == isl.ast_expr_type.id and left.get_id().get_name() == name:
-        bound = _expr(right, loop_vars)
         if op == isl.ast_expr_op_type.le:
-            return bound + 1
+            return right.add(isl.AstExpr.from_val(isl.Val.one(right.get_ctx())))
         if op == isl.ast_expr_op_type.lt:
-            return bound
+            return right
     raise ScheduleError(f"unexpected loop condition {cond.to_C_str()}")
 
 
