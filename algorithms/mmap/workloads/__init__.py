@@ -1,7 +1,8 @@
 """MMapGame workloads taken from XLA's optimized, scheduled HLO of real JAX programs.
 
-`load_workload(name)` reads the committed `data/NAME.json` (no jax needed); `generate.py` rewrites those
-files from `programs.py` through `hlo.py`. The JSON schema:
+`load_workload(name)` reads the committed `data/NAME.json` (or `data/NAME.json.gz` for the large ones; no
+jax needed); `generate.py` rewrites those files from `programs.py` and `suite.py` through `hlo.py`, and
+stores XLA's own dumps of each program in `data/xla/` (see `xla_dump.py`). The JSON schema:
 
     {"name", "description", "jax_version", "num_instructions",
      "instructions": [{"time", "name", "opcode", "flops", "operands": [tensor_id], "outputs": [tensor_id]}],
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -104,8 +106,14 @@ class Workload:
                    instructions, buffers)
 
 
+def workload_path(name: str) -> Path:
+    """The committed file of a workload: plain JSON, or gzipped JSON for the large ones."""
+    plain = DATA_DIR / f"{name}.json"
+    return plain if plain.exists() else DATA_DIR / f"{name}.json.gz"
+
+
 def list_workloads() -> list[str]:
-    return sorted(path.stem for path in DATA_DIR.glob("*.json"))
+    return sorted({path.name.split(".")[0] for pattern in ("*.json", "*.json.gz") for path in DATA_DIR.glob(pattern)})
 
 
 @functools.lru_cache(maxsize=None)
@@ -113,7 +121,9 @@ def load_workload(name: str) -> Workload:
     names = list_workloads()
     if name not in names:
         raise ValueError(f"unknown workload {name!r}; valid names: {', '.join(names)}")
-    return Workload.from_json(json.loads((DATA_DIR / f"{name}.json").read_text()))
+    path = workload_path(name)
+    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    return Workload.from_json(json.loads(data))
 
 
 def check(workload: Workload) -> None:

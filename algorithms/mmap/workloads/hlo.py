@@ -15,8 +15,9 @@ get-tuple-element as `x#i`; that form is refused). Four steps, one section each:
    A while's carried element gets fresh *phi* values at the condition parameter, the body parameter and
    the while, unless the body passes it through unchanged (then the init value flows everywhere, as after
    XLA's phi simplification). A call forwards its arguments and its callee's root. A conditional's branch
-   parameters are its operands; its result is a fresh value per leaf. Values that must share memory form
-   alias groups by XLA's rules (`HloAliasAnalysis`): a while's init, parameters, body root and result;
+   parameters are its operands; its result is a fresh value per leaf, except where every branch returns
+   the same value (an operand passed through), which flows on, as in XLA's dataflow. Values that must
+   share memory form alias groups by XLA's rules (`HloAliasAnalysis`): a while's init, parameters, body root and result;
    donated parameters and the entry outputs they alias; conditional branch roots and the result; in-place
    operations (dynamic-update-slice, scatter, fusions rooted in them, `output_to_operand_aliasing`).
    Live ranges follow `HloLiveRange`: definition to last position or use, a computation's root to the end
@@ -156,12 +157,20 @@ class _DataflowBuilder:
             self.run(callee, {n: operand(n) for n in range(len(inst.operands))})
             return dict(self.value_sets[callee.root.name])
         if opcode == "conditional":
-            values = self.define_all(inst)
+            roots = []
             for number, branch_name in enumerate(inst.called_computations):
                 branch = self.module.computations[branch_name]
                 self.run(branch, {0: operand(number + 1)})
-                root = self.value_sets[branch.root.name]
-                self.extra_aliases.extend((root[index], values[index]) for index in inst.shape.leaf_indices())
+                roots.append(self.value_sets[branch.root.name])
+            values = {}
+            for index in inst.shape.indices():
+                if inst.shape.subshape(index).is_tuple:
+                    values[index] = self.define(inst, index)
+                elif len({root[index] for root in roots}) == 1:  # every branch passes one operand value through
+                    values[index] = roots[0][index]
+                    continue
+                values[index] = self.define(inst, index)
+                self.extra_aliases.extend((root[index], values[index]) for root in roots)
             return values
         return self.define_all(inst)
 
