@@ -66,8 +66,11 @@ class Repair:
 class Chip:
     """The simulator for one workload: everything that does not depend on the mapping is computed once."""
 
-    def __init__(self, workload: Workload, noise: float = 0.01, seed: int = 0) -> None:
+    def __init__(self, workload: Workload, noise: float = 0.01, seed: int = 0,
+                 bandwidth: np.ndarray = BANDWIDTH) -> None:
+        """``bandwidth``: bytes per second of DRAM, LLC and SRAM (for studying the constants; see `ceiling`)."""
         self.workload, self.noise = workload, noise
+        self.bandwidth = np.asarray(bandwidth, dtype=np.float64)
         self.rng = np.random.default_rng(seed)
         n = workload.size
         producers, consumers = workload.edges[:, 0], workload.edges[:, 1]
@@ -113,7 +116,7 @@ class Chip:
     def latency(self, weights: np.ndarray, acts: np.ndarray, noisy: bool = True) -> float:
         """Seconds for one inference with a valid mapping (see the module docstring)."""
         w = self.workload
-        seconds_per_byte = 1.0 / BANDWIDTH
+        seconds_per_byte = 1.0 / self.bandwidth
         memory = w.weight_bytes * seconds_per_byte[weights] + w.act_bytes * seconds_per_byte[acts]
         producers, consumers = w.edges[:, 0], w.edges[:, 1]
         np.add.at(memory, consumers, w.act_bytes[producers] * seconds_per_byte[acts[producers]])
