@@ -1,4 +1,4 @@
-"""Command line: `python -m algorithms.mmap bench ...` and `python -m algorithms.mmap plot WORKLOAD ...`."""
+"""Command line: `python -m algorithms.mmap bench ...`, `... plot WORKLOAD ...` and `... workloads` (the table)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,12 @@ def main(argv=None) -> None:
     plot.add_argument("--seed", type=int, default=0)
     plot.add_argument("--out", default="mapping.png")
 
+    commands.add_parser("workloads", help="the workload table: buffers, instructions, alias groups, peak bytes")
+
     args = parser.parse_args(argv)
-    if args.command == "bench":
+    if args.command == "workloads":
+        print(workload_table())
+    elif args.command == "bench":
         from algorithms.mmap.bench import DEFAULT_BUDGET, markdown, run_bench
 
         reports = run_bench(args.workloads, args.budget or DEFAULT_BUDGET, args.seed, args.agents, args.jobs)
@@ -43,6 +47,20 @@ def main(argv=None) -> None:
         result = AGENTS[args.agent](problem, seed=args.seed, budget=budget)
         plot_mapping(problem, result.mapping, f"{problem.name} ({args.agent})", args.out)
         print(f"{args.out}: reward {result.reward:.2f} us, latency {result.latency:.2f} us")
+
+
+def workload_table() -> str:
+    from algorithms.mmap.instance import as_instance
+    from algorithms.mmap.problem import peak_live_bytes
+    from algorithms.mmap.workloads import list_workloads, load_workload
+
+    lines = ["| workload | buffers | instructions | alias groups | peak bytes | program |", "|---|---|---|---|---|---|"]
+    for name in sorted(list_workloads(), key=lambda n: load_workload(n).num_buffers):
+        workload = load_workload(name)
+        groups = len(set(workload.alias_id[workload.alias_id >= 0].tolist()))
+        lines.append(f"| {name} | {workload.num_buffers:,} | {workload.num_instructions:,} | {groups} | "
+                     f"{peak_live_bytes(as_instance(workload)):,} | {workload.description} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
