@@ -5,12 +5,10 @@ entropy bonus.
 
     python -m algorithms.ppo --iterations 100 --backend torch --logdir runs
 
-The program has three dimensions: ``i`` (iteration), ``t`` (environment step) and ``u`` (update: epoch
-``e = u // M``, minibatch ``m = u % M``). The parameters live over ``(i, u)`` and the optimizer steps them
-in that order, like the nested loops of the paper's Algorithm 1; the rollout of iteration ``i`` acts with
-the weights at ``(i, 0)``. GAE is the paper's backward recurrence, a placeholder defined from its own next
-step. (Epochs and minibatches as two dimensions ``(i, e, m)`` also express it, and `trl.optim` steps them,
-but the scheduler cannot yet lower the loop program isl builds for that carry.)
+The program has four dimensions: ``i`` (iteration), ``t`` (environment step), ``e`` (epoch) and ``m``
+(minibatch). The parameters live over ``(i, e, m)`` and the optimizer steps them in that order, like the
+nested loops of the paper's Algorithm 1; the rollout of iteration ``i`` acts with the weights at
+``(i, 0, 0)``. GAE is the paper's backward recurrence, a placeholder defined from its own next step.
 
 Episodes restart at the start of every iteration (``env.reset`` over ``i``); the last step of an iteration
 bootstraps from the value of the observation it leads to. Discrete actions use a Categorical policy,
@@ -48,15 +46,15 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
     if batch % minibatches:
         raise trl.TimeRLError(f"num_envs * steps = {batch} does not split into {minibatches} minibatches")
     minibatch = batch // minibatches
-    ctx = trl.Context("i t u")  # iteration, environment step, update (epoch * minibatches + minibatch)
-    i, t, u = ctx.dims
-    I, T, U = ctx.bounds
+    ctx = trl.Context("i t e m")  # iteration, environment step, epoch, minibatch
+    i, t, e, m = ctx.dims
+    I, T, E, M = ctx.bounds
     env = trl.rl.make_env(env_name, num_envs=num_envs, seed=seed, simulator=simulator)
     obs_size = int(np.prod(env.observation_shape)) + obs_padding
     curve: list[dict[str, Any]] = []
 
     with ctx:
-        updates = (i, u)
+        updates = (i, e, m)
         actor = trl.nn.MLP([obs_size, hidden, hidden, env.num_actions or int(np.prod(env.action_shape))],
                            domain=updates, gains=(math.sqrt(2), 0.01), flat=True)
         critic = trl.nn.MLP([obs_size, hidden, hidden, 1], domain=updates, gains=(math.sqrt(2), 1.0), flat=True)
@@ -68,8 +66,8 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
             return trl.distributions.Normal(network(obs), log_std.exp())
 
         # Rollout: N environments for T steps with the weights the iteration starts with
-        acting_actor, acting_critic = actor.frozen(i, 0), critic.frozen(i, 0)
-        acting_log_std = None if log_std is None else log_std[i, 0].detach()
+        acting_actor, acting_critic = actor.frozen(i, 0, 0), critic.frozen(i, 0, 0)
+        acting_log_std = None if log_std is None else log_std[i, 0, 0].detach()
         observed = trl.placeholder((num_envs, *env.observation_shape), domain=(i, t))
         observed[i, 0] = env.reset(domain=(i,))
         o = observed if not obs_padding else trl.cat([observed, trl.zeros((num_envs, obs_padding))], -1)
@@ -88,15 +86,15 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         ret = adv + value
 
         # Minibatches: a fresh permutation of the iteration's T * N samples per epoch, one slice per update
-        sample = trl.source(lambda p: _minibatch(seed, p["i"], p["u"], minibatches, batch), (minibatch,), "int64",
-                            (i, u))
+        sample = trl.source(lambda p: _minibatch(seed, p["i"], p["e"], p["m"], minibatches, batch), (minibatch,),
+                            "int64", (i, e, m))
 
         def mb(x):
-            """The minibatch of update ``(i, u)`` of a per-step quantity over ``(i, t)``."""
+            """The minibatch of update ``(i, e, m)`` of a per-step quantity over ``(i, t)``."""
             flat = x[i, 0:T].reshape((batch, *x.shape[1:]))
             return flat.index_select(0, sample)
 
-        # The loss at every update (i, u)
+        # The loss at every update (i, e, m)
         mb_obs = mb(o)
         new_pi = policy(actor, mb_obs, log_std)
         new_logp = _joint(new_pi.log_prob(mb(a)), env.discrete)
@@ -114,10 +112,10 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         run_log = None if logdir is None else RunLog(logdir, f"ppo_{env_name}_{backend}_{seed}")
         log = _Logger(curve, iterations, IterationClock(run_log, batch), progress, f"PPO {env_name}")
         episodes.sink(log.episodes)
-        losses[i, U - 1].sink(log.losses)
+        losses[i, E - 1, M - 1].sink(log.losses)
 
     started = time.perf_counter()
-    executable = ctx.compile(bounds={I: iterations, T: steps, U: epochs * minibatches}, backend=backend,
+    executable = ctx.compile(bounds={I: iterations, T: steps, E: epochs, M: minibatches}, backend=backend,
                              seed=seed, **(compile_options or {}))
     compile_seconds = time.perf_counter() - started
     if print_schedule:
@@ -182,9 +180,8 @@ def _std(x: trl.RecurrentTensor) -> trl.RecurrentTensor:
     return ((centered * centered).sum() / (x.shape[0] - 1)).sqrt()
 
 
-def _minibatch(seed: int, iteration: int, update: int, minibatches: int, batch: int) -> np.ndarray:
-    """Sample indices of minibatch ``m`` of epoch ``e``: a slice of the epoch's permutation of the batch."""
-    epoch, index = divmod(update, minibatches)
+def _minibatch(seed: int, iteration: int, epoch: int, index: int, minibatches: int, batch: int) -> np.ndarray:
+    """Sample indices of minibatch ``index`` of ``epoch``: a slice of the epoch's permutation of the batch."""
     order = np.random.default_rng((seed, iteration, epoch)).permutation(batch)
     size = batch // minibatches
     return order[index * size:(index + 1) * size]
