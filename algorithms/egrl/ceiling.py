@@ -70,14 +70,23 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m algorithms.egrl.ceiling", description=__doc__.split("\n\n")[0])
     parser.add_argument("workloads", nargs="*", default=["resnet50", "resnet101", "bert"])
-    parser.add_argument("--dram-bandwidth", type=float, default=float(BANDWIDTH[DRAM]),
-                        help="bytes/s of DRAM; LLC and SRAM keep the ratios 10 and 100")
+    parser.add_argument("--dram-bandwidth", type=float, nargs="+", default=[float(BANDWIDTH[DRAM])],
+                        help="bytes/s of DRAM (several: a sweep); LLC and SRAM keep the ratios 10 and 100")
+    parser.add_argument("--plot", help="a PNG of the ceiling against the DRAM bandwidth")
     args = parser.parse_args(argv)
-    bandwidth = args.dram_bandwidth * np.array([1.0, 10.0, 100.0])
+    ceilings: dict[str, list[float]] = {}
     for name in args.workloads:
-        baseline, bound, ceiling = speedup_ceiling(Chip(load(name).workload, noise=0.0, bandwidth=bandwidth))
-        print(f"{name:10s} DRAM {args.dram_bandwidth / 1e9:5.0f} GB/s: compiler {baseline * 1e6:8.1f} us, "
-              f"bound {bound * 1e6:8.1f} us, speedup ceiling {ceiling:.2f}")
+        workload = load(name).workload
+        for dram in args.dram_bandwidth:
+            bandwidth = dram * np.array([1.0, 10.0, 100.0])
+            baseline, bound, ceiling = speedup_ceiling(Chip(workload, noise=0.0, bandwidth=bandwidth))
+            ceilings.setdefault(name, []).append(ceiling)
+            print(f"{name:10s} DRAM {dram / 1e9:5.0f} GB/s: compiler {baseline * 1e6:8.1f} us, "
+                  f"bound {bound * 1e6:8.1f} us, speedup ceiling {ceiling:.2f}", flush=True)
+    if args.plot:
+        from algorithms.egrl.plot import plot_ceilings
+
+        plot_ceilings(np.array(args.dram_bandwidth), ceilings, float(BANDWIDTH[DRAM]), args.plot)
 
 
 if __name__ == "__main__":

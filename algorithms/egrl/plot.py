@@ -55,3 +55,20 @@ def plot_mapping(mapping: np.ndarray, baseline: np.ndarray, names: tuple[str, ..
     figure.tight_layout()
     figure.savefig(out)
     plt.close(figure)
+
+
+def plot_ceilings(dram: np.ndarray, ceilings: dict[str, list[float]], chosen: float, out: str) -> None:
+    """The largest speedup over the compiler any mapping can reach (`ceiling`), against the DRAM bandwidth."""
+    figure, axes = plt.subplots(figsize=(7, 4.5), dpi=120)
+    for name, values in ceilings.items():
+        axes.plot(dram / 1e9, values, marker="o", label=name)
+    axes.axvline(chosen / 1e9, color="grey", linestyle=":", label="the simulator's DRAM bandwidth")
+    axes.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("DRAM bandwidth, GB/s (LLC x10, SRAM x100; 50 int8 TOPS)")
+    axes.set_ylabel("speedup ceiling over the compiler (LP bound)")
+    axes.set_title("How much better than the compiler any mapping can be")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(out)
+    plt.close(figure)
