@@ -11,6 +11,9 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.
            "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
            "bfloat16": torch.bfloat16}
 
+_FROM_NUMPY = {np.dtype(name) for name in ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8",
+                                           "bool")}
+
 
 class TorchBackend:
     name = "torch"
@@ -20,12 +23,16 @@ class TorchBackend:
         self.kernels: dict = {}
         self.xp = _fast_namespace()
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.on_cpu = self.device.type == "cpu"
 
     def compile(self, kernel):
         return kernel
 
     def unstack(self, value: torch.Tensor) -> tuple:
         return value.unbind(0)
+
+    def row(self, value: torch.Tensor, index: int) -> torch.Tensor:
+        return value[index]
 
     def vmap(self, kernel, axes):
         return torch.func.vmap(kernel, in_dims=axes)
@@ -34,7 +41,9 @@ class TorchBackend:
         return torch.no_grad()
 
     def from_numpy(self, value: np.ndarray) -> torch.Tensor:
-        array = np.asarray(value)
+        array = value if type(value) is np.ndarray else np.asarray(value)
+        if self.on_cpu and array.dtype in _FROM_NUMPY and array.flags.writeable:
+            return torch.from_numpy(array)  # zero-copy, and the cheapest way in (2 us against 7 through dlpack)
         if array.ndim and array.dtype != np.bool_:
             tensor = torch.from_dlpack(np.ascontiguousarray(array))  # zero-copy
         else:
@@ -43,7 +52,10 @@ class TorchBackend:
 
     def to_numpy(self, value: Any) -> np.ndarray:
         if isinstance(value, torch.Tensor):
-            return value.detach().cpu().numpy()
+            try:
+                return value.numpy()  # a CPU tensor outside autograd: shares its memory
+            except (RuntimeError, TypeError):  # on the GPU, or part of a graph
+                return value.detach().cpu().numpy()
         return np.asarray(value)
 
     def nbytes(self, value: torch.Tensor) -> int:

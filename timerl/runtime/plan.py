@@ -201,6 +201,10 @@ class GroupLowering:
             stream, shape, dtype, normal = attrs["stream"], attrs["shape"], attrs["dtype"], member.op == "randn"
             ns[f"D{n}"] = lambda point: backend.from_numpy(rng.draw(seed, stream, point, shape, dtype, normal))
             return [f"{outputs[0]} = D{n}(point)"]
+        if member.op == "udf":  # the user's function itself, without `evaluate`'s dispatch
+            ns[f"U{n}"] = _udf_call(member, self.backend)
+            call = f"U{n}(point, {args})"
+            return [f"{', '.join(outputs)}, = {call}" if outputs else call]
         ns[f"N{n}"] = member
         target = ", ".join(outputs) + ("," if outputs else "")
         call = f"evaluate(N{n}, point, {args}, SEED, BOUNDS, BACKEND)"
@@ -260,6 +264,21 @@ class GroupLowering:
         self.ns[f"F{group.id}"] = self.backend.compile(local[f"F{group.id}"])
         call = ", ".join(expression for _, expression in externals)
         return [f"m = {steps[0][0].id}", f"{', '.join(results)}, = F{group.id}({call})"]
+
+
+def _udf_call(node: Node, backend: Any) -> Callable[[tuple, list], tuple]:
+    """A UDF at a point: its inputs as NumPy arrays, its outputs converted to the declared dtypes (what
+    `evaluate` does for a udf, with everything that is the same at every point decided once)."""
+    attrs = node.attrs.as_dict()
+    fn, names = attrs["fn"], [d.name for d in node.domain]
+    dtypes = [np.dtype(t.dtype) for t in attrs["outputs"]]
+    to_numpy, from_numpy, asarray = backend.to_numpy, backend.from_numpy, np.asarray
+
+    def call(point: tuple, inputs: list) -> tuple:
+        results = fn(dict(zip(names, point)), *[to_numpy(v) for v in inputs])
+        return tuple(from_numpy(asarray(v, dtype=d)) for v, d in zip(results, dtypes))
+
+    return call
 
 
 def _conditioned_point_read(edge: Edge) -> bool:
