@@ -6,10 +6,10 @@ from algorithms.mmap.baselines import AGENTS
 from algorithms.mmap.baselines.evolution import benefit_prior, centred_ranks, decode
 from algorithms.mmap.bench import bench_workload, markdown
 from algorithms.mmap.check import check_mapping
-from algorithms.mmap.instance import available_workload_names
 from algorithms.mmap.problem import build_problem
+from mmap_suite import game_test_workloads
 
-NAMES = ["synthetic_3_60"] + sorted(available_workload_names(), key=lambda n: build_problem(n).num_buffers)[:1]
+NAMES = ["synthetic_3_60"] + sorted(game_test_workloads(), key=lambda n: build_problem(n).num_buffers)[:1]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -18,7 +18,7 @@ def test_registered_env_passes_gymnasium_checks():
 
 @pytest.mark.skipif(not available_workload_names(), reason="no parsed workloads yet")
 def test_env_by_workload_name_and_by_workload_object():
-    name = available_workload_names()[0]
+    name = "mlp_sgd" if "mlp_sgd" in available_workload_names() else available_workload_names()[0]
     by_name = gymnasium.make(ENV_ID, workload=name)
     from algorithms.mmap.workloads import load_workload
 

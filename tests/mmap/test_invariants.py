@@ -14,12 +14,12 @@ from algorithms.mmap.baselines import heuristic_play
 from algorithms.mmap.baselines.policies import legal_list
 from algorithms.mmap.check import check_mapping, remaining_supply
 from algorithms.mmap.game import MMapGame
-from algorithms.mmap.instance import available_workload_names
 from algorithms.mmap.mapping import game_latency, mapping_records
 from algorithms.mmap.problem import build_problem
 from algorithms.mmap.synthetic import synthetic_instance
+from mmap_suite import game_test_workloads
 
-WORKLOADS = available_workload_names() or ["synthetic_0_100", "synthetic_1_300"]
+WORKLOADS = game_test_workloads() or ["synthetic_0_100", "synthetic_1_300"]
 SMALL_WORKLOADS = sorted(WORKLOADS, key=lambda name: build_problem(name).num_buffers)[:5]
 
 

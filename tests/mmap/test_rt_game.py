@@ -16,13 +16,13 @@ from rt_traces import POLICIES, numpy_trace
 
 import timerl as trl
 from algorithms.mmap.game import MMapGame
-from algorithms.mmap.instance import available_workload_names
 from algorithms.mmap.problem import build_problem
 from algorithms.mmap.rt.program import play, replay, uniform_legal
 from algorithms.mmap.rt.tables import GameTables, game_arrays
 from algorithms.mmap.synthetic import synthetic_instance
+from mmap_suite import game_test_workloads
 
-WORKLOADS = available_workload_names() or ["synthetic_0_100", "synthetic_1_300"]
+WORKLOADS = game_test_workloads() or ["synthetic_0_100", "synthetic_1_300"]
 PLAYERS = (("random", 1), ("random", 2), ("heuristic", 0), ("es", 1), ("es", 2))
 PREFIX = 30
 # played whole: a small program whose games stay short even with rewinds (at most ~170 moves)
