@@ -49,6 +49,8 @@ class Backend(Protocol):
 
     def unstack(self, value: Any) -> Sequence[Any]: ...
 
+    def row(self, value: Any, index: int) -> Any: ...
+
 
 class NumpyBackend:
     """The reference interpreter's arrays."""
@@ -92,6 +94,9 @@ class NumpyBackend:
 
     def zeros(self, shape: Sequence[int], dtype: str) -> np.ndarray:
         return np.zeros(tuple(shape), dtype=dtype)
+
+    def row(self, value: np.ndarray, index: int) -> np.ndarray:
+        return value[index]
 
     def to_host(self, value: Any) -> Any:
         return value

@@ -30,6 +30,7 @@ from timerl.runtime.plan import GroupLowering, static_bytes
 from timerl.sched.group import identity_read
 
 _CACHE_LIMIT = 2048
+_CALLS_USER = {"source", "sink", "udf"}
 _compiled: dict[Any, Callable] = {}  # structure -> its jax.jit, shared by every executable in the process
 cache_stats = {"hits": 0, "misses": 0}
 
@@ -93,20 +94,24 @@ class JaxGroupLowering(GroupLowering):
         return super()._pure(node)
 
     def _order(self, group) -> tuple[int, ...]:
-        """A dataflow order of the members in which every impure one runs as early as it can (impure members
-        keep their relative order: sinks are called in the order the program gives them)."""
+        """A dataflow order of the members in which every impure one runs as early as it can; the members that
+        call user functions (sources, sinks, UDFs) keep their relative order."""
         members = list(group.members)
         position = {n: k for k, n in enumerate(members)}
-        needs: dict[int, set[int]] = {n: {e.producer for e in self.graph.nodes[n].inputs if e.producer in position}
-                                      for n in members}
-        impure = [n for n in members if not self._pure(self.graph.nodes[n])]
-        for earlier, later in zip(impure, impure[1:]):
+        nodes = self.graph.nodes
+        # every read of a member earlier in the given order stays after it (a read of a later member reads
+        # another, earlier point of it, from the pool)
+        needs: dict[int, set[int]] = {
+            n: {e.producer for e in nodes[n].inputs if position.get(e.producer, len(members)) < position[n]}
+            for n in members}
+        calls = [n for n in members if nodes[n].op in _CALLS_USER]
+        for earlier, later in zip(calls, calls[1:]):
             needs[later].add(earlier)
         done: list[int] = []
         placed: set[int] = set()
         while len(done) < len(members):
             ready = [n for n in members if n not in placed and needs[n] <= placed]
-            chosen = min(ready, key=lambda n: (self._pure(self.graph.nodes[n]), position[n]))
+            chosen = min(ready, key=lambda n: (self._pure(nodes[n]), position[n]))
             done.append(chosen)
             placed.add(chosen)
         return tuple(done)

@@ -27,8 +27,8 @@ class Stack:
         self.points = points
         self.same = same
 
-    def row(self, k: int) -> tuple[Any, ...]:
-        return self.values if self.same else tuple(v[k] for v in self.values)
+    def row(self, k: int, take: Any) -> tuple[Any, ...]:
+        return self.values if self.same else tuple(take(v, k) for v in self.values)
 
 
 class StackedPool(MemoryPool):
@@ -71,13 +71,13 @@ class StackedPool(MemoryPool):
         entry = self.stacked.get(key)
         if entry is None:
             return MemoryPool.load(self, key)
-        return entry[0].row(entry[1])
+        return entry[0].row(entry[1], self.backend.row)
 
     def get(self, key: Key, describe: Any, pinned: set[Key]) -> tuple[Any, ...]:
         entry = self.stacked.get(key)
         if entry is None:
             return MemoryPool.get(self, key, describe, pinned)
-        return entry[0].row(entry[1])
+        return entry[0].row(entry[1], self.backend.row)
 
     def has(self, key: Key) -> bool:
         return key in self.stacked or MemoryPool.has(self, key)
