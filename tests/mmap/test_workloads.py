@@ -211,6 +211,50 @@ ENTRY %main (img: f32[2,8,8,4], kernel: f32[3,3,4,16], grouped: f32[3,3,2,16], l
 """
 
 
+COND_HLO = """
+HloModule cond_test, is_scheduled=true
+
+%take_first (t: (f32[16])) -> (f32[16], f32[16]) {
+  %t = (f32[16]{0}) parameter(0)
+  %t_a = f32[16]{0} get-tuple-element(%t), index=0
+  %t_new = f32[16]{0} exponential(%t_a)
+  ROOT %t_out = (f32[16]{0}, f32[16]{0}) tuple(%t_new, %t_a)
+}
+
+%take_both (f: (f32[16], f32[16])) -> (f32[16], f32[16]) {
+  %f = (f32[16]{0}, f32[16]{0}) parameter(0)
+  %f_a = f32[16]{0} get-tuple-element(%f), index=0
+  %f_x = f32[16]{0} get-tuple-element(%f), index=1
+  %f_new = f32[16]{0} add(%f_a, %f_x)
+  ROOT %f_out = (f32[16]{0}, f32[16]{0}) tuple(%f_new, %f_a)
+}
+
+ENTRY %main (x: f32[16], p: pred[]) -> f32[16] {
+  %x = f32[16]{0} parameter(0)
+  %p = pred[] parameter(1)
+  %a = f32[16]{0} negate(%x)
+  %to_true = (f32[16]{0}) tuple(%a)
+  %to_false = (f32[16]{0}, f32[16]{0}) tuple(%a, %x)
+  %c = (f32[16]{0}, f32[16]{0}) conditional(%p, %to_true, %to_false), true_computation=%take_first, false_computation=%take_both
+  %c0 = f32[16]{0} get-tuple-element(%c), index=0
+  %c1 = f32[16]{0} get-tuple-element(%c), index=1
+  ROOT %sum = f32[16]{0} add(%c0, %c1)
+}
+"""
+
+
+def test_a_value_every_branch_passes_through_flows_on_and_the_others_are_fresh_and_aliased():
+    module = hlo.parse_module(COND_HLO)
+    dataflow = hlo.analyze(module)
+    assert dataflow.value_sets["c"][(1,)] == ("a", ())  # both branches return %a unchanged: no new value
+    assert dataflow.value_sets["c"][(0,)] == ("c", (0,))  # the branches differ: a fresh value...
+    group = next(g for g in dataflow.alias_groups if ("c", (0,)) in g)
+    assert group == {("c", (0,)), ("t_new", ()), ("f_new", ())}  # ...sharing memory with both branch roots
+    workload, _, tensor_of = workload_of(COND_HLO)
+    sum_step = next(i for i in workload.instructions if i.name == "sum")
+    assert sum_step.operands == (tensor_of[("c", (0,))], tensor_of[("a", ())])
+
+
 def workload_of(text: str) -> tuple[Workload, hlo.HloModule, dict]:
     module = hlo.parse_module(text)
     record = hlo.to_workload(module, module.name, "", "test")
