@@ -71,6 +71,11 @@ def test_parameter_program_agrees_with_hand_derived_sgd_and_reference(options):
     np.testing.assert_allclose(values, reference, rtol=1e-6)
 
 
+def test_running_sums_on_jax_agree_with_hand_derived_sgd():
+    _, values = run_parameter_program(12, backend="jax", incrementalize=True, vectorize=False)
+    np.testing.assert_allclose(values, expected_parameters(12), rtol=1e-5)
+
+
 def test_running_sums_keep_the_peak_independent_of_steps():
     short = run_parameter_program(16, incrementalize=True, vectorize=False)[0].stats["peak_device_bytes"]
     long = run_parameter_program(256, incrementalize=True, vectorize=False)[0].stats["peak_device_bytes"]

@@ -1,0 +1,55 @@
+"""Peak device memory of REINFORCE against the iteration length T, with running gradient sums
+(``incrementalize=True``: `timerl.pdg.incrementalize` plus the memory-aware schedule) and without.
+
+    python -m benchmarks.reinforce_memory [--steps 100 200 400] [--iterations 3]
+
+Prints a Markdown table: peak device bytes and seconds per iteration, torch backend, point by point
+(``vectorize=False``, as with a memory budget) and, for reference, the default vectorized run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from algorithms.reinforce import train
+
+SETTINGS = (
+    ("running sums", dict(incrementalize=True, vectorize=False)),
+    ("one sum at the end", dict(incrementalize=False, vectorize=False)),
+    ("default (vectorized, no running sums)", dict()),
+)
+
+
+def measure(steps: int, n_step: int | None, iterations: int, num_envs: int, options: dict) -> tuple[int, float]:
+    stats: dict = {}
+    started = time.perf_counter()
+    curve = train(iterations=iterations, num_envs=num_envs, steps=steps, n_step=n_step, backend="torch",
+                  stats=stats, compile_options=options)
+    later = [row["iteration_seconds"] for row in curve[1:]] if len(curve) > 1 else []
+    per_iteration = sum(later) / len(later) if later else (time.perf_counter() - started) / iterations
+    return stats["peak_device_bytes"], per_iteration
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, nargs="+", default=[100, 200, 400])
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--num-envs", type=int, default=16)
+    args = parser.parse_args(argv)
+    print("| returns | schedule | " + " | ".join(f"T = {t}" for t in args.steps) + " | peak at last T / first T |")
+    print("|---|---|" + "---|" * len(args.steps) + "---|")
+    for n_step in (8, None):
+        for name, options in SETTINGS:
+            cells, peaks = [], []
+            for steps in args.steps:
+                peak, seconds = measure(steps, n_step, args.iterations, args.num_envs, options)
+                peaks.append(peak)
+                cells.append(f"{peak / 1e6:.3f} MB, {seconds:.3f} s/it")
+            ratio = peaks[-1] / peaks[0]
+            returns = "Monte Carlo" if n_step is None else f"{n_step}-step"
+            print(f"| {returns} | {name} | " + " | ".join(cells) + f" | {ratio:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
