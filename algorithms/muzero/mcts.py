@@ -127,7 +127,7 @@ def search(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: 
     existing = _at(_rows(before.children_index, parent), action)
     leaf = F.where(existing == UNVISITED, simulation, existing)
     step = recurrent_fn(_rows(before.embeddings, parent), action)
-    expanded = _expand(before, parent, action, leaf, step, nodes, actions, config.discount)
+    expanded = _expand(before, parent, action, leaf, step, nodes, actions)
     backed = _backward(expanded, path, leaf, nodes, actions, config)
     for field_after, value in zip(after, backed):
         field_after[sim] = value
@@ -221,8 +221,7 @@ def _normalised_q(qvalues: RT, child_visits: RT, node_value: RT, epsilon: float 
 
 
 # ----------------------------------------------------------------------------------- expansion and backup
-def _expand(tree: Tree, parent: RT, action: RT, leaf: RT, step: Step, nodes: int, actions: int,
-            discount: float) -> Tree:
+def _expand(tree: Tree, parent: RT, action: RT, leaf: RT, step: Step, nodes: int, actions: int) -> Tree:
     leaf_mask = F.one_hot(leaf, nodes) > 0  # (B, N)
     edge = (F.one_hot(parent, nodes).unsqueeze(-1) * F.one_hot(action, actions).unsqueeze(1)) > 0  # (B, N, A)
     leaf_row = leaf_mask.unsqueeze(-1)
