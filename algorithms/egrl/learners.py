@@ -2,8 +2,9 @@
 
 - ``egrl``: the population (20, a fraction 0.5 Boltzmann: with the paper's 0.2, our GNN members, whose
   weight mutations barely change their maps, crowd the chromosomes out; 0.5 is in its explored range) and
-  the SAC-discrete GNN learner (`sac`, as RTs) sharing one replay buffer; per generation the policy makes one rollout and every member one; the policy
-  migrates into the population every ``migrate_every`` generations;
+  the SAC-discrete GNN learner (`sac`, as RTs) sharing one replay buffer; per generation the policy makes one
+  rollout and every member one; the policy migrates into the population every ``migrate_every`` generations;
+  fresh policies and members lean to DRAM by `policy.dram_bias` (about 10 tensors off DRAM per map);
 - ``ea``: the same population alone (no gradient learner, no migration);
 - ``pg``: the SAC learner alone, making as many rollouts per step as the population would (20);
 - ``greedy``: Greedy-DP, from the all-DRAM map, one node at a time, keep the best of the node's 9

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from algorithms.egrl.policy import DRAM_BIAS, Architecture, Hierarchy, eager_forward, init_weights
+from algorithms.egrl.policy import Architecture, Hierarchy, dram_bias, eager_forward, init_weights
 
 
 @dataclass
@@ -67,10 +67,11 @@ class Population:
         self.prior_sigma, self.weight_sigma = prior_sigma, weight_sigma
         nodes = features.shape[0]
         boltzmann = int(round(boltzmann_fraction * size))
+        bias = dram_bias(nodes)  # fresh members lean to DRAM as the policy does (Table 2: initial action DRAM)
         self.members: list[Member] = [
-            Boltzmann(rng.normal(0.0, 0.5, (nodes, 2, 3)) + DRAM_BIAS.reshape(2, 3), rng.uniform(0.1, 1.0, (nodes, 2, 1)))
+            Boltzmann(rng.normal(0.0, 0.5, (nodes, 2, 3)) + bias.reshape(2, 3), rng.uniform(0.1, 1.0, (nodes, 2, 1)))
             for _ in range(boltzmann)]
-        self.members += [GNN(init_weights(arch, int(rng.integers(2**31)))) for _ in range(size - boltzmann)]
+        self.members += [GNN(init_weights(arch, int(rng.integers(2**31)), bias)) for _ in range(size - boltzmann)]
 
     def generation(self, fitness_of: Callable[[np.ndarray], float]) -> np.ndarray:
         """Evaluate every member once through ``fitness_of(mapping)`` and breed the next generation; returns

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 import timerl as trl
-from algorithms.egrl.policy import DRAM_BIAS, Architecture, GraphUNet, Hierarchy, init_weights
+from algorithms.egrl.policy import Architecture, GraphUNet, Hierarchy, dram_bias, init_weights
 from timerl.pdg.graph import TensorType
 from timerl.rt import functional as F
 
@@ -73,16 +73,16 @@ class _InitialUDF:
 
 class Learner:
     """The learner compiled once for a workload and run any number of times: the initial weights (actor
-    ``init_weights(arch, seed)``, critics ``seed + 1`` and ``seed + 2`` with unbiased outputs) and the
-    experience come from udfs that read the run given to `run`, so seeds and methods share one compile (the
-    torch backend's scheduler takes minutes on this program; running a compiled one takes a fraction of a
-    second per step). ``run`` executes ``iterations`` gradient steps and returns ``[critic loss, actor loss,
-    mean policy entropy]`` of each."""
+    ``init_weights(arch, seed, dram_bias(nodes))``, critics ``seed + 1`` and ``seed + 2`` with unbiased
+    outputs) and the experience come from udfs that read the run given to `run`, so seeds and methods share one
+    compile (the torch backend's scheduler takes minutes on this program; running a compiled one takes a
+    fraction of a second per step). ``run`` executes ``iterations`` gradient steps and returns ``[critic loss,
+    actor loss, mean policy entropy]`` of each."""
 
     def __init__(self, features: np.ndarray, hierarchy: Hierarchy, iterations: int,
                  config: SACConfig = SACConfig(), arch: Architecture = Architecture(), backend: str = "torch",
                  optimize: bool = True) -> None:
-        self.arch, self.iterations = arch, iterations
+        self.arch, self.iterations, self.nodes = arch, iterations, features.shape[0]
         self.names = list(init_weights(arch, 0))
         self.experience: Experience | None = None
         self.initial: list[np.ndarray] = []
@@ -93,8 +93,8 @@ class Learner:
 
     def run(self, experience: Experience, seed: int) -> list[np.ndarray]:
         self.experience, self.log = experience, []
-        self.initial = [value for k in range(3)
-                        for value in init_weights(self.arch, seed + k, DRAM_BIAS if k == 0 else CRITIC_BIAS).values()]
+        biases = (dram_bias(self.nodes), CRITIC_BIAS, CRITIC_BIAS)
+        self.initial = [value for k in range(3) for value in init_weights(self.arch, seed + k, biases[k]).values()]
         self.executable.execute()
         return self.log
 

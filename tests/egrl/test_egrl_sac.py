@@ -8,14 +8,14 @@ import torch
 from egrl_torch_reference import torch_unet
 
 from algorithms.egrl import sac
-from algorithms.egrl.policy import DRAM_BIAS, Architecture, coarsen, init_weights
+from algorithms.egrl.policy import Architecture, coarsen, dram_bias, init_weights
 from algorithms.egrl.workloads import load
 
 
 def torch_sac_steps(features, edges, arch, seed, actions, rewards, config, steps):
+    biases = (dram_bias(len(features)), np.zeros(6), np.zeros(6))
     nets = [{name: torch.tensor(value, dtype=torch.float64, requires_grad=True)
-             for name, value in init_weights(arch, seed + k, DRAM_BIAS if k == 0 else np.zeros(6)).items()}
-            for k in range(3)]
+             for name, value in init_weights(arch, seed + k, biases[k]).items()} for k in range(3)]
     optimizer = torch.optim.Adam([p for net in nets for p in net.values()], lr=config.lr)
     nodes = features.shape[0]
     index = torch.as_tensor(actions)[..., None]
@@ -70,7 +70,7 @@ def test_one_compiled_learner_serves_several_seeds():
         seen = []
         log = learner.run(lambda iteration, logits, weights: (seen.append(weights), (actions, rewards))[1], seed)
         assert len(seen) == 2 and len(log) == 2
-        np.testing.assert_allclose(seen[0]["out.b"], init_weights(arch, seed)["out.b"])
+        np.testing.assert_allclose(seen[0]["out.b"], init_weights(arch, seed, dram_bias(nodes))["out.b"])
         expected = torch_sac_steps(features, edges, arch, seed, actions, rewards, config, steps=1)
         for name, value in expected.items():
             np.testing.assert_allclose(seen[1][name], value, atol=2e-5, err_msg=f"seed {seed}: {name}")
