@@ -18,6 +18,7 @@ from timerl.pdg.pipeline import optimize_graph
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
 from timerl.runtime.dryrun import required_device_bytes
 from timerl.runtime.batch import batched_loop, statement_dependences
+from timerl.runtime.codegen import LoopProgram
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.runtime.jax_plan import JaxGroupLowering
 from timerl.runtime.plan import SKIP, GroupLowering, namespace
@@ -54,7 +55,11 @@ class Executable:
                                  jit_groups=backend.name == "jax")
         self.group_functions = {g.id: lowering.lower(g) for g in groups}
         self.constants = lowering.constants
-        self._program = _Interpreter(self).build(schedule.root, ())
+        interpreter = _Interpreter(self)
+        if device_memory is None:  # plain Python loops; with a budget, each statement first clears the pins
+            self._program = LoopProgram(interpreter, batched_loop).generate(schedule.root)
+        else:
+            self._program = interpreter.build(schedule.root, ())
 
     def execute(self) -> None:
         started = time.perf_counter()
@@ -64,7 +69,8 @@ class Executable:
         pool_class = StackedPool if self.vectorize else MemoryPool  # batched results stay batched
         self.pool = pool = pool_class(self.device_memory, self.backend, self.swap, blocks)
         pool.describe = self._describe
-        self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of)
+        self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of,
+                              free=pool.free)
         with self.backend.session():
             self.namespace.update({name: self.backend.from_numpy(v) for name, v in self.constants.items()})
             try:
