@@ -246,8 +246,16 @@ class BatchedGroup:
         low = int(starts[lengths > 0].min())
         high = int((starts + lengths)[lengths > 0].max())
         before, after = tuple(outer[0][:axis]), tuple(outer[0][axis:])
-        stacked = self.backend.stack([load((edge.producer, before + (k,) + after))[edge.output]
-                                      for k in range(low, high)])
+        store = self.executable.pool.blocks.get(edge.producer)
+        stacked = None
+        if store is not None and store.axis == axis:  # the covered run is one slice of the block's buffer
+            try:
+                stacked = store.slice(before + after, low, high, edge.output)
+            except KeyError:
+                stacked = None
+        if stacked is None:
+            stacked = self.backend.stack([load((edge.producer, before + (k,) + after))[edge.output]
+                                          for k in range(low, high)])
         offsets = np.arange(longest, dtype=np.int64)
         valid = offsets[None, :] < lengths[:, None]
         index = np.where(valid, starts[:, None] - low + offsets[None, :], 0)
