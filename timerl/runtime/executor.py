@@ -16,7 +16,7 @@ from timerl.errors import DeviceOutOfMemoryError, TimeRLError
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.pdg.pipeline import optimize_graph
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
-from timerl.runtime.dryrun import required_device_bytes
+from timerl.runtime.dryrun import choose_swaps, required_device_bytes
 from timerl.runtime.batch import batched_loop, statement_dependences
 from timerl.runtime.codegen import LoopProgram
 from timerl.runtime.walk import AstInterpreter, Run
@@ -87,7 +87,7 @@ class Executable:
             peak_device_bytes=pool.peak_device_bytes, peak_host_bytes=pool.peak_host_bytes,
             bytes_offloaded=pool.bytes_offloaded, bytes_fetched=pool.bytes_fetched,
             execute_seconds=time.perf_counter() - started, leaked_points=pool.live_points(),
-            memory_timeline=pool.timeline, batched_statements=self.batched_runs)
+            memory_timeline=pool.timeline, batched_statements=self.batched_runs, **pool.swaps)
 
     def _describe(self, key) -> str:
         node = self.graph.nodes[key[0]]
@@ -202,14 +202,24 @@ class _Interpreter(AstInterpreter):
         return run
 
     def _offload(self, node: ast.Offload, scope) -> Run:
-        where = compile_function(node.point, scope)
-        executable = self.executable
-        return lambda counters: executable.pool._offload((node.node, tuple(where(*counters))))
+        """A scheduled offload (or, below, fetch) of a group's stored points (`timerl.runtime.dryrun.choose_swaps`)."""
+        return self._move(node, scope, "offload")
 
     def _fetch(self, node: ast.Fetch, scope) -> Run:
+        return self._move(node, scope, "fetch")
+
+    def _move(self, node, scope, verb: str) -> Run:
         where = compile_function(node.point, scope)
+        members = self.executable.groups[node.node].freed_later
         executable = self.executable
-        return lambda counters: executable.pool.get((node.node, tuple(where(*counters))), lambda: "fetch", set())
+
+        def run(counters: list) -> None:
+            point = where(*counters)
+            move = getattr(executable.pool, verb)
+            for member_id in members:
+                move((member_id, point))
+
+        return run
 
 
 def build_executable(graph: Graph, bounds: Mapping[Symbol, int], backend_name: str, *, seed: int,
@@ -218,6 +228,11 @@ def build_executable(graph: Graph, bounds: Mapping[Symbol, int], backend_name: s
     backend = get_backend(backend_name)
     if optimize:
         graph = optimize_graph(graph, bounds, incrementalize=incrementalize)
-    result = schedule_graph(graph, bounds, fuse=optimize, memory_aware=optimize and incrementalize)
-    return Executable(graph, bounds, backend, result.schedule, result.groups, seed, device_memory, swap,
+    scheduled_swaps = swap and device_memory is not None
+    result = schedule_graph(graph, bounds, fuse=optimize, memory_aware=optimize and incrementalize,
+                            swaps=scheduled_swaps)
+    schedule = result.schedule
+    if scheduled_swaps:
+        schedule = choose_swaps(schedule, graph, {g.id: g for g in result.groups}, device_memory)
+    return Executable(graph, bounds, backend, schedule, result.groups, seed, device_memory, swap,
                       time.perf_counter() - started, vectorize=vectorize)

@@ -64,6 +64,9 @@ class MemoryPool:
         self.peak_host_bytes = 0
         self.bytes_offloaded = 0
         self.bytes_fetched = 0
+        # scheduled: statements the compiler placed; reactive: LRU evictions and fetches on a read (fallback)
+        self.swaps = {"scheduled_offloads": 0, "scheduled_fetches": 0, "reactive_offloads": 0,
+                      "reactive_fetches": 0}
         self.device: OrderedDict[Key, tuple[tuple[Any, ...], int]] = OrderedDict()  # least recently used first
         self.host: dict[Key, tuple[tuple[Any, ...], int]] = {}
         self.timeline = Timeline()
@@ -113,7 +116,23 @@ class MemoryPool:
         if key not in self.host:
             raise KeyError(key)
         self.pinned.add(key)
+        self.swaps["reactive_fetches"] += 1
         return self.get(key, lambda: self.describe(key), self.pinned)
+
+    def offload(self, key: Key) -> None:
+        """A scheduled offload: the point waits on the host for its next reader (nothing if it is not on
+        the device, e.g. evicted already)."""
+        if key in self.device:
+            self._offload(key)
+            self.swaps["scheduled_offloads"] += 1
+            self.timeline.add(self.device_bytes, self.host_bytes)
+
+    def fetch(self, key: Key) -> None:
+        """A scheduled fetch, right before the reader that needs the point."""
+        if key in self.host:
+            self.get(key, lambda: self.describe(key), self.pinned)
+            self.swaps["scheduled_fetches"] += 1
+            self.timeline.add(self.device_bytes, self.host_bytes)
 
     def get(self, key: Key, describe: Callable[[], str], pinned: set[Key]) -> tuple[Any, ...]:
         store = self.blocks.get(key[0])
@@ -167,6 +186,7 @@ class MemoryPool:
                     break
                 if key not in pinned:
                     self._offload(key)
+                    self.swaps["reactive_offloads"] += 1
         if self.device_bytes + size > self.capacity:
             needed = self.device_bytes + size
             error = DeviceOutOfMemoryError(

@@ -59,22 +59,24 @@ class ScheduleResult:
 
 
 def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], fuse: bool = True,
-                   memory_aware: bool = False) -> ScheduleResult:
+                   memory_aware: bool = False, swaps: bool = False) -> ScheduleResult:
     """Schedule dataflow groups; if fusing made isl fail, schedule op by op before calling it a cycle.
-    ``memory_aware``: nest the schedule below its outermost band (`_memory_aware`)."""
+    ``memory_aware``: nest the schedule below its outermost band (`_memory_aware`). ``swaps``: place an
+    offload and a fetch statement for every point that waits for a later reader (`Timeline.swap_points`);
+    which of them run is chosen against the memory budget by `timerl.runtime.dryrun.choose_swaps`."""
     started = time.perf_counter()
     demand = analyze(graph, bounds)
     phases = {"demand": time.perf_counter() - started}
     try:
-        return _schedule_groups(graph, demand, fuse, started, phases, memory_aware)
+        return _schedule_groups(graph, demand, fuse, started, phases, memory_aware, swaps)
     except ScheduleError:
         if not fuse:
             raise
-        return _schedule_groups(graph, demand, False, started, phases, memory_aware)
+        return _schedule_groups(graph, demand, False, started, phases, memory_aware, swaps)
 
 
 def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
-                     phases: dict[str, float], memory_aware: bool = False) -> ScheduleResult:
+                     phases: dict[str, float], memory_aware: bool = False, swaps: bool = False) -> ScheduleResult:
     clock = time.perf_counter()
     groups, group_of = group_nodes(graph, demand, fuse)
     dependences: list[isl.Map] = []
@@ -133,6 +135,11 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
     built: dict[str, isl.AstNode] = {}
     frees = {key: deallocation_program(relation, timeline.domain(key), context, built)
              for key, relation in timeline.last_readers(groups, readers).items()}
+    if swaps:
+        offloads, fetches = timeline.swap_points(groups, readers)
+        frees = {key: _Around(frees.get(key), *(
+            deallocation_program(relation[key], timeline.domain(key), context, built) if key in relation else None
+            for relation in (offloads, fetches))) for key in set(frees) | set(offloads) | set(fetches)}
     body = [_after(ast.Execute(group_id, ()), frees.get(position), parameters)
             for position, group_id in enumerate(upfront)]
     if program is not None:
@@ -214,14 +221,32 @@ def _atomic(schedule: isl.Schedule) -> isl.Schedule:
     return schedule.map_schedule_node_bottom_up(visit)
 
 
-def _after(execute: ast.Execute, frees: tuple[isl.AstNode, tuple[int, ...]] | None,
-           loop_vars: dict[str, Expr]) -> ast.AstNode:
-    """A computation followed by the deallocations of the points it was the last to read."""
+@dataclass(frozen=True)
+class _Around:
+    """The memory programs of one site: frees and offloads after it, fetches before it (each a
+    `deallocation_program`, or None)."""
+
+    frees: tuple | None
+    offloads: tuple | None = None
+    fetches: tuple | None = None
+
+
+def _after(execute: ast.Execute, frees, loop_vars: dict[str, Expr]) -> ast.AstNode:
+    """A computation followed by the deallocations of the points it was the last to read (and, with
+    scheduled swaps, preceded by the fetches of what it reads, followed by the offloads of what it read
+    last before a gap)."""
     if frees is None:
         return execute
-    program, freed_groups = frees
-    reader = {f"{READER}{k}": e for k, e in enumerate(execute.point)}
-    return ast.Sequence((execute, _convert(program, dict(loop_vars, **reader), {}, freed_groups)))
+    around = frees if isinstance(frees, _Around) else _Around(frees)
+    reader = dict(loop_vars, **{f"{READER}{k}": e for k, e in enumerate(execute.point)})
+    before, after = [], []
+    if around.fetches is not None:
+        before.append(_convert(around.fetches[0], reader, {}, around.fetches[1], ast.Fetch))
+    if around.offloads is not None:
+        after.append(_convert(around.offloads[0], reader, {}, around.offloads[1], ast.Offload))
+    if around.frees is not None:
+        after.append(_convert(around.frees[0], reader, {}, around.frees[1]))
+    return ast.Sequence((*before, execute, *after)) if before or after else execute
 
 
 def _union_set(sets: list[isl.Set]) -> isl.UnionSet:
@@ -258,25 +283,27 @@ def _cycle_message(graph: Graph, groups: list[Group], validity: isl.UnionMap) ->
 # ---- isl AST -> our AST ---------------------------------------------------------------------------------------
 
 
-def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_groups: tuple[int, ...] = ()):
+def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_groups: tuple[int, ...] = (),
+             verb: type = ast.Deallocate):
     """isl's AST as ours; ``frees`` are the deallocation programs to insert after each site, and in such a
-    program ``F<j>`` frees the group ``freed_groups[j]``."""
+    program ``F<j>`` frees (or, with ``verb``, offloads or fetches) the group ``freed_groups[j]``."""
     kind = node.get_type()
     if kind == isl.ast_node_type.block:
         children = node.block_get_children()
-        return ast.Sequence(tuple(_convert(children.get_at(k), loop_vars, frees, freed_groups)
+        return ast.Sequence(tuple(_convert(children.get_at(k), loop_vars, frees, freed_groups, verb)
                                   for k in range(children.n_ast_node())))
     if kind == isl.ast_node_type.for_:
         name = node.for_get_iterator().get_id().get_name()
         var = Symbol(name)
         inner = dict(loop_vars, **{name: var})
         step = _expr(node.for_get_inc(), loop_vars).constant_value()
-        body = _convert(node.for_get_body(), inner, frees, freed_groups)
+        body = _convert(node.for_get_body(), inner, frees, freed_groups, verb)
         bounds = _pieces_of_all([node.for_get_init(), _stop_bound(node.for_get_cond(), name)], inner)
         return _guarded([(guard, ast.Loop(var, start, stop, int(step), body)) for guard, (start, stop) in bounds])
     if kind == isl.ast_node_type.if_:
-        then = _convert(node.if_get_then_node(), loop_vars, frees, freed_groups)
-        orelse = _convert(node.if_get_else_node(), loop_vars, frees, freed_groups) if node.if_has_else_node() else None
+        then = _convert(node.if_get_then_node(), loop_vars, frees, freed_groups, verb)
+        orelse = (_convert(node.if_get_else_node(), loop_vars, frees, freed_groups, verb)
+                  if node.if_has_else_node() else None)
         return ast.If(_cond(node.if_get_cond(), loop_vars), then, orelse)
     if kind == isl.ast_node_type.user:
         call = node.user_get_expr()
@@ -284,12 +311,12 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_g
         node_id = int(name[1:])
         pieces = _pieces_of_all([call.get_op_arg(k) for k in range(1, call.get_op_n_arg())], loop_vars)
         if name[0] == "F":
-            return _guarded([(guard, ast.Deallocate(freed_groups[node_id], point)) for guard, point in pieces])
+            return _guarded([(guard, verb(freed_groups[node_id], point)) for guard, point in pieces])
         site = int(node.get_annotation().get_name()[1:])
         return _guarded([(guard, _after(ast.Execute(node_id, point), frees.get(site), loop_vars))
                          for guard, point in pieces])
     if kind == isl.ast_node_type.mark:
-        return _convert(node.mark_get_node(), loop_vars, frees, freed_groups)
+        return _convert(node.mark_get_node(), loop_vars, frees, freed_groups, verb)
     raise ScheduleError(f"unexpected isl AST node {kind}")
 
 

@@ -90,6 +90,25 @@ class Timeline:
         """For each site, ``{ N<k>[q] -> F<g>[p] }``: the points whose last reader is that site at ``q``.
 
         ``readers[g]`` are relations ``{ S<consumer>[q] -> S<g>[p] }`` (reads that cross groups)."""
+        return self._by_site(self._uses(groups, readers, lambda uses: uses.lexmax()))
+
+    def swap_points(self, groups: list[Group], readers: dict[int, list[isl.Map]]
+                    ) -> tuple[dict[int, isl.UnionMap], dict[int, isl.UnionMap]]:
+        """Where each point may leave the device and come back (paper §6.2): offloaded after its last use
+        before its last reader (the write, when it has one reader) and fetched right before that reader, the
+        longest stretch a point can be away with one offload and one fetch. Both as ``last_readers``."""
+
+        def before_last(uses: isl.Map) -> isl.Map:
+            return uses.subtract(uses.lexmax()).lexmax()
+
+        offload = self._uses(groups, readers, before_last)
+        fetch = self._uses(groups, readers, lambda uses: uses.lexmax(), where=offload)
+        return self._by_site(offload), self._by_site(fetch)
+
+    def _uses(self, groups: list[Group], readers: dict[int, list[isl.Map]], pick,
+              where: isl.UnionMap | None = None) -> isl.UnionMap:
+        """``{ N<k>[q] -> F<g>[p] }`` for the use of each point that ``pick`` selects from the map of its
+        uses ``{ S<g>[p] -> [time] }`` (its write and every read); ``where``: only points it also maps."""
         width = max(len(path) for _, _, path in self.sites.values())
         time_of: dict[str, isl.Map] = {}  # S<g> -> { S<g>[p] -> [time] }, all sites of the statement
         site_at: dict[str, isl.UnionMap] = {}  # S<g> -> { [time] -> N<k>[p] }
@@ -113,16 +132,31 @@ class Timeline:
                     continue
                 uses = uses.union(read.reverse().apply_range(time_of[reader]))
                 sites = sites.union(site_at[reader])
-            latest = isl.UnionMap.from_map(uses.lexmax()).apply_range(sites)
+            chosen = isl.UnionMap.from_map(pick(uses))
+            if where is not None:
+                pieces: list[isl.Map] = []
+                where.foreach_map(lambda piece: pieces.append(piece) if piece.get_tuple_name(
+                    isl.dim_type.out) == f"F{group.id}" else None)
+                if not pieces:
+                    continue
+                points = isl.UnionSet.empty(chosen.get_space().params())
+                for piece in pieces:
+                    points = points.union(isl.UnionSet.from_set(piece.range().set_tuple_name(statement)))
+                chosen = chosen.intersect_domain(points)
+            latest = chosen.apply_range(sites)
             last = last.union(_rename(latest.reverse(), isl.dim_type.out, f"F{group.id}"))
+        return last
+
+    @staticmethod
+    def _by_site(relation: isl.UnionMap) -> dict[int, isl.UnionMap]:
         by_site: dict[int, isl.UnionMap] = {}
 
-        def collect(relation: isl.Map) -> None:
-            key = int(relation.get_tuple_name(isl.dim_type.in_)[1:])
-            piece = isl.UnionMap.from_map(relation)
-            by_site[key] = by_site[key].union(piece) if key in by_site else piece
+        def collect(piece: isl.Map) -> None:
+            key = int(piece.get_tuple_name(isl.dim_type.in_)[1:])
+            part = isl.UnionMap.from_map(piece)
+            by_site[key] = by_site[key].union(part) if key in by_site else part
 
-        last.foreach_map(collect)
+        relation.foreach_map(collect)
         return by_site
 
     def domain(self, key: int) -> isl.Set:
