@@ -6,9 +6,11 @@ measured in one run.
     python benchmarks/ppo_sweep.py --out docs/ppo_sweep          # or: timerl bench ppo
     python benchmarks/ppo_sweep.py --quick                       # two values per sweep, fewer iterations
 
-Writes ``sweep.csv``, ``sweep.md`` (the table) and one PNG per swept parameter under ``--out``. timerl's
-time per iteration is its execution time divided by the iterations (compilation is reported apart); its
-memory is the executable's ``peak_device_bytes``.
+Writes ``sweep.csv``, ``sweep.md`` (the table) and one PNG per swept parameter under ``--out``. Times per
+iteration leave out the first iteration for every implementation (eager's warm-up, jax's XLA compiles);
+timerl's compilation is reported apart. Memory is given twice: each implementation's own count (timerl's
+``peak_device_bytes``, eager's state + buffers + saved activations) and, for the two torch implementations,
+one count for both: the peak of live torch tensor bytes the PyTorch profiler sees.
 """
 
 from __future__ import annotations
@@ -39,18 +41,46 @@ def _eager_module():
 
 
 def measure(implementation: str, config: dict[str, int], iterations: int) -> dict[str, float]:
-    """Seconds per iteration and peak bytes of one implementation at one configuration."""
+    """Seconds per iteration (after the first, which eager treats as warm-up and jax spends compiling) and
+    peak bytes of one implementation at one configuration. ``peak_bytes`` is each implementation's own
+    count (timerl's memory pool; eager's state, buffers and saved activations); ``allocator_peak_bytes``
+    counts both torch implementations the same way (`allocator_peak`)."""
     if implementation == "eager PyTorch":
-        result = _eager_module().train_eager(iterations=iterations, **config)
+        train_eager = _eager_module().train_eager
+        result = train_eager(iterations=iterations, **config)
+        allocated = allocator_peak(lambda: train_eager(iterations=1, warmup=0, **config))
         return {"seconds_per_iteration": result["seconds_per_iteration"], "peak_bytes": result["peak_bytes"],
-                "compile_seconds": 0.0}
+                "allocator_peak_bytes": allocated, "compile_seconds": 0.0}
     from algorithms.ppo import train
 
+    backend = implementation.split()[1]
     stats: dict[str, Any] = {}
-    train("CartPole-v1", iterations=iterations, epochs=1, minibatches=1, backend=implementation.split()[1],
-          stats=stats, **config)
-    return {"seconds_per_iteration": stats["execute_seconds"] / iterations, "peak_bytes": stats["peak_device_bytes"],
-            "compile_seconds": stats["compile_seconds"]}
+    curve = train("CartPole-v1", iterations=iterations, epochs=1, minibatches=1, backend=backend, stats=stats,
+                  **config)
+    steady = [row["iteration_seconds"] for row in curve[1:]] or [curve[0]["iteration_seconds"]]
+    allocated = float("nan")
+    if backend == "torch":
+        allocated = allocator_peak(lambda: train("CartPole-v1", iterations=1, epochs=1, minibatches=1,
+                                                 backend=backend, **config))
+    return {"seconds_per_iteration": sum(steady) / len(steady), "peak_bytes": stats["peak_device_bytes"],
+            "allocator_peak_bytes": allocated, "compile_seconds": stats["compile_seconds"]}
+
+
+def allocator_peak(run) -> float:
+    """The most bytes of torch tensors alive at once while ``run()`` runs, from the allocation and free
+    events the PyTorch profiler records (every tensor, whoever made it: the same count for timerl on torch
+    and for eager PyTorch; NumPy arrays, e.g. the environments' observations, are not counted in either)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
+        run()
+    events = sorted((e.start_ns(), e.nbytes()) for e in profiler.profiler.kineto_results.events()
+                    if e.name() == "[memory]")
+    live = peak = 0
+    for _time, change in events:
+        live += change
+        peak = max(peak, live)
+    return float(peak)
 
 
 def sweep(sweeps: dict[str, list[int]], iterations: int, implementations=IMPLEMENTATIONS) -> list[dict[str, Any]]:
@@ -62,26 +92,30 @@ def sweep(sweeps: dict[str, list[int]], iterations: int, implementations=IMPLEME
                 result = measure(implementation, config, iterations)
                 rows.append({"sweep": parameter, "value": value, "implementation": implementation, **result})
                 print(f"{parameter}={value:<4} {implementation:14s} {result['seconds_per_iteration']:.3f} s/it  "
-                      f"{result['peak_bytes'] / 2 ** 20:.1f} MiB", flush=True)
+                      f"{result['peak_bytes'] / 2 ** 20:.1f} MiB (own count)  "
+                      f"{result['allocator_peak_bytes'] / 2 ** 20:.1f} MiB (torch allocator)", flush=True)
     return rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     """Markdown: one line per (sweep, value), s/iteration and MiB per implementation, timerl torch vs eager."""
     implementations = list(dict.fromkeys(r["implementation"] for r in rows))
-    header = ("| sweep | value | " + " | ".join(f"{i} s/it" for i in implementations) + " | "
-              + " | ".join(f"{i} MiB" for i in implementations) + " | torch / eager |")
+    header = ("| sweep | value | " + " | ".join(f"{i} s/it" for i in implementations) + " | torch / eager | "
+              + " | ".join(f"{i} MiB" for i in implementations) + " | torch / eager allocator MiB |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     keys = list(dict.fromkeys((r["sweep"], r["value"]) for r in rows))
     for key in keys:
         found = {r["implementation"]: r for r in rows if (r["sweep"], r["value"]) == key}
         times = [f"{found[i]['seconds_per_iteration']:.3f}" if i in found else "-" for i in implementations]
         memory = [f"{found[i]['peak_bytes'] / 2 ** 20:.1f}" if i in found else "-" for i in implementations]
-        ratio = "-"
+        ratio, allocated = "-", "-"
         if "timerl torch" in found and "eager PyTorch" in found:
-            seconds = [found[i]["seconds_per_iteration"] for i in ("timerl torch", "eager PyTorch")]
-            ratio = f"{seconds[0] / seconds[1]:.2f}x"
-        lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(times) + " | " + " | ".join(memory) + f" | {ratio} |")
+            torch_row, eager_row = found["timerl torch"], found["eager PyTorch"]
+            ratio = f"{torch_row['seconds_per_iteration'] / eager_row['seconds_per_iteration']:.2f}x"
+            allocated = (f"{torch_row['allocator_peak_bytes'] / 2 ** 20:.1f} / "
+                         f"{eager_row['allocator_peak_bytes'] / 2 ** 20:.1f}")
+        lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(times) + f" | {ratio} | " + " | ".join(memory)
+                     + f" | {allocated} |")
     return "\n".join(lines)
 
 
