@@ -238,6 +238,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--minibatches", type=int, default=4)
     parser.add_argument("--lr", type=float, default=2.5e-4)
+    parser.add_argument("--gamma", type=float, default=0.99)
+    parser.add_argument("--gae-lambda", type=float, default=0.95)
     parser.add_argument("--ent-coef", type=float, default=0.01)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--reward-scale", type=float, default=1.0)
@@ -248,7 +250,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--plot", default=None, help="draw the learning curve into this PNG")
     args = parser.parse_args(argv)
     curve = train(args.env, args.iterations, args.num_envs, args.steps, args.epochs, args.minibatches,
-                  lr=args.lr, ent_coef=args.ent_coef, hidden=args.hidden, seed=args.seed, backend=args.backend,
+                  gamma=args.gamma, gae_lambda=args.gae_lambda, lr=args.lr, ent_coef=args.ent_coef, hidden=args.hidden, seed=args.seed, backend=args.backend,
                   logdir=args.logdir, progress=True, print_schedule=args.print_schedule,
                   reward_scale=args.reward_scale)
     print(f"\nPPO on {args.env}, {args.num_envs} envs x {args.steps} steps, {args.epochs} epochs x "
