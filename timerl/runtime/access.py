@@ -36,6 +36,10 @@ class EdgeReader:
     def active(self, point: Sequence[int]) -> bool:
         return self._condition is None or bool(self._condition(*point)[0])
 
+    def point_read(self, point: Sequence[int]) -> tuple[int, ...]:
+        """The producer point an edge without ranges reads (`coordinates`, without building a list)."""
+        return self._index(*point)
+
     def coordinates(self, point: Sequence[int]) -> list[int | range]:
         values = self._index(*point)
         coords: list[int | range] = []

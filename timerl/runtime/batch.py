@@ -217,7 +217,8 @@ class BatchedGroup:
         reader = self.readers[node.id][slot]
         edge = reader.edge
         load = self.executable.pool.load
-        keys = [(edge.producer, tuple(reader.coordinates(p))) for p in points]
+        read = reader.coordinates if reader.has_ranges else reader.point_read
+        keys = [(edge.producer, tuple(read(p))) for p in points]
         if all(k == keys[0] for k in keys):
             return load(keys[0])[edge.output], False
         batch = getattr(self.executable.pool, "batch", None)
@@ -292,7 +293,7 @@ class BatchedGroup:
         for reader in self.readers[node.id]:
             if reader.has_ranges:
                 return None
-            keys = [(reader.edge.producer, tuple(reader.coordinates(p))) for p in points]
+            keys = [(reader.edge.producer, reader.point_read(p)) for p in points]
             stacked = batch(keys, reader.edge.output)
             if stacked is None:
                 return None
