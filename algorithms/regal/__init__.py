@@ -4,4 +4,5 @@ replace the uniform mutant sampling of BRKGA for joint device placement and sche
 `graph` (computation graphs), `perfmodel` (decoding and the cost model), `brkga` (the genetic algorithm),
 `data` (synthetic graphs), `workloads` (MMapGame programs as graphs), `features` (what the networks see,
 what their actions mean), `policy` (the GNNs as recurrent tensors), `train` (REINFORCE, and proposals
-from a trained policy), `bench` (the paper's evaluation; ``python -m algorithms.regal bench``)."""
+from a trained policy), `bench` (the paper's evaluation; ``python -m algorithms.regal bench``),
+`diagnose` (what known proposals gain; docs/REGAL.md)."""

@@ -4,17 +4,18 @@ as one recurrent-tensor program over the training iteration ``i``.
 At each iteration a batch of training graphs is drawn; the policy samples, per op, d + 1 quantized Beta
 distributions; BRKGA runs with them as its mutant distribution (a host ``udf`` node, like the
 environments of `timerl.rl`), and the reward is ``-cost(REGAL) / cost(uniform BRKGA)`` on the same graph
-with the same budget and the same BRKGA seed, fresh for every episode. Both runs draw the same random
-numbers (`brkga.Proposal` samples by inversion), so the ratio measures the proposal, not the luck of
-the search: a policy that proposes Beta(1, 1) everywhere gets exactly -1. The loss is the REINFORCE
+with the same budget and the same BRKGA seeds, fresh for every graph of every iteration and shared by that
+graph's samples, averaged over ``seeds`` runs. Both runs draw the same random numbers (`brkga.Proposal`
+samples by inversion), so the ratio measures the proposal more than the luck of the search (a policy that
+proposes Beta(1, 1) everywhere gets exactly -1); the luck left is still 2-7% per run once a proposal
+changes many genes (docs/REGAL.md), hence the averaging. The loss is the REINFORCE
 term with the baseline GNN's prediction subtracted, plus the baseline's squared error. With ``samples`` >
 1, each graph of a batch gets several sampled actions and the advantage subtracts the mean reward of that
 graph's samples instead (a Monte Carlo estimate of the same scalar baseline b(G), with far less variance
 than the network's at the few hundred iterations this machine affords; the baseline GNN is still trained).
 
-Training runs BRKGA with a small budget (``train_budget``, 200 by default; the paper trains at its test
-budget) to fit this machine; the paper reports that learned proposals carry over to other budgets, and
-`bench` measures them at 500 and 5,000.
+``train_budget`` (200 by default here, for tests) is BRKGA's budget inside the reward; the bench trains at
+its test budget (500), as the paper does.
 """
 
 from __future__ import annotations
