@@ -117,7 +117,14 @@ def _fast_namespace() -> Any:
         return compat.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
 
     def take_along_axis(x, indices, /, *, axis=-1):
-        return torch.take_along_dim(x, indices, dim=axis)
+        return torch.take_along_dim(x, torch.where(indices < 0, indices + x.shape[axis], indices), dim=axis)
+
+    def clip(x, /, min=None, max=None):
+        scalars = isinstance(min, (int, float)) and isinstance(max, (int, float))
+        if scalars and x.is_floating_point() and not isinstance(min, bool) and not isinstance(max, bool):
+            return torch.clamp(x, min, max)
+        return compat.clip(x, min, max)
 
     xp.matmul, xp.astype, xp.cumulative_sum, xp.take_along_axis = matmul, astype, cumulative_sum, take_along_axis
+    xp.clip = clip
     return xp
