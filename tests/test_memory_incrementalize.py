@@ -113,3 +113,30 @@ def test_n_step_reinforce_peak_follows_n_not_T():
     assert whole_peak - peaks[96] >= (96 - 24) * 16 * 16 * 4, (whole_peak, peaks)
     assert curves[96] and [(r["mean_length"], r["mean_return"]) for r in curves[96]] == [
         (r["mean_length"], r["mean_return"]) for r in whole_curve]
+
+
+def run_sum_over_steps(steps: int, **options):
+    """s[i] = sum over t of y[i, t] = 2 (t / 2 + i), a user's whole-range reduction."""
+    values: list = []
+    ctx = trl.Context("i t")
+    i, t = ctx.dims
+    I, T = ctx.bounds
+    with ctx:
+        x = trl.source(lambda p: np.full(POINT, p["t"] * 0.5 + p["i"], np.float32), shape=(POINT,),
+                       dtype="float32", domain=(i, t))
+        (x * 2.0)[i, 0:T].sum(0).sink(lambda p, v: values.append(np.asarray(v).copy()))
+    exe = ctx.compile({I: 2, T: steps}, **options)
+    exe.execute()
+    expected = [np.full(POINT, steps * (steps - 1) / 2 + 2 * k * steps, np.float32) for k in range(2)]
+    np.testing.assert_allclose(np.stack(values), np.stack(expected), rtol=1e-6)
+    return exe.stats.get("peak_device_bytes", 0)
+
+
+@pytest.mark.parametrize("backend", ["reference", "torch"])
+def test_whole_range_sums_run_as_running_sums(backend):
+    options = {} if backend == "reference" else dict(incrementalize=True, vectorize=False)
+    short = run_sum_over_steps(16, backend=backend, **options)
+    long = run_sum_over_steps(128, backend=backend, **options)
+    if backend == "torch":
+        assert long == short <= 4 * KIB, (short, long)  # x[t] * 2, the sum before and after: 3 points
+        assert run_sum_over_steps(128, backend="torch", incrementalize=False, vectorize=False) >= 128 * KIB

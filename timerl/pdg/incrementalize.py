@@ -12,7 +12,8 @@ so memory grows with ``T``. Rewritten as a recurrence along ``t``,
 each contribution dies at its step and the scheduler may run the sum next to the steps that produce it
 (paper §6.3): peak memory follows the access pattern, not ``T``.
 
-Rules are per op category, in `RULES`; an op with no rule is left whole. The accumulator is a merge marked
+The same holds for a user's sum over a whole dimension, ``x[i, 0:T].sum(0)``. Rules are per op category,
+in `RULES`; an op with no rule is left whole. The accumulator is a merge marked
 ``running=<dim name>``: demand analysis (`timerl.sched.demand`) runs it only on the prefixes its readers need.
 The pass is an option of the pipeline (`timerl.pdg.pipeline`), off-able so results can be compared.
 """
@@ -20,8 +21,9 @@ The pass is an option of the pipeline (`timerl.pdg.pipeline`), off-able so resul
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable
 
-from timerl.ops.registry import ACCUMULATE, OPS
+from timerl.ops.registry import ACCUMULATE, OPS, REDUCTION, is_float
 from timerl.pdg.graph import Attrs, Edge, Graph, Node, Point, Range
 from timerl.rt.symbolic import TRUE, Symbol, compare, const, position
 
@@ -29,20 +31,17 @@ from timerl.rt.symbolic import TRUE, Symbol, compare, const, position
 def incrementalize(graph: Graph) -> Graph:
     """Rewrite every input edge that a rule in `RULES` accepts; the graph is returned unchanged otherwise."""
     nodes = list(graph.nodes)
-    changed = False
     for node in graph.nodes:
         rule = RULES.get(OPS[node.op].category)
         if rule is None:
             continue
-        inputs = list(node.inputs)
+        current = node
         for slot, edge in enumerate(node.inputs):
             dim = _full_range_dim(graph, edge)
-            if dim is None or not rule.accepts(node, slot):
-                continue
-            inputs[slot] = rule.rewrite(graph, nodes, node, slot, dim)
-            changed = True
-        nodes[node.id] = replace(nodes[node.id], inputs=tuple(inputs))
-    if not changed:
+            if dim is not None and rule.accepts(current, slot):
+                current = rule.rewrite(graph, nodes, current, slot, dim)
+        nodes[node.id] = current
+    if len(nodes) == len(graph.nodes):
         return graph
     return Graph(graph.dims, graph.bounds, tuple(nodes))
 
@@ -61,6 +60,32 @@ def _full_range_dim(graph: Graph, edge: Edge) -> Symbol | None:
     return dim
 
 
+def _running_sum(graph: Graph, nodes: list[Node], consumer: Node, edge: Edge, dim: Symbol,
+                 step: Callable[[Callable[..., int], tuple[Point, ...]], Edge]) -> Edge:
+    """Add ``acc[p] = step[p] (+ acc[p - 1 along dim])`` over the producer's domain; the edge that reads the
+    total, ``acc`` at the last step, in place of ``edge``. ``step(add, here)`` gives the per-step term."""
+    producer = graph.nodes[edge.producer]
+    kind = producer.outputs[edge.output]
+    here = tuple(Point(d) for d in producer.domain)
+    axis = position(dim, producer.domain)
+    earlier = tuple(Point(dim - 1) if k == axis else item for k, item in enumerate(here))
+    where = f"{consumer.location} (running sum over {dim.name})"
+
+    def add(op: str, attrs: Attrs, inputs: tuple[Edge, ...], condition=TRUE) -> int:
+        new = Node(len(nodes), op, attrs, producer.domain, condition, inputs, (kind,), where, consumer.name)
+        nodes.append(new)
+        return new.id
+
+    term = step(add, here)
+    accumulator = len(nodes) + 1  # the merge, created right after the add that reads it
+    later = compare(dim, ">=", const(1))
+    total = add("add", Attrs(), (Edge(accumulator, 0, earlier), replace(term, condition=TRUE)), later)
+    add("merge", Attrs.of(running=dim.name, shape=tuple(kind.shape), dtype=kind.dtype),
+        (replace(term, condition=compare(dim, "==", const(0))), Edge(total, 0, here, later)))
+    last = tuple(Point(graph.bound_of(dim) - 1) if k == axis else item for k, item in enumerate(edge.index))
+    return Edge(accumulator, 0, last, TRUE, masked_by=None if edge.masked_by is None else accumulator)
+
+
 class _RunningGradient:
     """``grad_accumulate`` over a masked full-range read: the sum of per-step contributions, as they come."""
 
@@ -70,32 +95,40 @@ class _RunningGradient:
         return edge.masked_by is not None and node.attrs["windows"][slot] == ()
 
     @staticmethod
-    def rewrite(graph: Graph, nodes: list[Node], node: Node, slot: int, dim: Symbol) -> Edge:
+    def rewrite(graph: Graph, nodes: list[Node], node: Node, slot: int, dim: Symbol) -> Node:
         edge = node.inputs[slot]
-        producer = graph.nodes[edge.producer]
-        kind = producer.outputs[edge.output]
-        here = tuple(Point(d) for d in producer.domain)
-        axis = position(dim, producer.domain)
-        earlier = tuple(Point(dim - 1) if k == axis else item for k, item in enumerate(here))
-        declared = Attrs.of(shape=tuple(kind.shape), dtype=kind.dtype)
-        where = f"{node.location} (running sum over {dim.name})"
+        kind = graph.nodes[edge.producer].outputs[edge.output]
 
-        def add(op: str, attrs: Attrs, inputs: tuple[Edge, ...], condition=TRUE) -> int:
-            new = Node(len(nodes), op, attrs, producer.domain, condition, inputs, (kind,), where, node.name)
-            nodes.append(new)
-            return new.id
+        def step(add, here) -> Edge:  # the masked read, one step at a time: zeros where the consumer is not
+            attrs = Attrs.of(shape=tuple(kind.shape), dtype=kind.dtype, windows=((),))
+            return Edge(add("grad_accumulate", attrs, (Edge(edge.producer, edge.output, here, TRUE,
+                                                             edge.masked_by),)), 0, here)
 
-        step = add("grad_accumulate", Attrs.of(shape=tuple(kind.shape), dtype=kind.dtype, windows=((),)),
-                   (Edge(edge.producer, edge.output, here, TRUE, edge.masked_by),))
-        accumulator = len(nodes) + 1  # the merge, created right after the add that reads it
-        later = compare(dim, ">=", const(1))
-        total = add("add", Attrs(), (Edge(accumulator, 0, earlier), Edge(step, 0, here)), later)
-        add("merge", Attrs.of(running=dim.name, **declared.as_dict()),
-            (Edge(step, 0, here, compare(dim, "==", const(0))), Edge(total, 0, here, later)))
-        last = tuple(Point(graph.bound_of(dim) - 1) if k == axis else item for k, item in enumerate(edge.index))
-        return Edge(accumulator, 0, last, TRUE, masked_by=accumulator)
+        inputs = list(node.inputs)
+        inputs[slot] = _running_sum(graph, nodes, node, edge, dim, step)
+        return replace(node, inputs=tuple(inputs))
 
 
-RULES: dict[str, _RunningGradient] = {
+class _RunningReduction:
+    """``x[..., 0:T].sum(0)`` of floats: the sum over the range dimension, step by step."""
+
+    @staticmethod
+    def accepts(node: Node, slot: int) -> bool:
+        edge = node.inputs[slot]
+        return (node.op == "sum" and tuple(node.attrs.get("dims", ())) == (0,) and edge.masked_by is None
+                and not node.attrs.get("keepdim", False) and is_float(node.outputs[0].dtype))
+
+    @staticmethod
+    def rewrite(graph: Graph, nodes: list[Node], node: Node, slot: int, dim: Symbol) -> Node:
+        edge = node.inputs[slot]
+        if graph.nodes[edge.producer].outputs[edge.output].dtype != node.outputs[0].dtype:
+            return node
+        here_read = _running_sum(graph, nodes, node, edge, dim,
+                                 lambda add, here: Edge(edge.producer, edge.output, here))
+        return replace(node, op="identity", attrs=Attrs(), inputs=(here_read,))
+
+
+RULES = {
     ACCUMULATE: _RunningGradient(),
+    REDUCTION: _RunningReduction(),
 }
