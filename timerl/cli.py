@@ -43,7 +43,10 @@ def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_st
     torch.set_num_threads(1)
     eager_reinforce = _load("eager_reinforce")
     cases = [(n_step, num_envs, steps) for n_step in n_steps for num_envs, steps in configurations]
-    variants = (("torch", {}), ("torch", {"vectorize": False}), ("jax", {}))
+    # each pass's effect in a row: all on, vectorized loops off, running gradient sums on (off by default
+    # without a memory budget: it trades batching for memory that follows n, not T)
+    variants = (("timerl torch", "torch", {}), ("timerl torch (no vectorize)", "torch", {"vectorize": False}),
+                ("timerl torch (running sums)", "torch", {"incrementalize": True}), ("timerl jax", "jax", {}))
     eager: dict = {}
     rows: dict = {}
 
@@ -64,11 +67,12 @@ def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_st
 
     for case in cases:
         eager[case] = eager_time(case)
-        for backend, options in variants[:2]:
-            rows[case, backend, bool(options)] = timerl_row(case, backend, options)
+        for name, backend, options in variants[:-1]:
+            rows[case, name] = timerl_row(case, backend, options)
         eager[case] = min(eager[case], eager_time(case))
     for case in cases:
-        rows[case, "jax", False] = timerl_row(case, "jax", {})
+        name, backend, options = variants[-1]
+        rows[case, name] = timerl_row(case, backend, options)
     print("| returns | envs x steps | implementation | compile s | first iteration s | s / iteration | vs eager | "
           "peak device bytes |")
     print("|---|---|---|---|---|---|---|---|")
@@ -76,9 +80,8 @@ def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_st
         n_step, num_envs, steps = case
         label = f"| {'Monte Carlo' if n_step is None else f'{n_step}-step'} | {num_envs} x {steps} |"
         print(f"{label} eager PyTorch | - | - | {eager[case]:.3f} | 1.00x | - |")
-        for backend, options in variants:
-            compile_seconds, first, per_iteration, peak = rows[case, backend, bool(options)]
-            name = f"timerl {backend}" + (" (no vectorize)" if options else "")
+        for name, _, _ in variants:
+            compile_seconds, first, per_iteration, peak = rows[case, name]
             print(f"{label} {name} | {compile_seconds:.2f} | {first:.2f} | {per_iteration:.3f} | "
                   f"{per_iteration / eager[case]:.2f}x | {peak} |")
 
