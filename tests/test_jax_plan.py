@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import timerl as trl
+from timerl.backends import jax_keys
 from timerl.backends.jax_backend import JaxBackend
-from timerl.runtime import jax_plan, jax_rng, rng
+from timerl.runtime import jax_rng, rng
 
 from conftest import collect, run
 
@@ -134,7 +135,7 @@ def test_a_program_compiled_twice_compiles_nothing_new():
         ctx, bounds, store = policy_program()
         run(ctx, bounds, "jax", seed=1)
         first, counter.count = counter.count, 0
-        hits = jax_plan.cache_stats["hits"]
+        hits = jax_keys.stats["hits"]
         run(ctx, bounds, "jax", seed=1)
         second = counter.count
     finally:
@@ -143,7 +144,7 @@ def test_a_program_compiled_twice_compiles_nothing_new():
             logger.removeHandler(counter)
     assert first > 0
     assert second == 0, f"the second executable compiled {second} computations"
-    assert jax_plan.cache_stats["hits"] > hits
+    assert jax_keys.stats["hits"] > hits
     jax_values = dict(store)
     run(ctx, bounds, "reference", seed=1)
     assert len(store) == 40
@@ -163,10 +164,10 @@ def test_a_seed_is_part_of_a_draws_structure():
 
 
 def test_structure_keys():
-    assert jax_plan.freeze(0.0) != jax_plan.freeze(-0.0)
-    assert jax_plan.freeze(1) != jax_plan.freeze(1.0) != jax_plan.freeze(True)
-    assert jax_plan.freeze({"dims": [0, 1]}) == jax_plan.freeze({"dims": [0, 1]})
-    assert jax_plan.freeze(np.zeros(3)) != jax_plan.freeze(np.zeros(3, np.float32))
+    assert jax_keys.freeze(0.0) != jax_keys.freeze(-0.0)
+    assert jax_keys.freeze(1) != jax_keys.freeze(1.0) != jax_keys.freeze(True)
+    assert jax_keys.freeze({"dims": [0, 1]}) == jax_keys.freeze({"dims": [0, 1]})
+    assert jax_keys.freeze(np.zeros(3)) != jax_keys.freeze(np.zeros(3, np.float32))
 
 
 def test_rows_and_unstack_equal_indexing():

@@ -9,6 +9,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+from timerl.backends.jax_keys import kernel_key, shared
+
 
 @jax.jit
 def _take(value: jax.Array, index: Any) -> jax.Array:
@@ -35,8 +37,12 @@ class JaxBackend:
         self._stack_on_host = on_cpu  # also: host arrays stay NumPy arrays (`from_numpy`)
 
     def compile(self, kernel):
-        """Each op kernel is jitted once (per input shapes): eager jax dispatch costs ~0.4 ms per op."""
-        return jax.jit(kernel)
+        """Each op kernel is jitted once (per input shapes): eager jax dispatch costs ~0.4 ms per op. Kernels
+        of ops with equal attributes share one jitted function (`timerl.backends.jax_keys`)."""
+        return shared(kernel_key(kernel), lambda: kernel, jax.jit)
+
+    def jit(self, function):
+        return jax.jit(function)
 
     def row(self, value: jax.Array, index: int) -> jax.Array:
         """``value[index]`` in one dispatch of a computation compiled once per shape (eager indexing goes
@@ -49,7 +55,8 @@ class JaxBackend:
         return [_take(value, k) for k in range(value.shape[0])]
 
     def vmap(self, kernel, axes):
-        return jax.jit(jax.vmap(kernel, in_axes=axes))
+        key = kernel_key(kernel)
+        return shared(None if key is None else ("vmap", key, axes), lambda: jax.vmap(kernel, in_axes=axes), jax.jit)
 
     def session(self):
         """float64/int64 programs keep their dtypes, as on torch (scoped, not a global flag)."""

@@ -130,6 +130,7 @@ def bound_kernel(node: Node, backend: Any):
     def kernel(*inputs: Any) -> Any:
         return cast(impl(xp, *inputs, **attrs), dtype)
 
+    kernel.signature = (node.op, attrs, dtype)  # what it computes: equal signatures, interchangeable kernels
     return kernel
 
 

@@ -10,9 +10,9 @@ inside one `jax.jit`. This lowering makes that jitted part as large as the group
   (`timerl.runtime.jax_rng`): only the point's coordinates are passed in.
 - **The jitted part returns only what is read outside it** (stored values and inputs of the members left
   out), not every intermediate.
-- **Compiled functions are shared** between groups and executables with the same structure: a module-level
-  cache keyed by the ops, their attributes, dtypes and wiring (not by node ids) holds one `jax.jit` per
-  structure, and jax compiles that once per input shapes. A program compiled twice (a benchmark's runs, the
+- **Compiled functions are shared** between groups and executables with the same structure
+  (`timerl.backends.jax_keys`): keyed by the ops, their attributes, dtypes and wiring (not by node ids), one
+  `jax.jit` per structure, which jax compiles once per input shapes. A program compiled twice (a benchmark's runs, the
   tests) and groups repeated in one program (one optimizer update per parameter of the same shape) reuse it.
 """
 
@@ -21,58 +21,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-import numpy as np
-
+from timerl.backends.jax_keys import Unhashable, freeze, shared
 from timerl.pdg.graph import Node
 from timerl.runtime import jax_rng
 from timerl.runtime.evaluate import bound_kernel
 from timerl.runtime.plan import GroupLowering, static_bytes
 from timerl.sched.group import identity_read
 
-_CACHE_LIMIT = 2048
 _CALLS_USER = {"source", "sink", "udf"}
-_compiled: dict[Any, Callable] = {}  # structure -> its jax.jit, shared by every executable in the process
-cache_stats = {"hits": 0, "misses": 0}
-
-
-def compiled(key: Any, build: Callable[[], Callable], backend: Any) -> Callable:
-    """The jitted function of a structure, built and jitted the first time it is asked for (``key`` None:
-    the structure cannot be compared, jit it on its own)."""
-    if key is None:
-        cache_stats["misses"] += 1
-        return backend.compile(build())
-    function = _compiled.get(key)
-    if function is None:
-        cache_stats["misses"] += 1
-        if len(_compiled) >= _CACHE_LIMIT:
-            _compiled.pop(next(iter(_compiled)))
-        function = _compiled[key] = backend.compile(build())
-    else:
-        cache_stats["hits"] += 1
-    return function
-
-
-class _Unhashable(Exception):
-    pass
-
-
-def freeze(value: Any) -> Any:
-    """A hashable value equal for equal attributes; floats by their repr, so 0.0 and -0.0 stay apart."""
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(freeze(v) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple((k, freeze(v)) for k, v in sorted(value.items())))
-    if isinstance(value, slice):
-        return ("slice", freeze(value.start), freeze(value.stop), freeze(value.step))
-    if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, value.tobytes())
-    if isinstance(value, (float, np.floating)):
-        return (type(value).__name__, repr(value))
-    try:
-        hash(value)
-    except TypeError:
-        raise _Unhashable from None
-    return (type(value).__name__, value)
 
 
 def signature(node: Node, seed: int) -> Any:
@@ -121,7 +77,7 @@ class JaxGroupLowering(GroupLowering):
         if not self._pure(member):
             return super()._evaluation(member, args, outputs)
         n, seed = member.id, self.ns["SEED"]
-        self.ns[f"K{n}"] = compiled(self._key(member), lambda: self._kernel(member), self.backend)
+        self.ns[f"K{n}"] = shared(self._key(member), lambda: self._kernel(member), self.backend.jit)
         if member.op in ("rand", "randn"):
             return [f"{outputs[0]} = K{n}(*point)"]
         return [f"{outputs[0]} = K{n}(*{args})"]
@@ -129,7 +85,7 @@ class JaxGroupLowering(GroupLowering):
     def _key(self, member: Node) -> Any:
         try:
             return ("kernel", signature(member, self.ns["SEED"]))
-        except _Unhashable:
+        except Unhashable:
             return None
 
     def _kernel(self, member: Node) -> Callable:
@@ -170,7 +126,7 @@ class JaxGroupLowering(GroupLowering):
         try:
             key = ("fused", len(externals), tuple((signature(m, self.ns["SEED"]), tuple(names)) for m, names in steps),
                    tuple(local_name[m.id] for m in results))
-        except _Unhashable:
+        except Unhashable:
             key = None
 
         def build() -> Callable:
@@ -183,7 +139,7 @@ class JaxGroupLowering(GroupLowering):
             exec(compile("\n".join(lines), f"<timerl jax group G{group.id}>", "exec"), namespace)  # noqa: S102
             return namespace["fused"]
 
-        self.ns[f"F{group.id}"] = compiled(key, build, self.backend)
+        self.ns[f"F{group.id}"] = shared(key, build, self.backend.jit)
         targets = "".join(f"v{m.id}_0, " for m in results) or "_"
         return [f"m = {steps[0][0].id}", f"{targets} = F{group.id}({', '.join(externals)})"]
 
