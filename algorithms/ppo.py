@@ -82,7 +82,8 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         last_o = next_o[i, T - 1]
         if obs_padding:
             last_o = trl.cat([last_o, trl.zeros((num_envs, obs_padding))], -1)
-        adv = gae(r * reward_scale, done, value, acting_critic(last_o).squeeze(-1), gamma, gae_lambda)
+        critic_reward = r if reward_scale == 1.0 else r * reward_scale  # no per-step op when unscaled
+        adv = gae(critic_reward, done, value, acting_critic(last_o).squeeze(-1), gamma, gae_lambda)
         ret = adv + value
 
         # Minibatches: a fresh permutation of the iteration's T * N samples per epoch, one slice per update
