@@ -107,6 +107,7 @@ class BatchedGroup:
         self.stored = set(group.freed_later)
         self.readers = {n.id: executable.readers[n.id] for n in self.members}
         self.mapped: dict = {}
+        self.compiled: dict = {}  # input layout -> the members as one function (`_members_function`)
         self.windowed = _windowed_members(self.graph, group) or set()
         self.kernels = {n.id: self._kernel(n) for n in self.members
                         if n.op not in ("const", "grad_accumulate", "sink")}
@@ -142,41 +143,7 @@ class BatchedGroup:
         """Compute every member at every point, then store what other groups read, one point at a time."""
         pool = self.executable.pool
         count = len(points)
-        values: dict[int, tuple[Any, bool]] = {}  # member -> (value, batched along axis 0)
-        masks: dict[int, Any] = {}  # windowed member -> its valid-position mask
-        sinks: list[Node] = []
-        for node in self.members:
-            if node.op == "const":
-                values[node.id] = (self.executable.namespace[f"C{node.id}"], False)
-                continue
-            if node.op == "grad_accumulate":
-                values[node.id] = (self._accumulate(node, points), True)
-                continue
-            if node.op == "sink":
-                sinks.append(node)
-                continue
-            inputs, axes = [], []
-            valid = None  # (N, L) mask of the window positions that exist, for a member reading a window
-            for slot, edge in enumerate(node.inputs):
-                if edge.producer in self.inside and identity_read(edge, node, self.graph.nodes[edge.producer]):
-                    value, batched = values[edge.producer]
-                    valid = masks.get(edge.producer, valid)
-                elif edge.ranges():
-                    value, valid = self._window(node, slot, points)
-                    batched = True
-                else:
-                    value, batched = self._gather(node, slot, points)
-                inputs.append(value)
-                axes.append(0 if batched else None)
-            if node.id in self.windowed:
-                masks[node.id] = valid
-            elif valid is not None:  # a reduction over the window: positions past its end must not count
-                inputs.append(valid)
-                axes.append(0)
-            if not any(a == 0 for a in axes):
-                values[node.id] = (self.kernels[node.id](*inputs), False)
-            else:
-                values[node.id] = (self._map(node.id, tuple(axes))(*inputs), True)
+        values, sinks = self._compute(points)
         transient = 0
         stacks = hasattr(pool, "store_stack")
         for node in self.members:
@@ -201,6 +168,77 @@ class BatchedGroup:
             pool.transient(transient)
         for sink in sinks:
             self._call_sink(sink, points, values)
+
+    def _compute(self, points: Sequence[tuple[int, ...]]) -> tuple[dict[int, tuple[Any, bool]], list[Node]]:
+        """Every member's batched value: the inputs from outside the group are gathered on the host first, then
+        the members are computed from them by one pure function of those arrays (on jax, one jitted call for
+        the whole statement). Returns member -> (value, batched along axis 0), and the sinks to call."""
+        arguments: list[Any] = []
+        refs: dict[int, tuple[int, bool]] = {}  # member -> (its index in the results or arguments, batched)
+        masks: dict[int, int] = {}  # windowed member -> the argument holding its valid-position mask
+        steps: list[tuple[int, tuple, tuple]] = []  # (member, inputs as (is argument, index), vmap axes)
+        sinks: list[Node] = []
+
+        def argument(value: Any) -> int:
+            arguments.append(value)
+            return len(arguments) - 1
+
+        for node in self.members:
+            if node.op == "const":
+                refs[node.id] = (-1 - argument(self.executable.namespace[f"C{node.id}"]), False)
+                continue
+            if node.op == "grad_accumulate":
+                refs[node.id] = (-1 - argument(self._accumulate(node, points)), True)
+                continue
+            if node.op == "sink":
+                sinks.append(node)
+                continue
+            inputs, axes = [], []
+            valid = None  # the argument holding the (N, L) mask of the window positions that exist
+            for slot, edge in enumerate(node.inputs):
+                if edge.producer in self.inside and identity_read(edge, node, self.graph.nodes[edge.producer]):
+                    where, batched = refs[edge.producer]
+                    valid = masks.get(edge.producer, valid)
+                elif edge.ranges():
+                    value, mask = self._window(node, slot, points)
+                    where, batched, valid = -1 - argument(value), True, argument(mask)
+                else:
+                    value, batched = self._gather(node, slot, points)
+                    where = -1 - argument(value)
+                inputs.append(where)
+                axes.append(0 if batched else None)
+            if node.id in self.windowed:
+                masks[node.id] = valid
+            elif valid is not None:  # a reduction over the window: positions past its end must not count
+                inputs.append(-1 - valid)
+                axes.append(0)
+            refs[node.id] = (len(steps), any(a == 0 for a in axes))
+            steps.append((node.id, tuple(inputs), tuple(axes)))
+        results = self._members_function(tuple(steps))(*arguments)
+        values = {member: (results[where] if where >= 0 else arguments[-1 - where], batched)
+                  for member, (where, batched) in refs.items()}
+        return values, sinks
+
+    def _members_function(self, steps: tuple) -> Callable:
+        """The members of a statement as one function of the gathered arguments (negative indices: arguments,
+        others: earlier results); jitted as a whole on jax, cached per input layout."""
+        function = self.compiled.get(steps)
+        if function is not None:
+            return function
+
+        def members(*arguments: Any) -> list:
+            results: list = []
+            for node_id, inputs, axes in steps:
+                values = [arguments[-1 - k] if k < 0 else results[k] for k in inputs]
+                if any(a == 0 for a in axes):
+                    results.append(self._map(node_id, axes)(*values))
+                else:
+                    results.append(self.kernels[node_id](*values))
+            return results
+
+        jit = getattr(self.backend, "jit", None) if self.backend.name == "jax" else None
+        function = self.compiled[steps] = members if jit is None else jit(members)
+        return function
 
     def _call_sink(self, sink: Node, points: Sequence[tuple[int, ...]], values: dict) -> None:
         edge = sink.inputs[0]
