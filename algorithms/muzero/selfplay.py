@@ -99,8 +99,8 @@ class SelfPlay:
         self.reward_scale = REWARD_SCALE / max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.searches = 0
 
-    def play(self, weights: np.ndarray, temperature: float) -> list[Trajectory]:
-        """B complete games; temperature 0 plays the most visited action."""
+    def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0) -> list[Trajectory]:
+        """B complete games; temperature 0 plays the most visited action, as do the first `greedy_games`."""
         batch = self.program.batch
         games = [MMapGame(self.problem, drop_backup=True, backup_point="group") for _ in range(batch)]
         trajectories = [Trajectory(game=game) for game in games]
@@ -128,7 +128,7 @@ class SelfPlay:
                 if trajectory.rewards:
                     trajectory.rewards[-1] += pending[k]
                 pending[k] = 0.0
-                action = self._choose(visits[k], legal[k], temperature)
+                action = self._choose(visits[k], legal[k], 0.0 if k < greedy_games else temperature)
                 trajectory.features.append(features[k])
                 trajectory.legal.append(legal[k])
                 trajectory.actions.append(action)
