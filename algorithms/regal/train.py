@@ -200,9 +200,11 @@ class _BatchInputs:
         return read
 
 
-def propose(trained: Trained, graphs: list[CompGraph], batch: int = 8, backend: str = "torch") -> list[np.ndarray]:
-    """The trained policy's most likely action per op, (ops, HEADS) for each graph, computed by an RT
-    program over batches ``i`` of graphs with the trained weights as constants."""
+def propose(trained: Trained, graphs: list[CompGraph], batch: int = 8, backend: str = "torch",
+            greedy: bool = True, seed: int = 0) -> list[np.ndarray]:
+    """The trained policy's most likely action per op (or, with ``greedy`` False, one sampled action),
+    (ops, HEADS) for each graph, computed by an RT program over batches ``i`` of graphs with the trained
+    weights as constants."""
     single_threaded()
     nodes = max([trained.nodes] + [graph.num_ops for graph in graphs])
     count = -(-len(graphs) // batch)
@@ -215,7 +217,8 @@ def propose(trained: Trained, graphs: list[CompGraph], batch: int = 8, backend: 
         weights = trl.tensor(trained.weights)
         x, e, adjacency, _ = (trl.source(inputs.field(name), shape, "float32", ctx.dims)
                               for name, shape in inputs.shapes(batch).items())
-        policy_logits(weights, trained.layout, x, e, adjacency, trained.sizes).argmax(dim=-1).sink(
-            lambda point, value: chosen.__setitem__(point["i"], np.asarray(value).copy()))
-    ctx.compile(bounds={I: count}, backend=backend).execute()
+        logits = policy_logits(weights, trained.layout, x, e, adjacency, trained.sizes)
+        action = logits.argmax(dim=-1) if greedy else trl.distributions.Categorical(logits=logits).sample()
+        action.sink(lambda point, value: chosen.__setitem__(point["i"], np.asarray(value).copy()))
+    ctx.compile(bounds={I: count}, backend=backend, seed=seed).execute()
     return [chosen[k // batch][k % batch, :graph.num_ops] for k, graph in enumerate(graphs)]
