@@ -17,7 +17,8 @@ from timerl.pdg.graph import Graph, Node, Range
 from timerl.pdg.pipeline import optimize_graph
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
 from timerl.runtime.dryrun import choose_swaps, required_device_bytes
-from timerl.runtime.batch import batched_loop, statement_dependences
+from timerl.runtime.batch import batched_loop
+from timerl.runtime.statements import statement_dependences
 from timerl.runtime.codegen import LoopProgram
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.runtime.jax_plan import JaxGroupLowering

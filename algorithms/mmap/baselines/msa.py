@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.mmap.baselines.policies import first_legal
+from algorithms.mmap.baselines.policies import first_legal, smallest_placement
 from algorithms.mmap.baselines.result import Result, new_game, result_of
 from algorithms.mmap.game import COPY, DROP, NO_COPY
 from algorithms.mmap.problem import Problem
@@ -63,25 +63,12 @@ def msa_pass(problem: Problem, density: np.ndarray, threshold: float):
     while not game.done:
         buffer = game.position
         if density[buffer] > 0 and density[buffer] >= threshold and game.current_benefit() > 0:
-            action = _smallest_placement(game)
+            action = smallest_placement(game, (NO_COPY, COPY))
         else:
             action = first_legal(game, (DROP, NO_COPY, COPY))
         game.play(action)
         actions.append(action)
     return game, actions
-
-
-def _smallest_placement(game) -> int:
-    width = max(game.problem.columns[game.position], 1)
-    best_action, best_footprint = DROP, None
-    for action in (NO_COPY, COPY):
-        placement = game.candidates[action]
-        if placement is None:
-            continue
-        footprint = 0 if placement.reuses >= 0 else (placement.end - placement.start + 1) * width
-        if best_footprint is None or footprint < best_footprint:
-            best_action, best_footprint = action, footprint
-    return best_action if best_footprint is not None else first_legal(game, (DROP,))
 
 
 def msa_play(problem: Problem, seed: int = 0, budget: int | None = None) -> Result:

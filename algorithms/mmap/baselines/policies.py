@@ -28,9 +28,15 @@ def greedy_action(game: MMapGame) -> int:
     """
     if game.current_benefit() <= 0:
         return first_legal(game, (DROP, COPY, NO_COPY))
+    return smallest_placement(game, (COPY, NO_COPY))
+
+
+def smallest_placement(game: MMapGame, order: tuple[int, int]) -> int:
+    """The placement (Copy or NoCopy) holding the least space x time, ties to the first of ``order``; Drop
+    (else any legal move) when neither has one. Footprint = columns x interval length, 0 when reused."""
     width = max(game.problem.columns[game.position], 1)
     best_action, best_footprint = -1, None
-    for action in (COPY, NO_COPY):
+    for action in order:
         placement = game.candidates[action]
         if placement is None:
             continue
