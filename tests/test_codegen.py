@@ -46,3 +46,46 @@ def test_budgeted_programs_keep_the_interpreter():
     assert not hasattr(exe._program, "source")
     exe.execute()
     assert exe.stats["leaked_points"] == 0
+
+
+def _dense_program(bias_dtype: str, read_product: bool):
+    """``tanh(x @ w + b)`` per step, optionally with the product also read by a sink."""
+    import timerl as trl
+
+    ctx = trl.Context("t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    rng = np.random.default_rng(0)
+    seen: dict = {}
+    with ctx:
+        x = trl.source(lambda p: rng.standard_normal((3, 4)).astype(np.float32), shape=(3, 4), dtype="float32",
+                       domain=(t,))
+        w = trl.tensor(rng.standard_normal((4, 5)).astype(np.float32))
+        b = trl.tensor(rng.standard_normal(5).astype(bias_dtype), dtype=bias_dtype)
+        product = x @ w
+        y = (product + b).tanh()
+        y.sink(lambda p, v: seen.__setitem__(("y", p["t"]), np.asarray(v)))
+        if read_product:
+            product.sink(lambda p, v: seen.__setitem__(("product", p["t"]), np.asarray(v)))
+    return ctx, T, seen
+
+
+@pytest.mark.parametrize("bias_dtype, read_product, folded", [("float32", False, True), ("float32", True, False),
+                                                              ("float64", False, False)])
+def test_dense_layers_fold_into_one_kernel_where_types_and_readers_allow(bias_dtype, read_product, folded):
+    """``x @ w + b`` becomes one fused kernel on torch only where nothing else reads the product and no type
+    promotion is involved; values and types equal the reference's either way."""
+    results = {}
+    for backend in ("torch", "reference"):
+        ctx, T, seen = _dense_program(bias_dtype, read_product)
+        exe = ctx.compile({T: 4}, backend=backend, seed=3)
+        exe.execute()
+        results[backend] = seen
+        if backend == "torch":
+            sources = "\n".join(f.source for f in exe.group_functions.values() if hasattr(f, "source"))
+            matmul = next(n.id for n in exe.graph.nodes if n.op == "matmul")
+            assert (f"m = {matmul}\n" not in sources + "\n") == folded  # folded: computed by the add's kernel
+    assert results["torch"].keys() == results["reference"].keys()
+    for key, want in results["reference"].items():
+        got = results["torch"][key]
+        assert got.dtype == want.dtype, key
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

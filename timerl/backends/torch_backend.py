@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import numpy as np
@@ -27,6 +28,24 @@ class TorchBackend:
 
     def compile(self, kernel):
         return kernel
+
+    # torch's own kernels for ops whose array-API lowering takes several calls: (attributes) -> kernel, used
+    # where the inputs already have the result's floating-point type (`timerl.runtime.evaluate.point_kernel`)
+    native_kernels = {
+        "log_softmax": lambda dim: functools.partial(torch.log_softmax, dim=dim),
+        "softmax": lambda dim: functools.partial(torch.softmax, dim=dim),
+    }
+
+    @staticmethod
+    def fused_matmul_add(x_shape: tuple, w_shape: tuple, bias_shape: tuple):
+        """``x @ w + bias`` as one ``torch.addmm`` (one dispatch instead of two) where torch allows it: 2-D
+        operands and a bias that broadcasts to the product; None otherwise."""
+        if len(x_shape) != 2 or len(w_shape) != 2 or len(bias_shape) > 2:
+            return None
+        product = (x_shape[0], w_shape[1])
+        if any(b not in (1, p) for b, p in zip(reversed(bias_shape), reversed(product))):
+            return None
+        return lambda x, w, bias: torch.addmm(bias, x, w)
 
     def unstack(self, value: torch.Tensor) -> tuple:
         return value.unbind(0)

@@ -7,7 +7,8 @@ backend agrees with the type rules rather than with its own promotion quirks.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import functools
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -131,6 +132,26 @@ def bound_kernel(node: Node, backend: Any):
         return cast(impl(xp, *inputs, **attrs), dtype)
 
     kernel.signature = (node.op, attrs, dtype)  # what it computes: equal signatures, interchangeable kernels
+    return kernel
+
+
+FLOAT_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
+
+
+def point_kernel(node: Node, backend: Any, input_dtypes: Sequence[str]) -> Any:
+    """`bound_kernel` without the work that the input types make unnecessary, for the per-step path: the
+    backend's own kernel for the op where it has one (torch's fused ``log_softmax``), and no cast where every
+    input already has the op's floating-point result type (array-API promotion then keeps it). ``input_dtypes``
+    are the types the inputs have at run time (a constant's as moved in, not as declared)."""
+    dtype = node.outputs[0].dtype if len(node.outputs) == 1 else None
+    if dtype not in FLOAT_DTYPES or any(d != dtype for d in input_dtypes):
+        return bound_kernel(node, backend)
+    attrs = node.attrs.as_dict()
+    native = getattr(backend, "native_kernels", {}).get(node.op)
+    kernel = native(**attrs) if native is not None else None
+    if kernel is None:
+        kernel = functools.partial(OPS[node.op].impl, backend.xp, **attrs)
+    kernel.signature = (node.op, attrs, dtype)
     return kernel
 
 

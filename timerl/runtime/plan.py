@@ -31,7 +31,7 @@ from timerl.ops.registry import OPS, Unsupported
 from timerl.pdg.graph import Edge, Graph, Node, Point
 from timerl.runtime import rng
 from timerl.runtime.access import point_dict
-from timerl.runtime.evaluate import bound_kernel, evaluate, has_symbols
+from timerl.runtime.evaluate import FLOAT_DTYPES, bound_kernel, evaluate, has_symbols, point_kernel
 from timerl.rt.symbolic import TRUE, Symbol
 from timerl.sched.group import identity_read
 
@@ -105,12 +105,25 @@ class GroupLowering:
         pure = [m for m in members if self._pure(m)] if self.jit_groups else []
         fused = self._fuse(group, pure, inside) if len(pure) > 1 else set()
         fused_at = next((m.id for m in members if m.id in fused), None)
+        pairs = {} if self.jit_groups else self._matmul_adds(members, inside, stored)
+        folded = {matmul.id for matmul, _ in pairs.values()}
         for member in members:
             n = member.id
             if n in fused:
                 if n == fused_at:
                     body.extend(self._fused_call(group, members, fused, inside))
                 outputs = [f"v{n}_{k}" for k in range(len(member.outputs))]
+            elif n in folded:  # computed by the add that reads it (`_matmul_adds`)
+                outputs = [f"v{n}_0"]
+            elif n in pairs:
+                matmul, kernel = pairs[n]
+                self.ns[f"K{n}"] = kernel
+                x, w = self._plain_items(matmul, inside)
+                bias = next(item for edge, item in zip(member.inputs, self._plain_items(member, inside))
+                            if edge.producer != matmul.id)
+                body.append(f"m = {n}")
+                body.append(f"v{n}_0 = K{n}({x}, {w}, {bias})")
+                outputs = [f"v{n}_0"]
             else:
                 body.append(f"m = {n}")
                 args = self._arguments(member, inside)
@@ -142,6 +155,60 @@ class GroupLowering:
         function = ns[f"G{group.id}"]
         function.source = source
         return function
+
+    def _plain_items(self, member: Node, inside: set[int]) -> list[str] | None:
+        """The member's inputs as Python expressions when every one is always read (a local variable or a
+        pool load), else None."""
+        items = []
+        for edge in member.inputs:
+            if edge.producer in inside and identity_read(edge, member, self.graph.nodes[edge.producer]):
+                items.append(f"v{edge.producer}_{edge.output}")
+            elif simple_read(edge):
+                items.append(f"load({self._key_source(edge, member)})[{edge.output}]")
+            else:
+                return None
+        return items
+
+    def _input_dtypes(self, member: Node) -> list[str]:
+        """The types the member's inputs have at run time (a constant's as it is moved in)."""
+        dtypes = []
+        for edge in member.inputs:
+            producer = self.graph.nodes[edge.producer]
+            if producer.op == "const":
+                dtypes.append(np.asarray(producer.attrs["value"]).dtype.name)
+            else:
+                dtypes.append(producer.outputs[edge.output].dtype)
+        return dtypes
+
+    def _matmul_adds(self, members: list[Node], inside: set[int], stored: set[int]) -> dict[int, tuple[Node, Any]]:
+        """Peephole fusion of ``x @ w + b`` (every dense layer): add -> (the matmul it folds in, the backend's
+        fused kernel), where the matmul's product lives only inside the group and only the add reads it, all
+        in one floating-point type, and the backend has such a kernel for these shapes."""
+        fuse = getattr(self.backend, "fused_matmul_add", None)
+        if fuse is None:
+            return {}
+        pairs: dict[int, tuple[Node, Any]] = {}
+        for add in members:
+            if add.op != "add" or not self._pure(add) or self._plain_items(add, inside) is None:
+                continue
+            for slot, edge in enumerate(add.inputs):
+                matmul = self.graph.nodes[edge.producer]
+                if (matmul.op != "matmul" or edge.producer not in inside or matmul.id in stored
+                        or not identity_read(edge, add, matmul) or not self._pure(matmul)
+                        or self.graph.consumers(matmul.id) != ((add.id, slot),)
+                        or self._plain_items(matmul, inside) is None):
+                    continue
+                dtypes = set(self._input_dtypes(add)) | set(self._input_dtypes(matmul))
+                if dtypes != {add.outputs[0].dtype} or add.outputs[0].dtype not in FLOAT_DTYPES:
+                    continue
+                x, w = (self.graph.nodes[e.producer].outputs[e.output].shape for e in matmul.inputs)
+                other = add.inputs[1 - slot]
+                bias = self.graph.nodes[other.producer].outputs[other.output].shape
+                kernel = fuse(tuple(x), tuple(w), tuple(bias))
+                if kernel is not None:
+                    pairs[add.id] = (matmul, kernel)
+                    break
+        return pairs
 
     def _arguments(self, member: Node, inside: set[int]) -> str:
         """The member's inputs as one Python expression of a list: a local variable for a read inside the group,
@@ -193,8 +260,10 @@ class GroupLowering:
         if member.op == "merge":
             return [f"{outputs[0]}, = {args}"]
         if self._pure(member):
-            kernel = bound_kernel(member, self.backend)
-            ns[f"K{n}"] = self.backend.compile(kernel) if self.jit_groups else kernel
+            if self.jit_groups:
+                ns[f"K{n}"] = self.backend.compile(bound_kernel(member, self.backend))
+                return [f"{outputs[0]} = K{n}(*{args})"]
+            ns[f"K{n}"] = point_kernel(member, self.backend, self._input_dtypes(member))
             return [f"{outputs[0]} = K{n}(*{args})"]
         if member.op in ("rand", "randn"):  # the counter-based draw itself, without `evaluate`'s dispatch
             attrs, backend, seed = member.attrs.as_dict(), self.backend, ns["SEED"]
