@@ -25,7 +25,8 @@ import numpy as np
 from timerl.errors import TimeRLError
 from timerl.ops.registry import OPS, Unsupported
 from timerl.pdg.graph import Graph, Node
-from timerl.runtime.evaluate import bound_kernel, evaluate, has_symbols
+from timerl.ops.batching import batch_rule
+from timerl.runtime.evaluate import bound_kernel, evaluate, has_symbols, op_kernel
 from timerl.runtime.plan import simple_read, static_bytes
 from timerl.rt.symbolic import TRUE, compile_function
 from timerl.sched import ast
@@ -62,21 +63,34 @@ class BatchedGroup:
             e.producer in self.windowed or e.ranges() for e in node.inputs)
         if not reduces_window:
             return kernel
-        xp = self.backend.xp
-
-        def masked(value: Any, valid: Any) -> Any:
-            """The padded tail set to zero, the identity of the sums this is allowed for."""
-            keep = xp.reshape(valid, tuple(valid.shape) + (1,) * (value.ndim - 1))
-            return kernel(xp.where(keep, value, xp.zeros_like(value)))
-
-        return masked
+        return _masked(kernel, self.backend.xp)
 
     def _map(self, node_id: int, axes: tuple) -> Callable:
+        """The member at every point in one call: the op's batch rule (`timerl.ops.batching`) where it has one,
+        else the array library's vmap; chosen at the first call, when the operands' ranks are known."""
         key = (node_id, axes)
         function = self.mapped.get(key)
-        if function is None:
-            function = self.mapped[key] = self.backend.vmap(self.kernels[node_id], axes)
-        return function
+        if function is not None:
+            return function
+
+        def first_call(*values: Any) -> Any:
+            ranks = [v.ndim - (a == 0) for v, a in zip(values, axes)]
+            chosen = self.mapped[key] = self._batch_rule(node_id, ranks, axes) or self.backend.vmap(
+                self.kernels[node_id], axes)
+            return chosen(*values)
+
+        return first_call
+
+    def _batch_rule(self, node_id: int, ranks: list[int], axes: tuple) -> Callable | None:
+        node = self.graph.nodes[node_id]
+        attrs, dtype, backend = node.attrs.as_dict(), node.outputs[0].dtype, self.backend
+        masked = len(axes) == len(node.inputs) + 1  # a reduction over a window, its mask last (`_masked`)
+        inputs = (ranks[:-1], axes[:-1]) if masked else (ranks, axes)
+        rule = batch_rule(node.op, attrs, *inputs, backend.xp, bound_kernel(node, backend),
+                          lambda changed: op_kernel(node.op, changed, dtype, backend))
+        if rule is None or not masked:
+            return rule
+        return _masked(lambda value: backend.cast(rule(value), dtype), backend.xp, batched=True)
 
     def run(self, points: Sequence[tuple[int, ...]]) -> None:
         """Compute every member at every point, then store what other groups read, one point at a time."""
@@ -278,6 +292,18 @@ class BatchedGroup:
         if total is None:
             return None
         return self.backend.cast(total, node.attrs["dtype"])
+
+
+def _masked(kernel: Callable, xp: Any, batched: bool = False) -> Callable:
+    """``kernel`` on a padded window whose positions past the end (``valid`` false) are set to zero, the
+    identity of the sums this is allowed for; ``batched``: the window and mask carry a leading batch axis."""
+    lead = 2 if batched else 1
+
+    def masked(value: Any, valid: Any) -> Any:
+        keep = xp.reshape(valid, tuple(valid.shape) + (1,) * (value.ndim - lead))
+        return kernel(xp.where(keep, value, xp.zeros_like(value)))
+
+    return masked
 
 
 class _BatchedFree:

@@ -125,13 +125,17 @@ def _kernel(node: Node, attrs: dict, backend: Any):
 def bound_kernel(node: Node, backend: Any):
     """The op's registry kernel with its attributes bound and its result cast to the inferred dtype, so every
     backend agrees with the type rules rather than with its own promotion quirks."""
-    impl, attrs, dtype = OPS[node.op].impl, node.attrs.as_dict(), node.outputs[0].dtype
-    xp, cast = backend.xp, backend.cast
+    return op_kernel(node.op, node.attrs.as_dict(), node.outputs[0].dtype, backend)
+
+
+def op_kernel(op: str, attrs: dict, dtype: str, backend: Any):
+    """`bound_kernel` for an op with the given attributes and result dtype."""
+    impl, xp, cast = OPS[op].impl, backend.xp, backend.cast
 
     def kernel(*inputs: Any) -> Any:
         return cast(impl(xp, *inputs, **attrs), dtype)
 
-    kernel.signature = (node.op, attrs, dtype)  # what it computes: equal signatures, interchangeable kernels
+    kernel.signature = (op, attrs, dtype)  # what it computes: equal signatures, interchangeable kernels
     return kernel
 
 
