@@ -89,3 +89,39 @@ def test_dense_layers_fold_into_one_kernel_where_types_and_readers_allow(bias_dt
         got = results["torch"][key]
         assert got.dtype == want.dtype, key
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _noise_program(T_value: int):
+    """Gumbel noise per step, summed into a running recurrence so that the step loop stays sequential."""
+    import timerl as trl
+
+    ctx = trl.Context("i t")
+    (i, t), (I, T) = ctx.dims, ctx.bounds
+    seen: dict = {}
+    with ctx:
+        u = trl.rand((3, 2), domain=(i, t))
+        gumbel = -(-(u.clip(1e-20, float("inf"))).log()).log()
+        z = trl.randn((2,), domain=(i, t)) * 0.5
+        acc = trl.placeholder((3, 2), domain=(i, t))
+        acc[i, 0] = gumbel[i, 0]
+        acc[i, t + 1] = (acc[i, t] * 0.5 + gumbel[i, t + 1] + z[i, t + 1]).tanh()
+        acc.sink(lambda p, v: seen.__setitem__((p["i"], p["t"]), np.asarray(v)))
+    return ctx, {I: 2, T: T_value}, seen
+
+
+@pytest.mark.parametrize("steps", [5, 70])
+def test_draws_computed_ahead_in_runs_equal_the_draws_point_by_point(steps):
+    """Draws and the noise computed from them come ahead of time, a run of points at once (on torch without a
+    budget): the same values as the reference, which draws point by point, and their bytes are given back."""
+    results = {}
+    for backend in ("torch", "reference"):
+        ctx, bounds, seen = _noise_program(steps)
+        exe = ctx.compile(bounds, backend=backend, seed=11)
+        exe.execute()
+        results[backend] = seen
+        if backend == "torch":
+            assert len(exe.prefetchers) == 2 and all(p.held == 0 for p in exe.prefetchers)
+            assert exe.stats["leaked_points"] == 0
+    assert results["torch"].keys() == results["reference"].keys()
+    for key, want in results["reference"].items():
+        np.testing.assert_allclose(results["torch"][key], want, rtol=1e-5, atol=1e-6)

@@ -9,6 +9,7 @@ written at slots nobody has read yet, and a full buffer is replaced, not overwri
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from timerl.pdg.graph import TensorType
@@ -29,6 +30,9 @@ class BlockStore:
         self.types = types
         self.backend = backend
         self.rows: dict[tuple[int, ...], _Row] = {}
+        # outputs with elements (an order token has none: its buffer rows are empty views, never written)
+        self.written = tuple(k for k, t in enumerate(types)
+                             if not all(isinstance(d, int) for d in t.shape) or math.prod(t.shape) > 0)
 
     def _split(self, point: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
         return point[:self.axis] + point[self.axis + 1:], point[self.axis]
@@ -40,8 +44,8 @@ class BlockStore:
             row = self.rows[outer] = _Row(self._allocate(8), k)
         if k < row.base or k - row.base >= row.buffers[0].shape[0]:
             self._regrow(row, k)
-        for slot, value in enumerate(values):
-            row.buffers[slot] = self.backend.write(row.buffers[slot], k - row.base, value)
+        for slot in self.written:
+            row.buffers[slot] = self.backend.write(row.buffers[slot], k - row.base, values[slot])
         row.live.add(k)
 
     def get(self, point: tuple[int, ...]) -> tuple[Any, ...]:

@@ -53,8 +53,9 @@ class Executable:
         self.namespace = namespace(graph, self.bounds, backend, seed)
         lowering_class = JaxGroupLowering if backend.name == "jax" else GroupLowering  # bigger jits, shared
         lowering = lowering_class(graph, self.bounds, backend, self.namespace, self._reader,
-                                 jit_groups=backend.name == "jax")
+                                 jit_groups=backend.name == "jax", prefetch_draws=device_memory is None)
         self.group_functions = {g.id: lowering.lower(g) for g in groups}
+        self.prefetchers = lowering.prefetchers
         self.constants = lowering.constants
         interpreter = _Interpreter(self)
         if device_memory is None:  # plain Python loops; with a budget, each statement first clears the pins
@@ -72,6 +73,8 @@ class Executable:
         pool.describe = self._describe
         self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of,
                               free=pool.free)
+        for prefetch in self.prefetchers:
+            prefetch.reset(pool.hold)
         with self.backend.session():
             self.namespace.update({name: self.backend.from_numpy(v) for name, v in self.constants.items()})
             try:

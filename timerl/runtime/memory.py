@@ -100,6 +100,14 @@ class MemoryPool:
             self.peak_device_bytes = self.device_bytes + size
         self.timeline.add(self.device_bytes + size, self.host_bytes)
 
+    def hold(self, size: int) -> None:
+        """Bytes held (positive) or given back (negative) outside the stored points, e.g. random draws computed
+        ahead for a row of points (`timerl.runtime.plan.DrawPrefetch`); only without a device budget."""
+        self.device_bytes += size
+        if self.device_bytes > self.peak_device_bytes:
+            self.peak_device_bytes = self.device_bytes
+        self.timeline.add(self.device_bytes, self.host_bytes)
+
     def nbytes_of(self, values: tuple[Any, ...]) -> int:
         return sum(self.backend.nbytes(v) for v in values)
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from timerl.errors import ShapeError, TimeRLError
-from timerl.ops.registry import OPS, Unsupported
+from timerl.ops.registry import ELEMENTWISE, OPS, Unsupported
 from timerl.pdg.graph import Edge, Graph, Node, Point
 from timerl.runtime import rng
 from timerl.runtime.access import point_dict
@@ -60,14 +60,17 @@ class GroupLowering:
     """Generates the source of one group's function; the names it uses live in the shared namespace ``ns``."""
 
     def __init__(self, graph: Graph, bounds: Mapping[Symbol, int], backend: Any, ns: dict,
-                 generic_reader: Callable[[Node, int], Callable], jit_groups: bool) -> None:
+                 generic_reader: Callable[[Node, int], Callable], jit_groups: bool,
+                 prefetch_draws: bool = False) -> None:
         self.graph = graph
         self.bounds = bounds
         self.backend = backend
         self.ns = ns
         self.generic_reader = generic_reader
         self.jit_groups = jit_groups
+        self.prefetch_draws = prefetch_draws and not jit_groups
         self.constants: dict[str, np.ndarray] = {}
+        self.prefetchers: list[DrawPrefetch] = []  # reset by the executor at every run
 
     # ---- the pieces of one member -------------------------------------------------------------------------------
     def _coordinates(self, node: Node) -> dict[Symbol, Symbol]:
@@ -107,9 +110,21 @@ class GroupLowering:
         fused_at = next((m.id for m in members if m.id in fused), None)
         pairs = {} if self.jit_groups else self._matmul_adds(members, inside, stored)
         folded = {matmul.id for matmul, _ in pairs.values()}
+        chains = self._draw_chains(members, inside) if self.prefetch_draws else {}
+        chained = {m.id for chain in chains.values() for m in chain[1:]}
         for member in members:
             n = member.id
-            if n in fused:
+            if n in chains:
+                prefetch = DrawPrefetch(member, chains[n], self.bounds[self.graph.bound_of(member.domain[-1])],
+                                        self.ns["SEED"], self.backend)
+                self.prefetchers.append(prefetch)
+                self.ns[f"H{n}"] = prefetch
+                body.append(f"m = {n}")
+                body.append(f"{', '.join(f'v{m.id}_0' for m in chains[n])}, = H{n}(point)")
+                outputs = [f"v{n}_0"]
+            elif n in chained:  # computed with the draw it derives from (`_draw_chains`)
+                outputs = [f"v{n}_0"]
+            elif n in fused:
                 if n == fused_at:
                     body.extend(self._fused_call(group, members, fused, inside))
                 outputs = [f"v{n}_{k}" for k in range(len(member.outputs))]
@@ -179,6 +194,27 @@ class GroupLowering:
             else:
                 dtypes.append(producer.outputs[edge.output].dtype)
         return dtypes
+
+    def _draw_chains(self, members: list[Node], inside: set[int]) -> dict[int, list[Node]]:
+        """Random draws computed ahead for a whole row of the innermost dimension (`DrawPrefetch`): draw member
+        -> [the draw, then the elementwise members computed from it alone (e.g. Gumbel noise
+        ``-log(-log(u))``)]. A draw depends only on its point, so computing the row's draws at its first point
+        gives the values the points would draw; one array computation replaces one per point."""
+        chains: dict[int, list[Node]] = {}
+        for draw in members:
+            if draw.op not in ("rand", "randn") or not draw.domain or draw.condition is not TRUE:
+                continue
+            chain = [draw]
+            ids = {draw.id}
+            for member in members:
+                if (member.id not in ids and OPS[member.op].category == ELEMENTWISE and self._pure(member)
+                        and len(member.outputs) == 1 and member.domain == draw.domain
+                        and all(e.producer in ids and identity_read(e, member, self.graph.nodes[e.producer])
+                                for e in member.inputs)):
+                    chain.append(member)
+                    ids.add(member.id)
+            chains[draw.id] = chain
+        return chains
 
     def _matmul_adds(self, members: list[Node], inside: set[int], stored: set[int]) -> dict[int, tuple[Node, Any]]:
         """Peephole fusion of ``x @ w + b`` (every dense layer): add -> (the matmul it folds in, the backend's
@@ -333,6 +369,60 @@ class GroupLowering:
         self.ns[f"F{group.id}"] = self.backend.compile(local[f"F{group.id}"])
         call = ", ".join(expression for _, expression in externals)
         return [f"m = {steps[0][0].id}", f"{', '.join(results)}, = F{group.id}({call})"]
+
+
+class DrawPrefetch:
+    """A draw and the elementwise chain computed from it for a run of ``CHUNK`` points along the innermost
+    dimension at once, at the run's first point; each point then takes its row of the results. The run's bytes
+    are held in the pool until its last point is taken (or the next run, or the end of the run), so memory stays
+    independent of the dimension's length."""
+
+    CHUNK = 32
+
+    def __init__(self, draw: Node, chain: list[Node], count: int, seed: int, backend: Any) -> None:
+        attrs = draw.attrs.as_dict()
+        self.draw = (seed, attrs["stream"], attrs["shape"], attrs["dtype"], draw.op == "randn")
+        position = {m.id: k for k, m in enumerate(chain)}
+        self.steps = [(bound_kernel(m, backend), [position[e.producer] for e in m.inputs]) for m in chain[1:]]
+        self.count = count
+        self.backend = backend
+        self.point_bytes = sum(static_bytes(m) or 0 for m in chain)
+        self.reset(None)
+
+    def reset(self, hold: Callable[[int], None] | None) -> None:
+        """A new run, whose pool accounts the held bytes through ``hold``."""
+        self.hold = hold
+        self.run: tuple | None = None  # (outer point, first k)
+        self.rows: list[tuple] = []
+        self.held = 0
+
+    def __call__(self, point: tuple) -> tuple:
+        outer, k = point[:-1], point[-1]
+        first = k - k % self.CHUNK
+        if self.run != (outer, first):
+            self._compute(outer, first)
+        row = self.rows[k - first]
+        if k - first == len(self.rows) - 1:
+            self._release()
+        return row
+
+    def _compute(self, outer: tuple, first: int) -> None:
+        self._release()
+        seed, stream, shape, dtype, normal = self.draw
+        points = [outer + (k,) for k in range(first, min(first + self.CHUNK, self.count))]
+        values = [self.backend.from_numpy(rng.draw_many(seed, stream, points, shape, dtype, normal))]
+        for kernel, inputs in self.steps:
+            values.append(kernel(*[values[j] for j in inputs]))
+        self.rows = list(zip(*[self.backend.unstack(v) for v in values]))
+        self.run = (outer, first)
+        self.held = self.point_bytes * len(points)
+        if self.hold is not None:
+            self.hold(self.held)
+
+    def _release(self) -> None:
+        if self.held and self.hold is not None:
+            self.hold(-self.held)
+        self.run, self.rows, self.held = None, [], 0
 
 
 def _udf_call(node: Node, backend: Any) -> Callable[[tuple, list], tuple]:

@@ -36,15 +36,6 @@ def _key(seed: int, node_id: int, point: Sequence[int]) -> int:
     return key
 
 
-def _bits(key: int, count: int) -> np.ndarray:
-    # array arithmetic on uint64 wraps modulo 2**64 silently, which is what the mix wants
-    x = _STEPS[:count] if count <= _STEPS.size else np.arange(1, count + 1, dtype=np.uint64) * _U_GOLDEN
-    x = x + np.uint64(key)
-    x = (x ^ (x >> _U30)) * _U_MIX1
-    x = (x ^ (x >> _U27)) * _U_MIX2
-    return x ^ (x >> _U31)
-
-
 def _uniform(bits: np.ndarray, single: bool) -> np.ndarray:
     """Uniform in [0, 1) with the resolution of the target type (24 or 53 bits), so rounding never gives 1."""
     if single:
@@ -53,13 +44,29 @@ def _uniform(bits: np.ndarray, single: bool) -> np.ndarray:
 
 
 def draw(seed: int, node_id: int, point: Sequence[int], shape: Sequence[int], dtype: str, normal: bool) -> np.ndarray:
+    return draw_many(seed, node_id, (point,), shape, dtype, normal)[0]
+
+
+def draw_many(seed: int, node_id: int, points: Sequence[Sequence[int]], shape: Sequence[int], dtype: str,
+              normal: bool) -> np.ndarray:
+    """The draws at every point, stacked along a new leading axis (one array computation for all of them); the
+    uniform or (``normal``) Box-Muller normal values of each point depend only on (seed, node, point)."""
     count = math.prod(shape)
     single = dtype == "float32"
-    key = _key(seed, node_id, point)
+    keys = np.array([_key(seed, node_id, point) for point in points], dtype=np.uint64)[:, None]
     if not normal:
-        values = _uniform(_bits(key, count), single)
+        values = _uniform(_bits(keys, count), single)
     else:  # Box-Muller on 53-bit uniforms; 1 - u keeps the logarithm finite
-        bits = _bits(key, 2 * count)
-        first, second = _uniform(bits[:count], False), _uniform(bits[count:], False)
+        bits = _bits(keys, 2 * count)
+        first, second = _uniform(bits[:, :count], False), _uniform(bits[:, count:], False)
         values = np.sqrt(-2.0 * np.log1p(-first)) * np.cos(2.0 * np.pi * second)
-    return values.reshape(tuple(shape)).astype(dtype, copy=False)
+    return values.reshape((len(points), *shape)).astype(dtype, copy=False)
+
+
+def _bits(keys: np.ndarray, count: int) -> np.ndarray:
+    # array arithmetic on uint64 wraps modulo 2**64 silently, which is what the mix wants
+    x = _STEPS[:count] if count <= _STEPS.size else np.arange(1, count + 1, dtype=np.uint64) * _U_GOLDEN
+    x = x[None, :] + keys
+    x = (x ^ (x >> _U30)) * _U_MIX1
+    x = (x ^ (x >> _U27)) * _U_MIX2
+    return x ^ (x >> _U31)
