@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from timerl.rt.symbolic import Symbol
+from timerl.runtime.statements import flatten
 from timerl.sched import ast
 
 
@@ -66,6 +67,10 @@ class LoopProgram:
         elif isinstance(node, ast.Loop):
             vectorized = self.batched_loop(self.interpreter, node, scope)
             if vectorized is not None:
+                statements = ", ".join(f"G{leaf.node}" if isinstance(leaf, ast.Execute) else f"free G{leaf.node}"
+                                       for _, leaf in flatten(node.body))
+                self.lines.append(f"{pad}# vectorized over {node.var.python()} in range({node.start.python()}, "
+                                  f"{node.stop.python()}, {node.step}), statement by statement: {statements}")
                 self.lines.append(f"{pad}{self._closure(vectorized)}([{self._counters(scope)}])")
                 return
             var = node.var.python()
