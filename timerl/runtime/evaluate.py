@@ -42,7 +42,7 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
         results = attrs["fn"](point_dict(node.domain, point), *arrays)
         return tuple(backend.from_numpy(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
     host = getattr(backend, "host_for_dynamic_shapes", None)
-    if host is not None and _dynamic(node, backend):
+    if host is not None and _dynamic(node, backend) and not (op == "grad_accumulate" and _whole_stacks(inputs, attrs)):
         return _on_host(node, point, inputs, seed, bounds, backend, host)
     if op == "grad_accumulate":
         return (accumulate_gradient(node, point, inputs, attrs, bounds, backend),)
@@ -105,8 +105,8 @@ def _on_host(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
              backend: Any, host: Any) -> tuple[Any, ...]:
     """Evaluate with the host backend (NumPy) and move the results back: for jax, whose eager mode compiles a
     computation for every new shape, a window that grows by one each step would compile at every step."""
-    moved = [[(q, backend.to_numpy(v)) for q, v in value] if isinstance(value, list) else backend.to_numpy(value)
-             for value in inputs]
+    moved = [[(q, backend.to_numpy(v)) for q, v in value] if isinstance(value, (list, StackedContributions))
+             else backend.to_numpy(value) for value in inputs]
     return tuple(backend.from_numpy(np.asarray(v)) for v in evaluate(node, point, moved, seed, bounds, host))
 
 
@@ -203,12 +203,38 @@ def _check_shape(node: Node, value: np.ndarray, shape: tuple[int, ...]) -> np.nd
     return value
 
 
+class StackedContributions:
+    """Gradient contributions that are the rows of one batched array (a vectorized statement's result), in
+    the order of their consumer points: iterated like the list of (point, value) pairs it stands for, and
+    summed as one reduction where each contribution counts whole."""
+
+    def __init__(self, points: list[tuple[int, ...]], stacked: Any, backend: Any) -> None:
+        self.points, self.stacked, self.backend = points, stacked, backend
+
+    def __iter__(self):
+        return ((q, self.backend.row(self.stacked, k)) for k, q in enumerate(self.points))
+
+    def total(self) -> Any:
+        return self.backend.xp.sum(self.stacked, axis=0)
+
+
+def _whole_stacks(inputs: list[Any], attrs: dict) -> bool:
+    """Every input of a gradient accumulation is a `StackedContributions` whose contributions count whole."""
+    return bool(inputs) and all(isinstance(c, StackedContributions) and not window
+                                for c, window in zip(inputs, attrs["windows"]))
+
+
 def accumulate_gradient(node: Node, point: tuple[int, ...], inputs: list[Any], attrs: dict,
                         bounds: Mapping[Symbol, int], backend: Any) -> Any:
     """Sum of gradient contributions read through inverted dependences (see `timerl.rt.autodiff`).
 
     Each input is a list of (consumer point q, contribution at q); ``windows`` says, for a forward range
     read, where this point sits inside the window read at q."""
+    if _whole_stacks(inputs, attrs):  # one reduction per input, no zeros of a shape that may change per point
+        total = inputs[0].total()
+        for contributions in inputs[1:]:
+            total = total + contributions.total()
+        return backend.cast(total, attrs["dtype"])
     here = dict(zip(node.domain, point))
     total = backend.zeros(_concrete(tuple(attrs["shape"]), {**bounds, **here}), attrs["dtype"])
     for contributions, window in zip(inputs, attrs["windows"]):

@@ -17,6 +17,7 @@ from timerl.pdg.graph import Graph, Node, Range
 from timerl.pdg.pipeline import optimize_graph
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
 from timerl.runtime.dryrun import choose_swaps, required_device_bytes
+from timerl.runtime.evaluate import StackedContributions
 from timerl.runtime.batch import batched_loop
 from timerl.runtime.statements import statement_dependences
 from timerl.runtime.codegen import LoopProgram
@@ -115,8 +116,13 @@ class Executable:
         edge = reader.edge
         points, lengths = reader.points(point)
         keys = [(edge.producer, q) for q in points]
-        if edge.masked_by is not None:
-            return [(k[1], pool.load(k)[edge.output]) for k in keys if pool.has(k)]
+        if edge.masked_by is not None:  # gradient contributions: those that exist
+            present = [k for k in keys if pool.has(k)]
+            batch = getattr(pool, "batch", None)
+            stacked = batch(present, edge.output) if batch is not None and len(present) > 1 else None
+            if stacked is not None:  # the rows of one batched result, in order
+                return StackedContributions([k[1] for k in present], stacked, self.backend)
+            return [(k[1], pool.load(k)[edge.output]) for k in present]
         if lengths and edge.producer in pool.blocks:
             window = self._slice(reader, point, edge)
             if window is not None:
