@@ -9,7 +9,9 @@ millisecond a call on torch). Rules by category:
   the widest operand, so broadcasting lines every point's operands up as it would for one point;
 - reductions and scans over named axes (``dims``, ``dim``): the axes move by one;
 - ``reshape``, ``expand``, ``permute``, ``flip``: the target shape or permutation gains the batch axis;
-- ``discounted_sum`` (a sum over axis 0 weighted by powers of gamma): the weights multiply axis 1.
+- ``discounted_sum`` (a sum over axis 0 weighted by powers of gamma): the weights multiply axis 1;
+- ``scatter`` and ``gather_fill`` (index, src and x share every axis but the indexed one): operands the same
+  at every point are broadcast along the batch axis, and the indexed axis moves by one.
 
 Every other op has no rule (`batch_rule` returns None) and the executor uses the array library's vmap.
 """
@@ -21,6 +23,7 @@ from typing import Any, Callable, Sequence
 from timerl.ops.registry import CONTRACTION, ELEMENTWISE, OPS, REDUCTION, SCAN
 
 _AXIS_SCANS = frozenset({"cumsum", "softmax", "log_softmax"})
+_INDEXED = frozenset({"scatter", "gather_fill"})
 
 
 def batch_rule(op: str, attrs: dict, ranks: Sequence[int], axes: Sequence[int | None], xp: Any,
@@ -33,6 +36,8 @@ def batch_rule(op: str, attrs: dict, ranks: Sequence[int], axes: Sequence[int | 
     category = OPS[op].category
     if category == ELEMENTWISE or category == CONTRACTION:
         return _aligned(kernel, ranks, axes, xp)
+    if op in _INDEXED:
+        return _indexed(kernel_with({**attrs, "dim": _shift(attrs["dim"])}), axes, xp)
     if sum(a == 0 for a in axes) != 1 or axes[0] != 0:
         return None  # the rules below move the axes of one batched operand, the first
     if category == REDUCTION and op != "discounted_sum" and "dims" in attrs:
@@ -56,6 +61,15 @@ def batch_rule(op: str, attrs: dict, ranks: Sequence[int], axes: Sequence[int | 
 
         return discounted
     return None
+
+
+def _indexed(shifted: Callable[..., Any], axes: Sequence[int | None], xp: Any) -> Callable[..., Any]:
+    def every_point(*inputs: Any) -> Any:
+        points = next(x.shape[0] for x, axis in zip(inputs, axes) if axis == 0)
+        return shifted(*(x if axis == 0 else xp.broadcast_to(x[None], (points, *x.shape))
+                         for x, axis in zip(inputs, axes)))
+
+    return every_point
 
 
 def _shift(axis: int) -> int:
