@@ -98,3 +98,37 @@ def test_vectorize_option_must_be_a_bool():
     ctx, I, T, _, _ = policy_gradient_program()
     with pytest.raises(trl.TimeRLError, match=r"test_vectorize.py:\d+: vectorize= is True or False"):
         ctx.compile({I: 1, T: STEPS}, backend="torch", vectorize="yes")
+
+
+def test_padded_windows_run_in_chunks_with_the_same_values_and_a_smaller_peak(monkeypatch):
+    """A statement that pads windows r[t:T] runs its points in chunks whose padding stays under a byte limit
+    (torch): the values equal the reference's and the unchunked run's, and the peak shrinks."""
+    import timerl.runtime.batch as batch
+
+    steps = 40
+    rewards = np.random.default_rng(3).normal(size=(steps, 8)).astype(np.float32)
+    ends = (np.random.default_rng(4).random((steps, 8)) < 0.2).astype(np.float32)
+
+    def run(target, window_bytes):
+        monkeypatch.setattr(batch, "WINDOW_BYTES", window_bytes)
+        ctx = trl.Context(dims="t")
+        (t,), (T,) = ctx.dims, ctx.bounds
+        with ctx:
+            r = trl.source(lambda p: rewards[p["t"]], (8,), "float32", (t,))
+            d = trl.source(lambda p: ends[p["t"]], (8,), "float32", (t,))
+            alive = (d[t:T].cumsum(0) - d[t:T]) == 0
+            g = (r[t:T] * alive).discounted_sum(0.9)
+            out = collect(g - g.mean())
+        exe = ctx.compile({T: steps}, backend=target)
+        exe.execute()
+        return dict(out), exe.stats
+
+    want, _ = run("reference", 1 << 20)
+    whole, whole_stats = run("torch", 1 << 30)
+    chunked, chunked_stats = run("torch", 5 * steps * 8 * 4)  # windows of 5 points' padding per chunk
+    assert chunked_stats["batched_statements"] > 0
+    assert chunked_stats["peak_device_bytes"] < whole_stats["peak_device_bytes"]
+    for got in (whole, chunked):
+        assert sorted(got) == sorted(want)
+        for key, value in want.items():
+            np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6, err_msg=f"at {key}")

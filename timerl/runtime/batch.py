@@ -34,6 +34,9 @@ from timerl.sched.group import identity_read
 from timerl.runtime.statements import flatten, statement_major
 
 
+WINDOW_BYTES = 1 << 20  # the padded window of one value in one chunk of a statement's points (`BatchedGroup._chunks`)
+
+
 class BatchedGroup:
     """One group run at many points at once; `None` from `build` when a member cannot be batched."""
 
@@ -93,34 +96,72 @@ class BatchedGroup:
         return _masked(lambda value: backend.cast(rule(value), dtype), backend.xp, batched=True)
 
     def run(self, points: Sequence[tuple[int, ...]]) -> None:
-        """Compute every member at every point, then store what other groups read, one point at a time."""
+        """Compute every member at every point, then store what other groups read. Statements that pad windows
+        run in chunks of points (`_chunks`), so that the padding does not grow with the square of the loop's
+        length; what they store is joined into one batch again."""
         pool = self.executable.pool
-        count = len(points)
-        values, sinks = self._compute(points)
-        transient = 0
-        stacks = hasattr(pool, "store_stack")
-        for node in self.members:
-            if not node.outputs:
-                continue
-            value, batched = values[node.id]
-            if node.id in self.stored:
-                size = self.sizes[node.id]
-                if stacks and node.id not in pool.blocks:
-                    if size is None:
-                        size = self.backend.nbytes(value) // (count if batched else 1)
-                    pool.store_stack(node.id, points, (value,), size, same=not batched)
+        kept: dict[int, list[tuple[Any, bool, int]]] = {}  # stored member -> (value, batched, points) per chunk
+        kept_bytes = peak = 0  # the chunks' stored values, alive until stored together; the most alive at once
+        for chunk in self._chunks(points):
+            values, sinks = self._compute(chunk)
+            transient = stored = 0
+            for node in self.members:
+                if not node.outputs:
                     continue
-                rows = self.backend.unstack(value) if batched else [value] * count
-                for row, point in zip(rows, points):
-                    pool.store((node.id, point), (row,), size)
-            elif node.id in self.windowed:
-                transient += self.backend.nbytes(value)
-            else:
-                transient += self.sizes[node.id] * count
-        if transient:
-            pool.transient(transient)
-        for sink in sinks:
-            self._call_sink(sink, points, values)
+                value, batched = values[node.id]
+                if node.id in self.stored:
+                    kept.setdefault(node.id, []).append((value, batched, len(chunk)))
+                    size = self.sizes[node.id]
+                    stored += size * len(chunk) if size is not None else self.backend.nbytes(value)
+                elif node.id in self.windowed:
+                    transient += self.backend.nbytes(value)
+                else:
+                    transient += self.sizes[node.id] * len(chunk)
+            peak = max(peak, kept_bytes + stored + transient)
+            kept_bytes += stored
+            for sink in sinks:
+                self._call_sink(sink, chunk, values)
+        if peak:
+            pool.transient(peak)
+        for node_id, parts in kept.items():
+            self._store(node_id, points, *self._joined(parts))
+
+    def _chunks(self, points: Sequence[tuple[int, ...]]) -> list[Sequence[tuple[int, ...]]]:
+        """The points in runs whose padded windows hold at most ``WINDOW_BYTES`` per windowed value (all the
+        points at once where nothing is padded, or on jax, whose compiled statements want one shape)."""
+        if not self.windowed or self.backend.name == "jax" or len(points) <= 1:
+            return [points]
+        longest = 0
+        for node in self.members:
+            for slot, edge in enumerate(node.inputs):
+                if edge.ranges():
+                    reader = self.readers[node.id][slot]
+                    size = static_bytes(self.graph.nodes[edge.producer]) or 0
+                    length = max(len(c) for c in reader.coordinates(points[0]) if isinstance(c, range))
+                    longest = max(longest, length * size)
+        per_chunk = max(1, WINDOW_BYTES // max(longest, 1))
+        return [points[k:k + per_chunk] for k in range(0, len(points), per_chunk)]
+
+    def _joined(self, parts: list[tuple[Any, bool, int]]) -> tuple[Any, bool]:
+        """One member's values over the chunks as one batch (one shared value where no chunk is batched)."""
+        if len(parts) == 1 or not any(batched for _, batched, _ in parts):
+            return parts[0][0], parts[0][1]
+        xp = self.backend.xp
+        rows = [value if batched else xp.broadcast_to(value[None], (count, *value.shape))
+                for value, batched, count in parts]
+        return xp.concat(rows, axis=0), True
+
+    def _store(self, node_id: int, points: Sequence[tuple[int, ...]], value: Any, batched: bool) -> None:
+        pool, count = self.executable.pool, len(points)
+        size = self.sizes[node_id]
+        if hasattr(pool, "store_stack") and node_id not in pool.blocks:
+            if size is None:
+                size = self.backend.nbytes(value) // (count if batched else 1)
+            pool.store_stack(node_id, points, (value,), size, same=not batched)
+            return
+        rows = self.backend.unstack(value) if batched else [value] * count
+        for row, point in zip(rows, points):
+            pool.store((node_id, point), (row,), size)
 
     def _compute(self, points: Sequence[tuple[int, ...]]) -> tuple[dict[int, tuple[Any, bool]], list[Node]]:
         """Every member's batched value: the inputs from outside the group are gathered on the host first, then
