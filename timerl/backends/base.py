@@ -20,6 +20,10 @@ class Backend(Protocol):
     slices_are_views: bool  # whether x[a:b] is free (block stores pay off)
     xp: Any
     kernels: dict  # per-program cache of bound kernels, keyed by node id
+    # optional, for the per-step path (`timerl.runtime.plan`; torch has both): op name -> (attributes -> a kernel
+    # that is the op at inputs of its result's floating type), and ``fused_matmul_add(x_shape, w_shape,
+    # bias_shape)`` -> a kernel of (x, w, bias) computing ``x @ w + bias``, or None where it cannot
+    native_kernels: dict
 
     def compile(self, kernel: Any) -> Any: ...
 
