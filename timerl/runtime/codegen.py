@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from timerl.rt.symbolic import Symbol
-from timerl.runtime.statements import flatten
+from timerl.runtime.statements import flatten, freed_parts
 from timerl.sched import ast
 
 
@@ -89,7 +89,11 @@ class LoopProgram:
             if not members:
                 return
             self.lines.append(f"{pad}_p = {_point(node.point)}")
-            self.lines.extend(f"{pad}free(({member}, _p))" for member in members)
+            if node.parts is None:
+                self.lines.extend(f"{pad}free(({member}, _p))" for member in members)
+            else:
+                self.lines.extend(f"{pad}free_outputs(({member}, _p), {outputs}, {count})"
+                                  for member, outputs, count in freed_parts(node, self.executable.graph))
         else:  # statements with no plain-Python form: the interpreter's closure
             run = self.interpreter.build(node, scope)
             self.lines.append(f"{pad}{self._closure(run)}([{self._counters(scope)}])")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from timerl.runtime.plan import static_bytes
+from timerl.runtime.plan import output_bytes, static_bytes
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.sched import ast
 
@@ -97,14 +97,14 @@ def _counter(graph: Any, groups: dict) -> _ByteCounter | None:
             return None
         stored[group.id] = sum(sizes[n] for n in group.freed_later)
         transient[group.id] = sum(sizes[n] for n in group.freed_inside)
-    return _ByteCounter(stored, transient)
+    return _ByteCounter(stored, transient, graph)
 
 
 class _ByteCounter(AstInterpreter):
     """Statements add and remove their groups' bytes; loops and conditionals run as the executor's do."""
 
-    def __init__(self, stored: dict[int, int], transient: dict[int, int]) -> None:
-        self.stored, self.transient = stored, transient
+    def __init__(self, stored: dict[int, int], transient: dict[int, int], graph: Any) -> None:
+        self.stored, self.transient, self.graph = stored, transient, graph
         self.live = self.peak = 0
         self.swapping: set[int] | None = None  # groups whose offloads and fetches count (None: all)
 
@@ -118,7 +118,9 @@ class _ByteCounter(AstInterpreter):
         return execute
 
     def _deallocate(self, node: ast.Deallocate, scope) -> Run:
-        frees = self.stored[node.node]
+        """Whole members, or (`timeline.Freed`) some of their outputs: static, as every size here."""
+        frees = self.stored[node.node] if node.parts is None else sum(
+            output_bytes(self.graph.nodes[member], k) for member, outputs in node.parts for k in outputs)
 
         def deallocate(counters: list) -> None:
             self.live -= frees

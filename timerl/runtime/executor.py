@@ -19,7 +19,7 @@ from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_ran
 from timerl.runtime.dryrun import choose_swaps, required_device_bytes
 from timerl.runtime.evaluate import StackedContributions
 from timerl.runtime.batch import batched_loop
-from timerl.runtime.statements import statement_dependences
+from timerl.runtime.statements import freed_parts, statement_dependences
 from timerl.runtime.codegen import LoopProgram
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.runtime.jax_plan import JaxGroupLowering
@@ -73,7 +73,7 @@ class Executable:
         self.pool = pool = pool_class(self.device_memory, self.backend, self.swap, blocks)
         pool.describe = self._describe
         self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of,
-                              free=pool.free)
+                              free=pool.free, free_outputs=pool.free_outputs)
         for prefetch in self.prefetchers:
             prefetch.reset(pool.hold)
         with self.backend.session():
@@ -202,6 +202,16 @@ class _Interpreter(AstInterpreter):
         where = compile_function(node.point, scope)
         members = self.executable.groups[node.node].freed_later
         executable = self.executable
+        if node.parts is not None:  # some outputs only, each after its own last reader
+            parts = freed_parts(node, executable.graph)
+
+            def run_parts(counters: list) -> None:
+                point = where(*counters)
+                free_outputs = executable.pool.free_outputs
+                for member_id, outputs, count in parts:
+                    free_outputs((member_id, point), outputs, count)
+
+            return run_parts
 
         def run(counters: list) -> None:
             point = where(*counters)

@@ -71,6 +71,7 @@ class MemoryPool:
         self.host: dict[Key, tuple[tuple[Any, ...], int]] = {}
         self.timeline = Timeline()
         self.pinned: set[Key] = set()  # read by the running group: never offloaded to make room
+        self.freed_outputs: dict[Key, tuple[int, ...]] = {}  # points some of whose outputs are freed already
         self.describe: Callable[[Key], str] = lambda key: f"%{key[0]} at {key[1]}"
 
     # ---- storing ------------------------------------------------------------------------------------------
@@ -153,7 +154,7 @@ class MemoryPool:
         values, size = self.host.pop(key)
         self.host_bytes -= size
         self._reserve(size, describe, pinned)
-        fetched = tuple(self.backend.to_device(v) for v in values)
+        fetched = tuple(None if v is None else self.backend.to_device(v) for v in values)
         self.bytes_fetched += size
         self.device[key] = (fetched, size)
         self.device_bytes += size
@@ -181,6 +182,39 @@ class MemoryPool:
                     self.host_bytes -= entry[1]
         self.timeline.add(self.device_bytes, self.host_bytes)
 
+    def free_outputs(self, key: Key, outputs: tuple[int, ...], count: int) -> None:
+        """Free some of the ``count`` outputs of a point, after their own last reader (`timeline.Freed`): their
+        bytes leave the pool now, the point itself once every output has been freed."""
+        freed = self.freed_outputs.pop(key, ()) + outputs
+        if len(freed) >= count:
+            self.free(key)
+            return
+        self.freed_outputs[key] = freed
+        self._release(key, outputs)
+        self.timeline.add(self.device_bytes, self.host_bytes)
+
+    def _release(self, key: Key, outputs: tuple[int, ...]) -> None:
+        store = self.blocks.get(key[0])
+        if store is not None:  # accounted only: a row's buffers go when all its points do (`BlockStore`)
+            if key in self.block_bytes:
+                values = store.get(key[1])
+                size = sum(self.backend.nbytes(values[k]) for k in outputs)
+                self.block_bytes[key] -= size
+                self.device_bytes -= size
+            return
+        for table in (self.device, self.host):
+            entry = table.get(key)
+            if entry is None:
+                continue
+            values, size = entry
+            released = sum(self.backend.nbytes(values[k]) for k in outputs if values[k] is not None)
+            table[key] = (tuple(None if k in outputs else v for k, v in enumerate(values)), size - released)
+            if table is self.device:
+                self.device_bytes -= released
+            else:
+                self.host_bytes -= released
+            return
+
     def live_points(self) -> int:
         return len(self.device) + len(self.host) + len(self.block_bytes)
 
@@ -207,7 +241,7 @@ class MemoryPool:
     def _offload(self, key: Key) -> None:
         values, size = self.device.pop(key)
         self.device_bytes -= size
-        self.host[key] = (tuple(self.backend.to_host(v) for v in values), size)
+        self.host[key] = (tuple(None if v is None else self.backend.to_host(v) for v in values), size)
         self.host_bytes += size
         self.bytes_offloaded += size
         self.peak_host_bytes = max(self.peak_host_bytes, self.host_bytes)

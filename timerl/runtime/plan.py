@@ -44,11 +44,20 @@ _EVALUATED = {"source", "rand", "randn", "sink", "udf", "grad_accumulate"}
 def static_bytes(node: Node) -> int | None:
     """Bytes of one point of ``node``'s outputs, when every size is a plain int."""
     total = 0
-    for produced in node.outputs:
-        if not all(isinstance(d, int) for d in produced.shape):
+    for k in range(len(node.outputs)):
+        size = output_bytes(node, k)
+        if size is None:
             return None
-        total += math.prod(produced.shape) * np.dtype(produced.dtype).itemsize
+        total += size
     return total
+
+
+def output_bytes(node: Node, k: int) -> int | None:
+    """Bytes of output ``k`` at one point of ``node``, when its size is a plain int."""
+    produced = node.outputs[k]
+    if not all(isinstance(d, int) for d in produced.shape):
+        return None
+    return math.prod(produced.shape) * np.dtype(produced.dtype).itemsize
 
 
 def simple_read(edge: Edge) -> bool:

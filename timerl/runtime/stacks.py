@@ -90,6 +90,16 @@ class StackedPool(MemoryPool):
         self.device_bytes -= entry[2]
         self.timeline.add(self.device_bytes, self.host_bytes)
 
+    def _release(self, key: Key, outputs: tuple[int, ...]) -> None:
+        entry = self.stacked.get(key)
+        if entry is None:
+            MemoryPool._release(self, key, outputs)
+            return
+        values = entry[0].row(entry[1], self.backend.row)
+        released = sum(self.backend.nbytes(values[k]) for k in outputs)
+        self.stacked[key] = (entry[0], entry[1], entry[2] - released)
+        self.device_bytes -= released
+
     def free_many(self, keys: Sequence[Key]) -> None:
         """`free` at every key, with one entry in the timeline."""
         stacked, freed = self.stacked, 0

@@ -8,11 +8,13 @@ from timerl.sched import ast
 from timerl.sched.group import identity_read
 
 
-def statement_dependences(graph: Graph, groups: dict) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
-    """For each group: the groups it reads from, and the groups whose reads must precede its deallocation."""
+def statement_dependences(graph: Graph, groups: dict) -> tuple[dict[int, set[int]], dict[int, set[int]], dict]:
+    """For each group: the groups it reads from, and the groups whose reads must precede its deallocation;
+    for each (member, output): the groups whose reads must precede a deallocation of that output alone."""
     group_of = {m: g.id for g in groups.values() for m in g.members}
     reads: dict[int, set[int]] = {g: set() for g in groups}
     readers: dict[int, set[int]] = {g: set() for g in groups}
+    output_readers: dict[tuple[int, int], set[int]] = {}
     for group in groups.values():
         for member_id in group.members:
             member = graph.nodes[member_id]
@@ -24,7 +26,8 @@ def statement_dependences(graph: Graph, groups: dict) -> tuple[dict[int, set[int
                     continue
                 reads[group.id].add(source)
                 readers[source].add(group.id)
-    return reads, readers
+                output_readers.setdefault((edge.producer, edge.output), set()).add(group.id)
+    return reads, readers, output_readers
 
 
 def flatten(body: ast.AstNode, conditions: tuple = ()) -> list[tuple[tuple, ast.AstNode]] | None:
@@ -49,20 +52,29 @@ def flatten(body: ast.AstNode, conditions: tuple = ()) -> list[tuple[tuple, ast.
     return None
 
 
-def statement_major(leaves: list[tuple[tuple, ast.AstNode]], reads: dict, readers: dict) -> bool:
+def freed_parts(node: ast.Deallocate, graph: Graph) -> tuple[tuple[int, tuple[int, ...], int], ...]:
+    """A deallocation of some outputs (`timeline.Freed`): (member, outputs freed, number of outputs)."""
+    return tuple((member, outputs, len(graph.nodes[member].outputs)) for member, outputs in node.parts)
+
+
+def statement_major(leaves: list[tuple[tuple, ast.AstNode]], reads: dict, readers: dict,
+                    output_readers: dict) -> bool:
     """Whether running each statement over the whole loop, in body order, respects every dependence: each
     dependence between statements of the body must go from an earlier statement to a later one."""
-    position: dict[tuple[str, int], int] = {}
+    position: dict[tuple, int] = {}  # ("S", group) or ("F", group, parts)
     for index, (_, leaf) in enumerate(leaves):
-        key = ("S" if isinstance(leaf, ast.Execute) else "F", leaf.node)
+        key = ("S", leaf.node) if isinstance(leaf, ast.Execute) else ("F", leaf.node, leaf.parts)
         if key in position:
             return False  # one statement split in pieces: keep the loop as isl ordered it
         position[key] = index
-    for (kind, group), index in position.items():
+    for (kind, group, *parts), index in position.items():
         if kind == "S":
             sources = [("S", g) for g in reads[group]]
-        else:
+        elif parts[0] is None:
             sources = [("S", group)] + [("S", g) for g in readers[group]]
+        else:  # some outputs only: their own readers
+            sources = [("S", group)] + [("S", g) for member, outputs in parts[0] for k in outputs
+                                        for g in output_readers.get((member, k), ())]
         for source in sources:
             at = position.get(source)
             if at is not None and (at >= index or source == (kind, group)):

@@ -39,10 +39,13 @@ class Execute:
 
 @dataclass(frozen=True)
 class Deallocate:
-    """Free the outputs of ``node`` at ``point``: its last reader has run."""
+    """Free the stored outputs of group ``node`` at ``point``: their last reader has run. ``parts``: only these
+    outputs, as (member, output indices) pairs, where the group's outputs have different last readers (each
+    output is freed after its own); None: every stored member whole."""
 
     node: int
     point: tuple[Expr, ...]
+    parts: tuple[tuple[int, tuple[int, ...]], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,9 @@ class Schedule:
         else:
             verb = {Execute: "", Deallocate: "free ", Offload: "offload ", Fetch: "fetch "}[type(node)]
             point = ", ".join(str(e) for e in node.point)
-            lines.append(f"{pad}{verb}{self.labels[node.node]}[{point}]")
+            which = "" if not isinstance(node, Deallocate) or node.parts is None else " outputs " + ", ".join(
+                f"%{member}.{k}" for member, outputs in node.parts for k in outputs)
+            lines.append(f"{pad}{verb}{self.labels[node.node]}[{point}]{which}")
 
     def count(self, kind: type) -> int:
         total = 0

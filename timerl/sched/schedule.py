@@ -34,7 +34,7 @@ from timerl.rt.symbolic import (
 from timerl.sched import ast
 from timerl.sched.demand import Demand, analyze
 from timerl.sched.group import Group, group_nodes, is_internal, rename_relation
-from timerl.sched.timeline import READER, Timeline, deallocation_program, upfront_groups
+from timerl.sched.timeline import READER, Timeline, deallocation_program, freed_units, upfront_groups
 
 # Scheduling each weakly connected component whole (rather than SCC by SCC and then clustering) lets the
 # proximity constraints fuse producers with their consumers, e.g. a window read y[t:t+4] becomes one loop
@@ -81,6 +81,7 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
     groups, group_of = group_nodes(graph, demand, fuse)
     dependences: list[isl.Map] = []
     readers: dict[int, list[isl.Map]] = {g.id: [] for g in groups}
+    output_readers: dict[tuple[int, int], list[isl.Map]] = {}  # (producer, output) -> reads from other groups
     producers: dict[int, set[int]] = {g.id: set() for g in groups}
     for node in graph.nodes:
         if node.id not in group_of:
@@ -94,6 +95,7 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
             relation = rename_relation(read, group_of)
             dependences.append(relation.reverse())
             readers[group_of[edge.producer]].append(relation)
+            output_readers.setdefault((edge.producer, edge.output), []).append(relation)
             producers[group_of[node.id]].add(group_of[edge.producer])
     upfront = upfront_groups(groups, producers)
     early = set(upfront)
@@ -133,8 +135,10 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
     phases["ast"] = time.perf_counter() - clock
     clock = time.perf_counter()
     built: dict[str, isl.AstNode] = {}
-    frees = {key: deallocation_program(relation, timeline.domain(key), context, built)
-             for key, relation in timeline.last_readers(groups, readers).items()}
+    units = freed_units(groups, readers, output_readers, {n.id: len(n.outputs) for n in graph.nodes})
+    frees = {key: _targets(deallocation_program(relation, timeline.domain(key), context, built),
+                           [(u.group, u.parts) for u in units])
+             for key, relation in timeline.last_readers(units).items()}
     if swaps:
         offloads, fetches = timeline.swap_points(groups, readers)
         frees = {key: _Around(frees.get(key), *(
@@ -231,6 +235,11 @@ class _Around:
     fetches: tuple | None = None
 
 
+def _targets(program: tuple[isl.AstNode, tuple[int, ...]], units: list) -> tuple[isl.AstNode, tuple]:
+    """A deallocation program whose ``F<j>`` frees ``units[j]``: (group, parts) pairs (`timeline.Freed`)."""
+    return program[0], tuple(units[j] for j in program[1])
+
+
 def _after(execute: ast.Execute, frees, loop_vars: dict[str, Expr]) -> ast.AstNode:
     """A computation followed by the deallocations of the points it was the last to read (and, with
     scheduled swaps, preceded by the fetches of what it reads, followed by the offloads of what it read
@@ -242,10 +251,10 @@ def _after(execute: ast.Execute, frees, loop_vars: dict[str, Expr]) -> ast.AstNo
     before, after = [], []
     if around.fetches is not None:
         before.append(_convert(around.fetches[0], reader, {}, around.fetches[1], ast.Fetch))
+    if around.frees is not None:  # first: an offload then moves only what is read again
+        after.append(_convert(around.frees[0], reader, {}, around.frees[1]))
     if around.offloads is not None:
         after.append(_convert(around.offloads[0], reader, {}, around.offloads[1], ast.Offload))
-    if around.frees is not None:
-        after.append(_convert(around.frees[0], reader, {}, around.frees[1]))
     return ast.Sequence((*before, execute, *after)) if before or after else execute
 
 
@@ -283,10 +292,11 @@ def _cycle_message(graph: Graph, groups: list[Group], validity: isl.UnionMap) ->
 # ---- isl AST -> our AST ---------------------------------------------------------------------------------------
 
 
-def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_groups: tuple[int, ...] = (),
+def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_groups: tuple = (),
              verb: type = ast.Deallocate):
     """isl's AST as ours; ``frees`` are the deallocation programs to insert after each site, and in such a
-    program ``F<j>`` frees (or, with ``verb``, offloads or fetches) the group ``freed_groups[j]``."""
+    program ``F<j>`` frees ``freed_groups[j]``, a (group, parts) pair, or, with ``verb``, offloads or fetches
+    the group ``freed_groups[j]``."""
     kind = node.get_type()
     if kind == isl.ast_node_type.block:
         children = node.block_get_children()
@@ -311,7 +321,10 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_g
         node_id = int(name[1:])
         pieces = _pieces_of_all([call.get_op_arg(k) for k in range(1, call.get_op_n_arg())], loop_vars)
         if name[0] == "F":
-            return _guarded([(guard, verb(freed_groups[node_id], point)) for guard, point in pieces])
+            target = freed_groups[node_id]
+            if isinstance(target, tuple):  # a deallocation of some outputs of a group (`timeline.Freed`)
+                return _guarded([(guard, ast.Deallocate(target[0], point, target[1])) for guard, point in pieces])
+            return _guarded([(guard, verb(target, point)) for guard, point in pieces])
         site = int(node.get_annotation().get_name()[1:])
         return _guarded([(guard, _after(ast.Execute(node_id, point), frees.get(site), loop_vars))
                          for guard, point in pieces])

@@ -15,11 +15,54 @@ statements whose order is a real question go to it:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import islpy as isl
 
 from timerl.sched.group import Group
 
 READER = "q__"  # parameter names of the reader's point in a deallocation program
+
+
+@dataclass(frozen=True, eq=False)
+class Freed:
+    """What one deallocation statement frees at each point of group ``group``: its stored members whole
+    (``parts`` None) or only ``parts``, (member, output indices) pairs whose readers are ``readers``
+    (``{ S<consumer>[q] -> S<group>[p] }``, reads that cross groups)."""
+
+    group: int
+    parts: tuple[tuple[int, tuple[int, ...]], ...] | None
+    readers: tuple[isl.Map, ...]
+
+
+def freed_units(groups: list[Group], readers: dict[int, list[isl.Map]],
+                output_readers: dict[tuple[int, int], list[isl.Map]], outputs: dict[int, int]) -> list[Freed]:
+    """One deallocation per group, or, where a group's stored outputs are read by different readers (an
+    environment step's observation read at the next step, its reward by a window at the end of the
+    iteration), one per set of outputs with the same readers: each output is freed after its own last
+    reader, not with the last of the group. ``output_readers[(member, k)]``: the reads of output ``k``;
+    ``outputs[member]``: its number of outputs."""
+    units: list[Freed] = []
+    for group in groups:
+        if not group.freed_later:
+            continue
+        by_readers: dict[tuple[str, ...], list[tuple[int, int]]] = {}
+        relations: dict[tuple[str, ...], list[isl.Map]] = {}  # the same reads for every output of a key
+        for member in group.freed_later:
+            for k in range(outputs[member]):
+                reads = output_readers.get((member, k), [])
+                key = tuple(sorted({str(read) for read in reads}))
+                by_readers.setdefault(key, []).append((member, k))
+                relations.setdefault(key, reads)
+        if len(by_readers) == 1:
+            units.append(Freed(group.id, None, tuple(readers.get(group.id, ()))))
+            continue
+        for key, pairs in by_readers.items():
+            parts: dict[int, list[int]] = {}
+            for member, k in pairs:
+                parts.setdefault(member, []).append(k)
+            units.append(Freed(group.id, tuple((m, tuple(ks)) for m, ks in parts.items()), tuple(relations[key])))
+    return units
 
 
 def upfront_groups(groups: list[Group], producers: dict[int, set[int]]) -> list[int]:
@@ -86,29 +129,30 @@ class Timeline:
 
         walk(root, prefix)
 
-    def last_readers(self, groups: list[Group], readers: dict[int, list[isl.Map]]) -> dict[int, isl.UnionMap]:
-        """For each site, ``{ N<k>[q] -> F<g>[p] }``: the points whose last reader is that site at ``q``.
-
-        ``readers[g]`` are relations ``{ S<consumer>[q] -> S<g>[p] }`` (reads that cross groups)."""
-        return self._by_site(self._uses(groups, readers, lambda uses: uses.lexmax()))
+    def last_readers(self, freed: list[Freed]) -> dict[int, isl.UnionMap]:
+        """For each site, ``{ N<k>[q] -> F<j>[p] }``: the points of ``freed[j]`` whose last reader is that site
+        at ``q``."""
+        return self._by_site(self._uses(freed, lambda uses: uses.lexmax()))
 
     def swap_points(self, groups: list[Group], readers: dict[int, list[isl.Map]]
                     ) -> tuple[dict[int, isl.UnionMap], dict[int, isl.UnionMap]]:
         """Where each point may leave the device and come back (paper §6.2): offloaded after its last use
         before its last reader (the write, when it has one reader) and fetched right before that reader, the
-        longest stretch a point can be away with one offload and one fetch. Both as ``last_readers``."""
+        longest stretch a point can be away with one offload and one fetch. Both as ``last_readers``, with
+        ``F<g>`` naming group ``g`` (every stored member whole)."""
 
         def before_last(uses: isl.Map) -> isl.Map:
             return uses.subtract(uses.lexmax()).lexmax()
 
-        offload = self._uses(groups, readers, before_last)
-        fetch = self._uses(groups, readers, lambda uses: uses.lexmax(), where=offload)
+        whole = [Freed(g.id, None, tuple(readers.get(g.id, ()))) if g.freed_later else None for g in groups]
+        offload = self._uses(whole, before_last)
+        fetch = self._uses(whole, lambda uses: uses.lexmax(), where=offload)
         return self._by_site(offload), self._by_site(fetch)
 
-    def _uses(self, groups: list[Group], readers: dict[int, list[isl.Map]], pick,
-              where: isl.UnionMap | None = None) -> isl.UnionMap:
-        """``{ N<k>[q] -> F<g>[p] }`` for the use of each point that ``pick`` selects from the map of its
-        uses ``{ S<g>[p] -> [time] }`` (its write and every read); ``where``: only points it also maps."""
+    def _uses(self, freed: list[Freed | None], pick, where: isl.UnionMap | None = None) -> isl.UnionMap:
+        """``{ N<k>[q] -> F<j>[p] }`` for the use of each point of ``freed[j]`` that ``pick`` selects from the
+        map of its uses ``{ S<g>[p] -> [time] }`` (its write and every read); ``where``: only points it also
+        maps."""
         width = max(len(path) for _, _, path in self.sites.values())
         time_of: dict[str, isl.Map] = {}  # S<g> -> { S<g>[p] -> [time] }, all sites of the statement
         site_at: dict[str, isl.UnionMap] = {}  # S<g> -> { [time] -> N<k>[p] }
@@ -120,13 +164,15 @@ class Timeline:
             back = isl.UnionMap.from_map(at.set_tuple_name(isl.dim_type.in_, f"N{key}").reverse())
             site_at[statement] = site_at[statement].union(back) if statement in site_at else back
         last = isl.UnionMap.empty(self.params.get_space())
-        for group in groups:
-            statement = f"S{group.id}"
-            if not group.freed_later or statement not in time_of:  # no site: it runs at no point of these bounds
+        for index, unit in enumerate(freed):
+            if unit is None:
+                continue
+            statement = f"S{unit.group}"
+            if statement not in time_of:  # no site: it runs at no point of these bounds
                 continue
             uses = time_of[statement]
             sites = site_at[statement]
-            for read in readers.get(group.id, ()):
+            for read in unit.readers:
                 reader = read.get_tuple_name(isl.dim_type.in_)
                 if reader not in time_of:
                     continue
@@ -136,7 +182,7 @@ class Timeline:
             if where is not None:
                 pieces: list[isl.Map] = []
                 where.foreach_map(lambda piece: pieces.append(piece) if piece.get_tuple_name(
-                    isl.dim_type.out) == f"F{group.id}" else None)
+                    isl.dim_type.out) == f"F{index}" else None)
                 if not pieces:
                     continue
                 points = isl.UnionSet.empty(chosen.get_space().params())
@@ -144,7 +190,7 @@ class Timeline:
                     points = points.union(isl.UnionSet.from_set(piece.range().set_tuple_name(statement)))
                 chosen = chosen.intersect_domain(points)
             latest = chosen.apply_range(sites)
-            last = last.union(_rename(latest.reverse(), isl.dim_type.out, f"F{group.id}"))
+            last = last.union(_rename(latest.reverse(), isl.dim_type.out, f"F{index}"))
         return last
 
     @staticmethod
