@@ -22,6 +22,7 @@ gradient accumulation) go through `timerl.runtime.evaluate`, the same code the r
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -112,7 +113,7 @@ class GroupLowering:
         body: list[str] = []
         if first.domain:
             body.append(f"{', '.join(f'p{k}' for k in range(len(first.domain)))}, = point")
-        transient_static = 0
+        transient_sizes: dict[str, int] = {}  # local variable -> bytes, for values only the group reads
         transient_dynamic: list[str] = []
         pure = [m for m in members if self._pure(m)] if self.jit_groups else []
         fused = self._fuse(group, pure, inside) if len(pure) > 1 else set()
@@ -160,9 +161,11 @@ class GroupLowering:
             if n in stored:
                 body.append(f"store(({n}, point), {values}, {size if size is not None else 'None'})")
             elif size is not None:
-                transient_static += size
+                transient_sizes.update({name: math.prod(produced.shape) * np.dtype(produced.dtype).itemsize
+                                        for name, produced in zip(outputs, member.outputs)})
             else:
                 transient_dynamic.append(f"nbytes_of({values})")
+        body, transient_static = _free_after_last_use(body, transient_sizes)
         if transient_static or transient_dynamic:
             body.append(f"transient({' + '.join([str(transient_static)] + transient_dynamic)})")
         if not body:
@@ -378,6 +381,38 @@ class GroupLowering:
         self.ns[f"F{group.id}"] = self.backend.compile(local[f"F{group.id}"])
         call = ", ".join(expression for _, expression in externals)
         return [f"m = {steps[0][0].id}", f"{', '.join(results)}, = F{group.id}({call})"]
+
+
+_LOCAL = re.compile(r"\bv\d+_\d+\b")
+
+
+def _free_after_last_use(body: list[str], sizes: dict[str, int]) -> tuple[list[str], int]:
+    """``body`` with each value only the group reads (``sizes``: local variable -> bytes) deleted after the last
+    line that mentions it, so the array library frees it there instead of when the group returns; and the
+    most bytes of such values alive at once, which the group adds to the pool's peak. A folded matmul's
+    product (`_matmul_adds`) is never assigned, so it is never counted."""
+    last: dict[str, int] = {}
+    for k, line in enumerate(body):
+        for name in _LOCAL.findall(line):
+            if name in sizes:
+                last[name] = k
+    dying: dict[int, list[str]] = {}
+    for name, k in last.items():
+        dying.setdefault(k, []).append(name)
+    result: list[str] = []
+    live = peak = 0
+    seen: set[str] = set()
+    for k, line in enumerate(body):
+        result.append(line)
+        for name in _LOCAL.findall(line):
+            if name in last and name not in seen:
+                seen.add(name)
+                live += sizes[name]
+        peak = max(peak, live)
+        if k in dying:
+            result.append(f"del {', '.join(sorted(dying[k]))}")
+            live -= sum(sizes[name] for name in dying[k])
+    return result, peak
 
 
 class DrawPrefetch:
