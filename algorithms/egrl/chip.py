@@ -1,10 +1,15 @@
 """A simulated three-level inference chip (after Intel NNP-I, EGRL paper §3), its "compiler" and the
 compiler's own mapping heuristic (the baseline every speedup is measured against).
 
-Constants (stated here because the paper gives only ratios):
-- capacities: DRAM 32 GiB, LLC 24 MiB, SRAM 4 MiB;
-- bandwidths: DRAM 16 GB/s, LLC 160 GB/s, SRAM 1600 GB/s (the paper's ~1 : 10 : 100);
-- compute: 50 Tera int8 ops/s (2 ops per multiply-accumulate); tensors are int8 (1 byte per element).
+Constants (the paper gives capacities and the ratios ~1 : 10 : 100 only; the absolute figures are the chip's
+published ones, Wechsler et al., "Spring Hill (NNP-I 1000)", Hot Chips 31, 2019, as tabulated by WikiChip's
+Spring Hill page; `algorithms/egrl/README.md` says why they matter):
+- capacities: DRAM 32 GiB, LLC 24 MiB, SRAM 4 MiB (the paper's; the chip has 4 MiB of deep SRAM per compute
+  engine);
+- bandwidths: DRAM 67.2 GB/s (four 32-bit channels of LPDDR4x-4200), LLC 672 GB/s and SRAM 6.72 TB/s (the
+  paper's 1 : 10 : 100 from DRAM; the published ~680 GB/s and ~6.8 TB/s);
+- compute: 50 Tera int8 ops/s (the NNP-I 1100's rated peak; 2 ops per multiply-accumulate), every layer at
+  that peak; tensors are int8 (1 byte per element) and the batch is 1 (the paper's single-batch inference).
 
 Latency model (a roofline per layer): a layer's time is ``max(ops / compute, sum over the tensors it touches of
 bytes / bandwidth of the level the tensor lives in)``; it reads its weights, reads each producer's activation
@@ -31,7 +36,7 @@ import numpy as np
 DRAM, LLC, SRAM = 0, 1, 2
 LEVELS = ("DRAM", "LLC", "SRAM")
 CAPACITY = np.array([32 * 2**30, 24 * 2**20, 4 * 2**20], dtype=np.float64)
-BANDWIDTH = np.array([16e9, 160e9, 1600e9])
+BANDWIDTH = 67.2e9 * np.array([1.0, 10.0, 100.0])
 COMPUTE = 50e12
 
 
