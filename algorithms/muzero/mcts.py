@@ -1,26 +1,30 @@
 """MuZero's search (Schrittwieser et al., 2020, Appendix B) as recurrent tensors: a batch of B searches over a
-simulation dimension ``s`` and a selection-depth dimension ``d``, the tree in fixed-size arrays laid out as
-`mctx` lays them out (node 0 is the root, the node first expanded by simulation ``s`` is node ``s + 1``):
+simulation dimension ``s``, the tree in fixed-size arrays laid out as `mctx` lays them out (node 0 is the root,
+the node first expanded by simulation ``s`` is node ``s + 1``):
 
     node_visits, node_values, parents, action_from_parent             (B, N)       N = simulations + 1
     children_index (-1: unexpanded), children_prior_logits,
     children_values, children_visits, children_rewards                (B, N, A)
     embeddings                                                        (B, N, H)
 
-One simulation ``s`` is three steps, each written with gathers, one-hot masks and ``where`` on the arrays:
+One simulation ``s`` is one step of a recurrence over ``s`` with a fixed number of operations, whatever the depth
+of the tree (mctx walks the path with a while loop; a walk of data-dependent length would be a depth dimension,
+one group of small kernels per (simulation, depth) point):
 
-- selection, a recurrence over ``d``: ``cursor[s, d + 1] = step(cursor[s, d])`` while the chosen child is
-  expanded; each step picks ``argmax_a Q_norm(a) + U(a)`` (pUCT with c1 = 1.25, c2 = 19652), with Q
-  normalised by min-max over the node's value and its visited children's Q (mctx's
-  ``qtransform_by_parent_and_siblings``; unvisited children score the minimum) and the root's illegal
-  actions masked. At most ``max_depth`` steps (default: the number of simulations, mctx's default);
+- selection for every node at once: each node's pUCT action ``argmax_a Q_norm(a) + U(a)`` (c1 = 1.25,
+  c2 = 19652), Q normalised by min-max over the node's value and its visited children's Q (mctx's
+  ``qtransform_by_parent_and_siblings``; unvisited children score the minimum), the root's illegal actions
+  masked. Selection does not change the tree, so the path mctx walks is the chain of nodes whose every
+  ancestor edge is its parent's chosen action; pointer doubling over ``parents`` (ceil(log2(depth)) rounds of
+  gathers) gives each node that test, its depth, and its discounted reward sum from the root. The path is
+  the nodes that pass above the depth cap (``max_depth``, default: the number of simulations, mctx's
+  default); the leaf's parent is the deepest of them;
 - expansion of (leaf parent, action) with the ``recurrent_fn`` (the dynamics and prediction networks) into
   node ``s + 1`` (or, at the depth cut-off, re-evaluating the existing child, as mctx does);
-- backup along the path the cursor recorded (its states over all ``d`` are one range read, so the path needs
-  no second loop): with path nodes n_0 = root .. n_L = leaf, rewards r_k on the edges and the leaf's value v,
-  ``G_k = r_k + discount * G_{k+1}``, ``G_L = v``, computed at once as ``sum_j discount^(j-k) r_j +
-  discount^(L-k) v``; every n_k (k < L) gets ``value <- (value * visits + G_k) / (visits + 1)`` and one more
-  visit, and its child statistics are refreshed.
+- backup along the path: with rewards r_j on the path's edges, Z(n) = sum over the edges above n of
+  discount^(start depth) r_j (from the doubling) and the leaf's value v at depth L, node n at depth k gets
+  G = (Z(leaf) - Z(n) + discount^L v) / discount^k, ``value <- (value * visits + G) / (visits + 1)``, one more
+  visit, and its chosen child's statistics are refreshed.
 
 The trees at ``s`` are placeholders over ``(s,)``: ``tree[s]`` is the tree after simulation ``s``. Dirichlet
 noise (fraction 0.25, alpha 0.03 in the paper's Table 6) is mixed into the root prior; its draws come from
@@ -94,11 +98,11 @@ class Tree(NamedTuple):
 
 
 def search(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: RT, noise: RT | None,
-           config: SearchConfig, sim: trl.Symbol, depth: trl.Symbol, noise_fraction: RT | None = None) -> Tree:
-    """The tree after the last simulation. ``sim`` and ``depth`` are dimensions of the current context bound
-    (when compiling) to ``config.num_simulations`` and ``config.depth``. ``invalid_actions`` (B, A) bool;
-    ``noise`` (B, A) Dirichlet draws or None (no noise); ``noise_fraction`` replaces
-    ``config.dirichlet_fraction`` by a tensor (e.g. a source, so one program searches with and without)."""
+           config: SearchConfig, sim: trl.Symbol, noise_fraction: RT | None = None) -> Tree:
+    """The tree after the last simulation. ``sim`` is a dimension of the current context bound (when
+    compiling) to ``config.num_simulations``. ``invalid_actions`` (B, A) bool; ``noise`` (B, A) Dirichlet
+    draws or None (no noise); ``noise_fraction`` replaces ``config.dirichlet_fraction`` by a tensor (e.g. a
+    source, so one program searches with and without)."""
     batch, actions = (int(n) for n in root.prior_logits.shape)
     hidden = int(root.embedding.shape[-1])
     nodes = config.num_simulations + 1
@@ -115,20 +119,13 @@ def search(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: 
         field_before[0] = field_initial
         field_before[sim + 1] = field_after[sim]
 
-    cursor = trl.placeholder((batch, 4), "int64", (sim, depth))  # [node, action, next node, step taken]
-    start = F.tensor(np.tile(np.array([NO_PARENT, NO_PARENT, 0, 1], dtype=np.int64), (batch, 1)))
-    cursor[sim, 0] = _select_step(before, start, invalid_actions, config, first=True)
-    cursor[sim, depth + 1] = _select_step(before, cursor[sim, depth], invalid_actions, config, first=False)
-
-    path = cursor[sim, 0:config.depth]  # (D, B, 4): the cursor after each step of simulation `sim`
-    last = cursor[sim, config.depth - 1]
-    parent, action = last.spatial[:, 0], last.spatial[:, 1]
+    path = _select(before, invalid_actions, config, nodes, actions)
     simulation = trl.source(lambda point: point[sim.name] + 1, (), "int64", (sim,))
-    existing = _at(_rows(before.children_index, parent), action)
+    existing = _at(_rows(before.children_index, path.parent), path.action)
     leaf = F.where(existing == UNVISITED, simulation, existing)
-    step = recurrent_fn(_rows(before.embeddings, parent), action)
-    expanded = _expand(before, parent, action, leaf, step, nodes, actions)
-    backed = _backward(expanded, path, leaf, nodes, actions, config)
+    step = recurrent_fn(_rows(before.embeddings, path.parent), path.action)
+    expanded = _expand(before, path.parent, path.action, leaf, step, nodes, actions)
+    backed = _backward(expanded, path, leaf, step, nodes, actions, config)
     for field_after, value in zip(after, backed):
         field_after[sim] = value
     return Tree(*(field[config.num_simulations - 1] for field in after))
@@ -146,7 +143,7 @@ def _tree_placeholders(batch: int, nodes: int, actions: int, hidden: int, domain
 
 def _initial_tree(root: Root, batch: int, nodes: int, actions: int, hidden: int) -> Tree:
     """mctx's ``instantiate_tree_from_root``: empty arrays with the root written into node 0."""
-    root_node = F.one_hot(F.tensor(np.zeros(batch, dtype=np.int64)), nodes) > 0  # (B, N)
+    root_node = F.tensor(np.tile(np.arange(nodes) == 0, (batch, 1)))  # (B, N)
     zeros_edge = F.zeros((batch, nodes, actions))
     return Tree(
         node_visits=F.where(root_node, 1.0, F.zeros((batch, nodes))),
@@ -159,16 +156,22 @@ def _initial_tree(root: Root, batch: int, nodes: int, actions: int, hidden: int)
         embeddings=F.where(root_node.unsqueeze(-1), root.embedding.unsqueeze(1), F.zeros((batch, nodes, hidden))))
 
 
+def _hot(index: RT, size: int) -> RT:
+    """``index`` (...) as a one-hot bool (..., size), by comparison (indices here are in range by construction,
+    so the range check of ``one_hot`` and ``gather`` is not needed; on jax it would cut the jitted group)."""
+    return index.unsqueeze(-1) == F.arange(size)
+
+
 def _rows(array: RT, node: RT) -> RT:
     """``array[b, node[b]]`` for every b: (B, N, ...) and (B,) -> (B, ...)."""
-    shape = tuple(int(n) for n in array.shape)
-    index = node.reshape((shape[0], 1) + (1,) * (len(shape) - 2)).expand((shape[0], 1) + shape[2:])
-    return F.gather(array, 1, index).squeeze(1)
+    nodes = int(array.shape[1])
+    hot = _hot(node, nodes).reshape((int(node.shape[0]), nodes) + (1,) * (len(array.shape) - 2))
+    return F.where(hot, array, F.zeros((), array.dtype)).sum(dim=1)
 
 
 def _at(row: RT, action: RT) -> RT:
     """``row[b, action[b]]``: (B, A) and (B,) -> (B,)."""
-    return F.gather(row, 1, action.reshape((int(row.shape[0]), 1))).squeeze(1)
+    return F.where(_hot(action, int(row.shape[1])), row, F.zeros((), row.dtype)).sum(dim=-1)
 
 
 def _mask_invalid(logits: RT, invalid: RT) -> RT:
@@ -177,38 +180,59 @@ def _mask_invalid(logits: RT, invalid: RT) -> RT:
     return F.where(invalid, float(np.finfo(np.float32).min), shifted)
 
 
-def _qvalues(tree: Tree, node: RT, discount: float) -> tuple[RT, RT]:
-    """(Q, visits) of the children of ``node``: Q = reward + discount * child value."""
-    return (_rows(tree.children_rewards, node) + discount * _rows(tree.children_values, node),
-            _rows(tree.children_visits, node))
-
-
 # ----------------------------------------------------------------------------------------------- selection
-def _select_step(tree: Tree, cursor: RT, invalid: RT, config: SearchConfig, first: bool) -> RT:
-    """One selection step from the cursor's next node, taken only where that node is expanded."""
-    node = cursor.spatial[:, 2]
-    going = node != UNVISITED
-    safe_node = F.maximum(node, 0)
-    action = _puct_action(tree, safe_node, invalid, config)
-    child = _at(_rows(tree.children_index, safe_node), action)
-    stepped = F.stack([safe_node, action, child, going.astype("int64")], dim=1)
-    if first:
-        return stepped
-    kept = F.stack([cursor.spatial[:, 0], cursor.spatial[:, 1], node, node * 0], dim=1)
-    return F.where(going.unsqueeze(-1), stepped, kept)
+class Path(NamedTuple):
+    parent: RT  # (B,) the leaf's parent: the deepest node of the path
+    action: RT  # (B,) its chosen action
+    chosen: RT  # (B, N) every node's pUCT action
+    on_path: RT  # (B, N) bool: the nodes the selection walks, the root to ``parent``
+    reward_sum: RT  # (B, N) Z(n): sum over the edges from the root to n of discount^(start depth) * reward
+    decay: RT  # (B, N) discount^depth(n)
 
 
-def _puct_action(tree: Tree, node: RT, invalid: RT, config: SearchConfig) -> RT:
-    visits = _rows(tree.node_visits.unsqueeze(-1), node).squeeze(-1)  # (B,)
-    qvalues, child_visits = _qvalues(tree, node, config.discount)
-    node_value = _rows(tree.node_values.unsqueeze(-1), node).squeeze(-1)
+def _select(tree: Tree, invalid: RT, config: SearchConfig, nodes: int, actions: int) -> Path:
+    """The path mctx's selection loop walks, found for all nodes at once (module docstring)."""
+    chosen = _puct_actions(tree, invalid, config, nodes)
+    batch = int(tree.parents.shape[0])
+    is_root = F.tensor(np.arange(nodes) == 0).unsqueeze(0)  # (1, N)
+    up = F.where(is_root, 0, F.maximum(tree.parents, 0))  # (B, N): the parent, the root its own
+    # one gather of the parent's row: its rewards (B, N, A) and its chosen action
+    parent_rows = F.gather(F.cat([tree.children_rewards, chosen.astype("float32").unsqueeze(-1)], dim=-1), 1,
+                           up.unsqueeze(-1).expand(batch, nodes, actions + 1))
+    incoming = _hot(tree.action_from_parent, actions)
+    reward_in = F.where(incoming, parent_rows.spatial[:, :, 0:actions], 0.0).sum(dim=-1)
+    followed = is_root | (parent_rows.spatial[:, :, actions].astype("int64") == tree.action_from_parent)
+    below_root = np.tile(np.arange(nodes) > 0, (batch, 1))
+    # [chain followed, depth, Z, discount^depth, 2^r-th ancestor] of every node, as one float array so that each
+    # doubling round is one gather (depths and node indices are exact in float32)
+    chain = F.stack([(followed & (tree.node_visits > 0)).astype("float32"),
+                     F.tensor(below_root.astype(np.float32)), F.where(is_root, 0.0, reward_in),
+                     F.tensor(np.where(below_root, config.discount, 1.0).astype(np.float32)),
+                     up.astype("float32")], dim=-1)
+    deepest = max(1, min(config.depth, config.num_simulations))
+    for _ in range((deepest - 1).bit_length()):  # after round r, the ancestor is the 2^(r+1)-th
+        index = chain.spatial[:, :, 4].astype("int64").unsqueeze(-1).expand(batch, nodes, 5)
+        above = F.gather(chain, 1, index)
+        chain = F.stack([chain.spatial[:, :, 0] * above.spatial[:, :, 0],
+                         chain.spatial[:, :, 1] + above.spatial[:, :, 1],
+                         above.spatial[:, :, 2] + above.spatial[:, :, 3] * chain.spatial[:, :, 2],
+                         above.spatial[:, :, 3] * chain.spatial[:, :, 3], above.spatial[:, :, 4]], dim=-1)
+    depth = chain.spatial[:, :, 1]
+    on_path = (chain.spatial[:, :, 0] > 0) & (depth < config.depth)
+    parent = F.where(on_path, depth, -1.0).argmax(dim=-1)
+    return Path(parent, _at(chosen, parent), chosen, on_path, chain.spatial[:, :, 2], chain.spatial[:, :, 3])
+
+
+def _puct_actions(tree: Tree, invalid: RT, config: SearchConfig, nodes: int) -> RT:
+    """(B, N): every node's pUCT action (the root's illegal actions masked)."""
+    visits = tree.node_visits
+    qvalues = tree.children_rewards + config.discount * tree.children_values
     pb_c = config.pb_c_init + F.log((visits + config.pb_c_base + 1.0) / config.pb_c_base)
-    prior = F.softmax(_rows(tree.children_prior_logits, node), dim=-1)
-    policy_score = (F.sqrt(visits) * pb_c).unsqueeze(-1) * prior / (child_visits + 1.0)
-    value_score = _normalised_q(qvalues, child_visits, node_value)
-    score = value_score + policy_score
-    at_root = (node == 0).unsqueeze(-1)
-    return F.where(invalid & at_root, float("-inf"), score).argmax(dim=-1)
+    prior = F.softmax(tree.children_prior_logits, dim=-1)
+    policy_score = (F.sqrt(visits) * pb_c).unsqueeze(-1) * prior / (tree.children_visits + 1.0)
+    score = _normalised_q(qvalues, tree.children_visits, tree.node_values) + policy_score
+    at_root = F.tensor((np.arange(nodes) == 0).reshape(1, nodes, 1))
+    return F.where(invalid.unsqueeze(1) & at_root, float("-inf"), score).argmax(dim=-1)
 
 
 def _normalised_q(qvalues: RT, child_visits: RT, node_value: RT, epsilon: float = 1e-8) -> RT:
@@ -222,8 +246,8 @@ def _normalised_q(qvalues: RT, child_visits: RT, node_value: RT, epsilon: float 
 
 # ----------------------------------------------------------------------------------- expansion and backup
 def _expand(tree: Tree, parent: RT, action: RT, leaf: RT, step: Step, nodes: int, actions: int) -> Tree:
-    leaf_mask = F.one_hot(leaf, nodes) > 0  # (B, N)
-    edge = (F.one_hot(parent, nodes).unsqueeze(-1) * F.one_hot(action, actions).unsqueeze(1)) > 0  # (B, N, A)
+    leaf_mask = _hot(leaf, nodes)  # (B, N)
+    edge = _hot(parent, nodes).unsqueeze(-1) & _hot(action, actions).unsqueeze(1)  # (B, N, A)
     leaf_row = leaf_mask.unsqueeze(-1)
     return tree._replace(
         node_visits=F.where(leaf_mask, tree.node_visits + 1.0, tree.node_visits),
@@ -236,26 +260,17 @@ def _expand(tree: Tree, parent: RT, action: RT, leaf: RT, step: Step, nodes: int
         embeddings=F.where(leaf_row, step.embedding.unsqueeze(1), tree.embeddings))
 
 
-def _backward(tree: Tree, path: RT, leaf: RT, nodes: int, actions: int, config: SearchConfig) -> Tree:
-    """Back up the leaf's value along the recorded path (module docstring)."""
-    depth = config.depth
-    taken = path.spatial[:, :, 3] > 0  # (D, B): step k descended from n_k along a_k
-    path_nodes, path_actions = path.spatial[:, :, 0], path.spatial[:, :, 1]
-    weight = F.where(taken, 1.0, 0.0)
-    node_hot = F.one_hot(path_nodes, nodes) * weight.unsqueeze(-1)  # (D, B, N)
-    action_hot = F.one_hot(path_actions, actions)  # (D, B, A)
-    edge_hot = node_hot.unsqueeze(-1) * action_hot.unsqueeze(2)  # (D, B, N, A)
-    rewards = (edge_hot * tree.children_rewards.unsqueeze(0)).sum(dim=-1).sum(dim=-1)  # (D, B): r_k
-    steps = weight.sum(dim=0)  # (B,): L
-    ahead = np.triu(config.discount ** (np.arange(depth)[None, :] - np.arange(depth)[:, None]))  # [k, j]
+def _backward(tree: Tree, path: Path, leaf: RT, step: Step, nodes: int, actions: int, config: SearchConfig) -> Tree:
+    """Back up the leaf's value along the path (module docstring)."""
+    parent_decay = _at(path.decay, path.parent)
+    leaf_sum = _at(path.reward_sum, path.parent) + parent_decay * step.reward  # Z(leaf)
     leaf_value = _rows(tree.node_values.unsqueeze(-1), leaf).squeeze(-1)
-    remaining = steps.unsqueeze(0) - F.arange(depth).astype("float32").unsqueeze(-1)  # (D, B): L - k
-    returns = F.matmul(F.tensor(ahead.astype(np.float32)), rewards) + F.pow(config.discount, remaining) * leaf_value
-    on_path = node_hot.sum(dim=0) > 0  # (B, N)
-    path_return = (node_hot * returns.unsqueeze(-1)).sum(dim=0)  # (B, N): G_k at n_k
-    values = F.where(on_path, (tree.node_values * tree.node_visits + path_return) / (tree.node_visits + 1.0),
+    ahead = (leaf_sum + parent_decay * config.discount * leaf_value).unsqueeze(-1)  # Z(leaf) + discount^L v
+    returns = (ahead - path.reward_sum) / path.decay  # (B, N): G at every node of the path
+    on_path = path.on_path
+    values = F.where(on_path, (tree.node_values * tree.node_visits + returns) / (tree.node_visits + 1.0),
                      tree.node_values)
-    edges = edge_hot.sum(dim=0) > 0  # (B, N, A)
+    edges = on_path.unsqueeze(-1) & _hot(path.chosen, actions)  # (B, N, A)
     child_values = F.gather(values.unsqueeze(-1).expand(values.shape[0], nodes, actions), 1,
                             F.maximum(tree.children_index, 0))
     return tree._replace(

@@ -1,7 +1,7 @@
 """Acting: a batch of MMapGames played by MuZero's search, one compiled search program for all moves.
 
 `SearchProgram` is the timerl program of one batched search: the representation and prediction networks at
-the root, `mcts.search` over the simulation and depth dimensions with the dynamics and prediction networks
+the root, `mcts.search` over the simulation dimension with the dynamics and prediction networks
 inside, and sinks for the root visit counts and the root's search value. Its inputs (the flat weights, the
 games' features, legal masks and Dirichlet draws) are sources that read the host's current values, so the
 program is compiled once and executed once per move of the batch.
@@ -35,9 +35,9 @@ class SearchProgram:
         self.layout, self.batch, self.config = layout, batch, config
         self.inputs: dict[str, np.ndarray] = {}
         self.outputs: dict[str, np.ndarray] = {}
-        ctx = trl.Context("s d")
-        s, d = ctx.dims
-        S, D = ctx.bounds
+        ctx = trl.Context("s")
+        (s,) = ctx.dims
+        (S,) = ctx.bounds
         with ctx:
             weights = trl.source(self._input("weights"), (layout.size,), "float32")
             features = trl.source(self._input("features"), (batch, FEATURES), "float32")
@@ -53,10 +53,10 @@ class SearchProgram:
                 next_policy, next_value = nets.prediction(following)
                 return Step(scalar_of(reward), next_policy, scalar_of(next_value), following)
 
-            tree = search(Root(policy, scalar_of(value), state), recurrent_fn, invalid, noise, config, s, d, noise_fraction)
+            tree = search(Root(policy, scalar_of(value), state), recurrent_fn, invalid, noise, config, s, noise_fraction)
             tree.root_visits().sink(self._output("visits"))
             tree.node_values.spatial[:, 0].sink(self._output("value"))
-        self.executable = ctx.compile(bounds={S: config.num_simulations, D: config.depth}, backend=backend)
+        self.executable = ctx.compile(bounds={S: config.num_simulations}, backend=backend)
 
     def _input(self, name):
         return lambda point: self.inputs[name]

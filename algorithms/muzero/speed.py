@@ -36,9 +36,9 @@ def roots(batch: int, seed: int = 1):
 
 def time_rt(batch: int, config: SearchConfig, backend: str, repeats: int) -> dict:
     w, (logits, value, embedding) = weights(), roots(batch)
-    ctx = trl.Context("s d")
-    s, d = ctx.dims
-    S, D = ctx.bounds
+    ctx = trl.Context("s")
+    (s,) = ctx.dims
+    (S,) = ctx.bounds
     visits = {}
     with ctx:
         def recurrent_fn(state, action):
@@ -48,10 +48,10 @@ def time_rt(batch: int, config: SearchConfig, backend: str, repeats: int) -> dic
                         F.matmul(hidden, trl.tensor(w["value"])), hidden)
 
         tree = search(Root(trl.tensor(logits), trl.tensor(value), trl.tensor(embedding)), recurrent_fn,
-                      trl.tensor(np.zeros((batch, ACTIONS), bool)), None, config, s, d)
+                      trl.tensor(np.zeros((batch, ACTIONS), bool)), None, config, s)
         tree.root_visits().sink(lambda point, v: visits.__setitem__("root", np.asarray(v).copy()))
     start = time.perf_counter()
-    executable = ctx.compile(bounds={S: config.num_simulations, D: config.depth}, backend=backend)
+    executable = ctx.compile(bounds={S: config.num_simulations}, backend=backend)
     compile_seconds = time.perf_counter() - start
     start = time.perf_counter()
     executable.execute()

@@ -35,9 +35,9 @@ def random_root(seed: int, batch: int):
 
 def run_rt_search(net, root, config: SearchConfig, noise=None, backend="torch"):
     logits, value, embedding, invalid = root
-    ctx = trl.Context("s d")
-    s, d = ctx.dims
-    S, D = ctx.bounds
+    ctx = trl.Context("s")
+    (s,) = ctx.dims
+    (S,) = ctx.bounds
     tree = {}
     with ctx:
         def recurrent_fn(state, action):
@@ -47,10 +47,10 @@ def run_rt_search(net, root, config: SearchConfig, noise=None, backend="torch"):
                         F.matmul(hidden, trl.tensor(net["w_value"])), hidden)
 
         final = search(Root(trl.tensor(logits), trl.tensor(value), trl.tensor(embedding)), recurrent_fn,
-                       trl.tensor(invalid), None if noise is None else trl.tensor(noise), config, s, d)
+                       trl.tensor(invalid), None if noise is None else trl.tensor(noise), config, s)
         for name in final._fields:
             getattr(final, name).sink(lambda point, array, name=name: tree.__setitem__(name, np.asarray(array).copy()))
-    ctx.compile(bounds={S: config.num_simulations, D: config.depth}, backend=backend).execute()
+    ctx.compile(bounds={S: config.num_simulations}, backend=backend).execute()
     return tree
 
 
@@ -82,12 +82,22 @@ def mctx_dirichlet_noise(seed: int, batch: int, alpha: float) -> np.ndarray:
     (0, 8, None, False),
     (1, 10, 2, False),  # the depth cut-off re-evaluates existing children
     (2, 8, None, True),  # the same Dirichlet draws as mctx
+    (3, 40, None, False),  # deep trees: six rounds of pointer doubling
+    (4, 24, 5, True),  # a cut-off that is not a power of two
 ])
 def test_search_matches_mctx(seed, simulations, max_depth, noise):
+    check_against_mctx(seed, simulations, max_depth, noise, "torch")
+
+
+def test_search_on_jax_matches_mctx():
+    check_against_mctx(5, 20, None, True, "jax")
+
+
+def check_against_mctx(seed, simulations, max_depth, noise, backend):
     net, root = fixed_network(seed), random_root(seed, batch=5)
     config = SearchConfig(num_simulations=simulations, max_depth=max_depth)
     noise_draws = mctx_dirichlet_noise(seed, 5, config.dirichlet_alpha) if noise else None
-    ours = run_rt_search(net, root, config, noise_draws)
+    ours = run_rt_search(net, root, config, noise_draws, backend)
     theirs = run_mctx(net, root, config, seed, noise)
     np.testing.assert_array_equal(ours["children_visits"][:, 0], theirs.children_visits[:, 0])
     np.testing.assert_array_equal(ours["children_visits"], theirs.children_visits)
