@@ -60,10 +60,11 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         critic = trl.nn.MLP([obs_size, hidden, hidden, 1], domain=updates, gains=(math.sqrt(2), 1.0), flat=True)
         log_std = None if env.discrete else trl.param(np.zeros(env.action_shape, np.float32), domain=updates)
 
-        def policy(network, obs, log_std):
+        def policy(output, log_std):
+            """The action distribution given the actor's output (logits, or the Normal's mean)."""
             if env.discrete:
-                return trl.distributions.Categorical(logits=network(obs))
-            return trl.distributions.Normal(network(obs), log_std.exp())
+                return trl.distributions.Categorical(logits=output)
+            return trl.distributions.Normal(output, log_std.exp())
 
         # Rollout: N environments for T steps with the weights the iteration starts with
         acting_actor, acting_critic = actor.frozen(i, 0, 0), critic.frozen(i, 0, 0)
@@ -71,11 +72,10 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         observed = trl.placeholder((num_envs, *env.observation_shape), domain=(i, t))
         observed[i, 0] = env.reset(domain=(i,))
         o = observed if not obs_padding else trl.cat([observed, trl.zeros((num_envs, obs_padding))], -1)
-        pi = policy(acting_actor, o, acting_log_std)
-        a = pi.sample()
+        acting = acting_actor(o)
+        a = policy(acting, acting_log_std).sample()
         next_o, r, done = env.step(a if env.discrete else a.clip(*_action_bounds(env_name)))
         observed[i, t + 1] = next_o
-        logp = _joint(pi.log_prob(a), env.discrete)
         value = acting_critic(o).squeeze(-1)
 
         # Generalized advantage estimation; the last step bootstraps from the observation it leads to
@@ -95,14 +95,16 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
             flat = x[i, 0:T].reshape((batch, *x.shape[1:]))
             return flat.index_select(0, sample)
 
-        # The loss at every update (i, e, m)
-        mb_obs = mb(o)
-        new_pi = policy(actor, mb_obs, log_std)
-        new_logp = _joint(new_pi.log_prob(mb(a)), env.discrete)
+        # The loss at every update (i, e, m). The acting policy's log-probabilities of the minibatch's actions
+        # come from its stored outputs, one computation for the minibatch instead of one per step
+        mb_obs, mb_a = mb(o), mb(a)
+        old_logp = _joint(policy(mb(acting), acting_log_std).log_prob(mb_a), env.discrete)
+        new_pi = policy(actor(mb_obs), log_std)
+        new_logp = _joint(new_pi.log_prob(mb_a), env.discrete)
         entropy = _joint(new_pi.entropy(), env.discrete)
         new_value = critic(mb_obs).squeeze(-1)
-        loss, diagnostics = ppo_loss(new_logp, mb(logp), mb(adv), new_value, mb(ret), entropy, clip_coef, ent_coef,
-                               vf_coef, norm_adv)
+        loss, diagnostics = ppo_loss(new_logp, old_logp, mb(adv), new_value, mb(ret), entropy, clip_coef, ent_coef,
+                                     vf_coef, norm_adv)
         loss.backward()
         params = actor.parameters() + critic.parameters() + ([] if log_std is None else [log_std])
         trl.optim.Adam(params, lr=lr, eps=1e-5, max_grad_norm=max_grad_norm).step()
