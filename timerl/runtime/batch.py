@@ -31,7 +31,7 @@ from timerl.runtime.plan import simple_read, static_bytes
 from timerl.rt.symbolic import TRUE, compile_function
 from timerl.sched import ast
 from timerl.sched.group import identity_read
-from timerl.runtime.statements import flatten, statement_major
+from timerl.runtime.statements import flatten, freed_parts, statement_major
 
 
 WINDOW_BYTES = 1 << 20  # the padded window of one value in one chunk of a statement's points (`BatchedGroup._chunks`)
@@ -348,13 +348,21 @@ def _masked(kernel: Callable, xp: Any, batched: bool = False) -> Callable:
 
 
 class _BatchedFree:
-    """A deallocation statement at every point of a loop: the freed members' points, one pool call each."""
+    """A deallocation statement at every point of a loop: the freed members' points, one pool call each
+    (``parts``: some outputs only, point by point)."""
 
-    def __init__(self, executable: Any, members: Sequence[int]) -> None:
+    def __init__(self, executable: Any, members: Sequence[int], parts: tuple | None = None) -> None:
         self.executable = executable
         self.members = tuple(members)
+        self.parts = parts
 
     def run(self, points: Sequence[tuple[int, ...]]) -> None:
+        if self.parts is not None:
+            free_outputs = self.executable.pool.free_outputs
+            for member_id, outputs, count in self.parts:
+                for point in points:
+                    free_outputs((member_id, point), outputs, count)
+            return
         free_many = getattr(self.executable.pool, "free_many", None)
         for member_id in self.members:
             if free_many is not None:
@@ -445,7 +453,8 @@ def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[li
             if BatchedGroup.supported(executable.graph, group):
                 batched = (BatchedGroup(executable, group, executable.backend), compile_function(leaf.point, inner))
         elif isinstance(leaf, ast.Deallocate):
-            batched = (_BatchedFree(executable, executable.groups[leaf.node].freed_later),
+            parts = None if leaf.parts is None else freed_parts(leaf, executable.graph)
+            batched = (_BatchedFree(executable, executable.groups[leaf.node].freed_later, parts),
                        compile_function(leaf.point, inner))
         plans.append((test, run_one, batched))
     if not all(plan[2] for (_, leaf), plan in zip(leaves, plans) if isinstance(leaf, ast.Execute)):
