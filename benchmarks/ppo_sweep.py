@@ -84,12 +84,18 @@ def allocator_peak(run) -> float:
 
 
 def sweep(sweeps: dict[str, list[int]], iterations: int, implementations=IMPLEMENTATIONS) -> list[dict[str, Any]]:
+    """Every value of every sweep for every implementation; the default configuration, which every sweep
+    passes through, is measured once per implementation and its row repeated."""
     rows = []
+    measured: dict[tuple, dict[str, float]] = {}
     for parameter, values in sweeps.items():
         for value in values:
             config = dict(DEFAULT, **{parameter: value})
             for implementation in implementations:
-                result = measure(implementation, config, iterations)
+                key = (implementation, tuple(sorted(config.items())))
+                if key not in measured:
+                    measured[key] = measure(implementation, config, iterations)
+                result = measured[key]
                 rows.append({"sweep": parameter, "value": value, "implementation": implementation, **result})
                 print(f"{parameter}={value:<4} {implementation:14s} {result['seconds_per_iteration']:.3f} s/it  "
                       f"{result['peak_bytes'] / 2 ** 20:.1f} MiB (own count)  "
