@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from timerl.pdg.algebra import simplify
 from timerl.pdg.cse import eliminate_common_subexpressions
 from timerl.pdg.dce import eliminate_dead_code
 from timerl.pdg.graph import Graph
@@ -19,6 +20,7 @@ from timerl.pdg.verify import verify
 from timerl.rt.symbolic import Symbol
 
 PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
+    ("algebra", simplify),
     ("cse", eliminate_common_subexpressions),
     ("dce", eliminate_dead_code),
     ("incrementalize", incrementalize_reductions),
