@@ -1,5 +1,7 @@
-"""The PDG passes, in order. With ``checks`` on (always in tests), the verifier runs after every pass and an
-error names the pass that broke the graph. Dataflow fusion for the scheduler lives in `timerl.sched.group`
+"""The PDG passes, in order: algebraic simplification (`timerl.pdg.algebra`), common subexpression elimination
+(`timerl.pdg.cse`), dead code elimination (`timerl.pdg.dce`, which drops what the first two left without
+readers) and, when asked for, incrementalization. With ``checks`` on (always in tests), the verifier runs after
+every pass and an error names the pass that broke the graph. Dataflow fusion for the scheduler lives in `timerl.sched.group`
 and follows the same ``optimize`` switch.
 
 ``incrementalize`` (paper §5.3, `timerl.pdg.incrementalize`) is switchable on its own: a running sum is a
