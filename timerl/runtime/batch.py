@@ -311,8 +311,8 @@ class BatchedGroup:
                     if pool.has(key):
                         value = pool.load(key)[reader.edge.output]
                         total = value if total is None else total + value
-            totals.append(zero if total is None else backend.cast(total, dtype))
-        return backend.stack(totals)
+            totals.append(zero if total is None else total)
+        return backend.cast(backend.stack(totals), dtype)  # one cast (on jax a host sum is not moved per point)
 
 
     def _accumulate_stacks(self, node: Node, points: Sequence[tuple[int, ...]]) -> Any:
