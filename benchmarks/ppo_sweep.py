@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.util
+import math
 import pathlib
 from typing import Any
 
@@ -138,10 +139,16 @@ def plot(rows: list[dict[str, Any]], out: pathlib.Path) -> list[pathlib.Path]:
             points = [r for r in rows if r["sweep"] == parameter and r["implementation"] == implementation]
             values = [r["value"] for r in points]
             time_axis.plot(values, [r["seconds_per_iteration"] for r in points], marker="o", label=implementation)
-            memory_axis.plot(values, [r["peak_bytes"] / 2 ** 20 for r in points], marker="o", label=implementation)
+            line = memory_axis.plot(values, [r["peak_bytes"] / 2 ** 20 for r in points], marker="o",
+                                    label=f"{implementation}, own count")[0]
+            allocated = [r["allocator_peak_bytes"] / 2 ** 20 for r in points]
+            if not any(math.isnan(a) for a in allocated):
+                memory_axis.plot(values, allocated, marker="x", linestyle="--", color=line.get_color(),
+                                 label=f"{implementation}, torch allocator")
         time_axis.set(xlabel=parameter, ylabel="seconds / iteration")
         memory_axis.set(xlabel=parameter, ylabel="peak memory (MiB)")
         time_axis.legend(fontsize=8)
+        memory_axis.legend(fontsize=7)
         figure.suptitle(f"PPO, sweeping {parameter} (others at {DEFAULT})", fontsize=9)
         figure.tight_layout()
         path = out / f"ppo_sweep_{parameter}.png"
