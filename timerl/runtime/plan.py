@@ -32,6 +32,7 @@ from timerl.ops.registry import ELEMENTWISE, OPS, Unsupported
 from timerl.pdg.graph import Edge, Graph, Node, Point
 from timerl.runtime import rng
 from timerl.runtime.access import point_dict
+from timerl.runtime.draws import DrawPrefetch
 from timerl.runtime.evaluate import FLOAT_DTYPES, bound_kernel, evaluate, has_symbols, point_kernel
 from timerl.rt.symbolic import TRUE, Symbol
 from timerl.sched.group import identity_read
@@ -126,7 +127,8 @@ class GroupLowering:
             n = member.id
             if n in chains:
                 prefetch = DrawPrefetch(member, chains[n], self.bounds[self.graph.bound_of(member.domain[-1])],
-                                        self.ns["SEED"], self.backend)
+                                        self.ns["SEED"], self.backend,
+                                        sum(static_bytes(m) or 0 for m in chains[n]))
                 self.prefetchers.append(prefetch)
                 self.ns[f"H{n}"] = prefetch
                 body.append(f"m = {n}")
@@ -413,60 +415,6 @@ def _free_after_last_use(body: list[str], sizes: dict[str, int]) -> tuple[list[s
             result.append(f"del {', '.join(sorted(dying[k]))}")
             live -= sum(sizes[name] for name in dying[k])
     return result, peak
-
-
-class DrawPrefetch:
-    """A draw and the elementwise chain computed from it for a run of ``CHUNK`` points along the innermost
-    dimension at once, at the run's first point; each point then takes its row of the results. The run's bytes
-    are held in the pool until its last point is taken (or the next run, or the end of the run), so memory stays
-    independent of the dimension's length."""
-
-    CHUNK = 32
-
-    def __init__(self, draw: Node, chain: list[Node], count: int, seed: int, backend: Any) -> None:
-        attrs = draw.attrs.as_dict()
-        self.draw = (seed, attrs["stream"], attrs["shape"], attrs["dtype"], draw.op == "randn")
-        position = {m.id: k for k, m in enumerate(chain)}
-        self.steps = [(bound_kernel(m, backend), [position[e.producer] for e in m.inputs]) for m in chain[1:]]
-        self.count = count
-        self.backend = backend
-        self.point_bytes = sum(static_bytes(m) or 0 for m in chain)
-        self.reset(None)
-
-    def reset(self, hold: Callable[[int], None] | None) -> None:
-        """A new run, whose pool accounts the held bytes through ``hold``."""
-        self.hold = hold
-        self.run: tuple | None = None  # (outer point, first k)
-        self.rows: list[tuple] = []
-        self.held = 0
-
-    def __call__(self, point: tuple) -> tuple:
-        outer, k = point[:-1], point[-1]
-        first = k - k % self.CHUNK
-        if self.run != (outer, first):
-            self._compute(outer, first)
-        row = self.rows[k - first]
-        if k - first == len(self.rows) - 1:
-            self._release()
-        return row
-
-    def _compute(self, outer: tuple, first: int) -> None:
-        self._release()
-        seed, stream, shape, dtype, normal = self.draw
-        points = [outer + (k,) for k in range(first, min(first + self.CHUNK, self.count))]
-        values = [self.backend.from_numpy(rng.draw_many(seed, stream, points, shape, dtype, normal))]
-        for kernel, inputs in self.steps:
-            values.append(kernel(*[values[j] for j in inputs]))
-        self.rows = list(zip(*[self.backend.unstack(v) for v in values]))
-        self.run = (outer, first)
-        self.held = self.point_bytes * len(points)
-        if self.hold is not None:
-            self.hold(self.held)
-
-    def _release(self) -> None:
-        if self.held and self.hold is not None:
-            self.hold(-self.held)
-        self.run, self.rows, self.held = None, [], 0
 
 
 def _udf_call(node: Node, backend: Any) -> Callable[[tuple, list], tuple]:
