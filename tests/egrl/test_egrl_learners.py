@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algorithms.egrl.chip import Chip, compiler_mapping
+from algorithms.egrl.chip import DRAM, Chip, compiler_mapping
 from algorithms.egrl.learners import Result, Settings, run
 from algorithms.egrl.workloads import load
 
@@ -35,7 +35,11 @@ def test_egrl_improves_over_the_compiler_on_resnet50(resnet50):
     result = run("egrl", resnet50, seed=0, settings=settings)
     check_result(result, resnet50, settings.budget)
     assert result.speedup > 1.0
-    assert np.bincount(result.mapping[:, 0], minlength=3)[2] > 0  # it uses SRAM for weights, the compiler never
+    # the compiler puts every activation in SRAM and leaves only weights in DRAM (the fc layer's, 1.95 MiB, on
+    # this chip); a faster map must read fewer weight bytes from DRAM, the paper's Fig. 6 observation
+    compiler_weights, _ = compiler_mapping(Chip(resnet50.workload, noise=0.0))
+    weight_bytes = resnet50.workload.weight_bytes
+    assert weight_bytes[result.mapping[:, 0] == DRAM].sum() < weight_bytes[compiler_weights == DRAM].sum()
 
 
 def test_greedy_spends_its_budget_and_reports_a_valid_map(resnet50):
