@@ -71,7 +71,8 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         acting_log_std = None if log_std is None else log_std[i, 0, 0].detach()
         observed = trl.placeholder((num_envs, *env.observation_shape), domain=(i, t))
         observed[i, 0] = env.reset(domain=(i,))
-        o = observed if not obs_padding else trl.cat([observed, trl.zeros((num_envs, obs_padding))], -1)
+        padding = trl.zeros((num_envs, obs_padding))  # one constant for every padded observation
+        o = observed if not obs_padding else trl.cat([observed, padding], -1)
         acting = acting_actor(o)
         a = policy(acting, acting_log_std).sample()
         next_o, r, done = env.step(a if env.discrete else a.clip(*_action_bounds(env_name)))
@@ -81,7 +82,7 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         # Generalized advantage estimation; the last step bootstraps from the observation it leads to
         last_o = next_o[i, T - 1]
         if obs_padding:
-            last_o = trl.cat([last_o, trl.zeros((num_envs, obs_padding))], -1)
+            last_o = trl.cat([last_o, padding], -1)
         critic_reward = r if reward_scale == 1.0 else r * reward_scale  # no per-step op when unscaled
         adv = gae(critic_reward, done, value, acting_critic(last_o).squeeze(-1), gamma, gae_lambda)
         ret = adv + value
