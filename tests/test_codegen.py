@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import collect
 from test_vectorize import STEPS, policy_gradient_program
 from timerl.runtime.executor import _Interpreter
 
@@ -125,3 +126,35 @@ def test_draws_computed_ahead_in_runs_equal_the_draws_point_by_point(steps):
     assert results["torch"].keys() == results["reference"].keys()
     for key, want in results["reference"].items():
         np.testing.assert_allclose(results["torch"][key], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("keep_middle", [False, True])
+def test_ops_write_into_the_buffer_of_an_input_that_dies_there(keep_middle):
+    """Donation (paper §6.2), torch: ``exp`` writes into the product it reads last, ``tanh`` into that, unless
+    the value is also stored (then it must survive); values equal the reference's, donations are counted."""
+    import timerl as trl
+
+    values = np.random.default_rng(5).standard_normal((4, 3)).astype(np.float32)
+    results = {}
+    for backend in ("torch", "reference"):
+        ctx = trl.Context("t")
+        (t,), (T,) = ctx.dims, ctx.bounds
+        with ctx:
+            x = trl.source(lambda p: values[p["t"]], (3,), "float32", (t,))
+            middle = (x * 0.5).exp()
+            final = collect(middle.tanh())
+            kept = collect(middle) if keep_middle else None
+        exe = ctx.compile({T: 4}, backend=backend)
+        exe.execute()
+        results[backend] = (dict(final), None if kept is None else dict(kept))
+        if backend == "torch":
+            sources = "\n".join(f.source for f in exe.group_functions.values() if hasattr(f, "source"))
+            donated = sources.count(", out=")
+            assert donated == (1 if keep_middle else 2), sources
+            assert exe.stats["donated_bytes"] == donated * 3 * 4 * 4  # float32[3] per op, 4 steps
+    for key, want in results["reference"][0].items():
+        np.testing.assert_allclose(results["torch"][0][key], want, rtol=1e-6)
+        np.testing.assert_allclose(want, np.tanh(np.exp(values[key[0]] * 0.5)), rtol=1e-6)
+    if keep_middle:
+        for key, want in results["reference"][1].items():
+            np.testing.assert_allclose(results["torch"][1][key], want, rtol=1e-6)

@@ -36,6 +36,12 @@ class TorchBackend:
         "softmax": lambda dim: functools.partial(torch.softmax, dim=dim),
     }
 
+    # the kernels of ops that can write into a given buffer (``out=``): buffer donation, where an input dies at
+    # the op and has the result's type (`timerl.runtime.plan.GroupLowering._donations`)
+    inplace_kernels = {name: getattr(torch, name) for name in (
+        "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "sigmoid", "sqrt", "abs", "sin", "cos", "maximum",
+        "minimum")}
+
     @staticmethod
     def fused_matmul_add(x_shape: tuple, w_shape: tuple, bias_shape: tuple):
         """``x @ w + bias`` as one ``torch.addmm`` (one dispatch instead of two) where torch allows it: 2-D

@@ -90,7 +90,7 @@ class Executable:
                     f"{self.device_memory} (swap=True may help)") from None
         self.stats.update(
             peak_device_bytes=pool.peak_device_bytes, peak_host_bytes=pool.peak_host_bytes,
-            bytes_offloaded=pool.bytes_offloaded, bytes_fetched=pool.bytes_fetched,
+            bytes_offloaded=pool.bytes_offloaded, bytes_fetched=pool.bytes_fetched, donated_bytes=pool.donated_bytes,
             execute_seconds=time.perf_counter() - started, leaked_points=pool.live_points(),
             memory_timeline=pool.timeline, batched_statements=self.batched_runs, **pool.swaps)
 

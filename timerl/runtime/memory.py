@@ -64,6 +64,7 @@ class MemoryPool:
         self.peak_host_bytes = 0
         self.bytes_offloaded = 0
         self.bytes_fetched = 0
+        self.donated_bytes = 0
         # scheduled: statements the compiler placed; reactive: LRU evictions and fetches on a read (fallback)
         self.swaps = {"scheduled_offloads": 0, "scheduled_fetches": 0, "reactive_offloads": 0,
                       "reactive_fetches": 0}
@@ -92,9 +93,11 @@ class MemoryPool:
             self.peak_device_bytes = self.device_bytes
         self.timeline.add(self.device_bytes, self.host_bytes)
 
-    def transient(self, size: int) -> None:
+    def transient(self, size: int, donated: int = 0) -> None:
         """Values that live only while their group runs (read inside it, never stored): they count towards
-        the peak, and must fit, but are gone when the group ends."""
+        the peak, and must fit, but are gone when the group ends. ``donated``: bytes the group wrote into the
+        buffers of inputs that died there (`timerl.runtime.plan.GroupLowering._donations`)."""
+        self.donated_bytes += donated
         if self.capacity is not None:
             self._reserve(size, lambda: "a dataflow group's intermediate values", self.pinned)
         if self.device_bytes + size > self.peak_device_bytes:

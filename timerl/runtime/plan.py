@@ -123,6 +123,9 @@ class GroupLowering:
         folded = {matmul.id for matmul, _ in pairs.values()}
         chains = self._draw_chains(members, inside) if self.prefetch_draws else {}
         chained = {m.id for chain in chains.values() for m in chain[1:]}
+        donations = {} if self.jit_groups else self._donations(
+            members, inside, stored, folded | chained | set(chains),
+            {matmul.id: add for add, (matmul, _) in pairs.items()})
         for member in members:
             n = member.id
             if n in chains:
@@ -151,6 +154,13 @@ class GroupLowering:
                 body.append(f"m = {n}")
                 body.append(f"v{n}_0 = K{n}({x}, {w}, {bias})")
                 outputs = [f"v{n}_0"]
+            elif n in donations:  # written into the buffer of an input that dies here
+                slot, kernel = donations[n]
+                self.ns[f"K{n}"] = kernel
+                items = self._plain_items(member, inside)
+                body.append(f"m = {n}")
+                body.append(f"v{n}_0 = K{n}({', '.join(items)}, out={items[slot]})")
+                outputs = [f"v{n}_0"]
             else:
                 body.append(f"m = {n}")
                 args = self._arguments(member, inside)
@@ -167,9 +177,12 @@ class GroupLowering:
                                         for name, produced in zip(outputs, member.outputs)})
             else:
                 transient_dynamic.append(f"nbytes_of({values})")
-        body, transient_static = _free_after_last_use(body, transient_sizes)
-        if transient_static or transient_dynamic:
-            body.append(f"transient({' + '.join([str(transient_static)] + transient_dynamic)})")
+        donors = {f"v{n}_0": self._plain_items(graph.nodes[n], inside)[slot] for n, (slot, _) in donations.items()}
+        body, transient_static = _free_after_last_use(body, transient_sizes, donors)
+        donated = sum(static_bytes(graph.nodes[n]) for n in donations)
+        if transient_static or transient_dynamic or donated:
+            total = " + ".join([str(transient_static)] + transient_dynamic)
+            body.append(f"transient({total}, {donated})" if donated else f"transient({total})")
         if not body:
             body.append("pass")
         lines.append("    m = None")
@@ -229,6 +242,51 @@ class GroupLowering:
                     ids.add(member.id)
             chains[draw.id] = chain
         return chains
+
+    def _donations(self, members: list[Node], inside: set[int], stored: set[int], elsewhere: set[int],
+                   computed_at: dict[int, int]) -> dict[int, tuple[int, Any]]:
+        """Buffer donation (paper §6.2): member -> (the input slot whose buffer it writes into, the backend's
+        kernel with ``out=``), where that input is a value this group computes into a fresh buffer
+        (`_FRESH`), stores nowhere, reads for the last time here, and hands to no op that could keep a view of
+        it (every reader is a `_FRESH` op: no reshape, permute or sink), with exactly the member's type (no
+        broadcast, no promotion). ``elsewhere``: members computed by other means (folded, drawn ahead);
+        ``computed_at``: a folded member -> the member whose line computes it (its reads happen there)."""
+        kernels = getattr(self.backend, "inplace_kernels", None)
+        if not kernels:
+            return {}
+        order = {m.id: k for k, m in enumerate(members)}
+        last_reader: dict[int, int] = {}
+        viewed: set[int] = set()  # values some reader might keep a view of
+        for member in members:
+            at = order[computed_at.get(member.id, member.id)]
+            for edge in member.inputs:
+                if edge.producer in inside:
+                    last_reader[edge.producer] = max(last_reader.get(edge.producer, -1), at)
+                    if member.op not in _FRESH:
+                        viewed.add(edge.producer)
+        fresh = {m.id for m in members if m.op in _FRESH and self._pure(m) and m.id not in elsewhere
+                 and len(m.outputs) == 1}
+        donations: dict[int, tuple[int, Any]] = {}
+        for member in members:
+            kernel = kernels.get(member.op)
+            if (kernel is None or member.id in elsewhere or not self._pure(member) or len(member.outputs) != 1
+                    or member.outputs[0].dtype not in FLOAT_DTYPES or self._plain_items(member, inside) is None
+                    or any(d != member.outputs[0].dtype for d in self._input_dtypes(member))):
+                continue
+            for slot, edge in enumerate(member.inputs):
+                producer = self.graph.nodes[edge.producer]
+                if (edge.producer in fresh and edge.producer not in stored and edge.producer not in viewed
+                        and edge.output == 0
+                        and identity_read(edge, member, producer) and last_reader[edge.producer] == order[member.id]
+                        and edge.producer not in {d for d, _ in donations.values()}
+                        and tuple(producer.outputs[0].shape) == tuple(member.outputs[0].shape)):
+                    donations[member.id] = (slot, kernel)
+                    fresh.add(member.id)
+                    break
+            else:
+                continue
+            fresh.discard(member.inputs[donations[member.id][0]].producer)
+        return donations
 
     def _matmul_adds(self, members: list[Node], inside: set[int], stored: set[int]) -> dict[int, tuple[Node, Any]]:
         """Peephole fusion of ``x @ w + b`` (every dense layer): add -> (the matmul it folds in, the backend's
@@ -388,11 +446,19 @@ class GroupLowering:
 _LOCAL = re.compile(r"\bv\d+_\d+\b")
 
 
-def _free_after_last_use(body: list[str], sizes: dict[str, int]) -> tuple[list[str], int]:
+# ops whose kernels always return a new array (never a view or the input itself): their values may be donated
+_FRESH = frozenset({"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "sigmoid", "sqrt", "abs", "sin", "cos",
+                    "maximum", "minimum", "matmul", "sum", "mean", "softmax", "log_softmax", "cumsum"})
+
+
+def _free_after_last_use(body: list[str], sizes: dict[str, int],
+                         donors: dict[str, str] | None = None) -> tuple[list[str], int]:
     """``body`` with each value only the group reads (``sizes``: local variable -> bytes) deleted after the last
     line that mentions it, so the array library frees it there instead of when the group returns; and the
     most bytes of such values alive at once, which the group adds to the pool's peak. A folded matmul's
-    product (`_matmul_adds`) is never assigned, so it is never counted."""
+    product (`_matmul_adds`) is never assigned, so it is never counted. ``donors``: output -> the input whose
+    buffer it was written into (`_donations`); the input's bytes stop counting where the output starts."""
+    donors = donors or {}
     last: dict[str, int] = {}
     for k, line in enumerate(body):
         for name in _LOCAL.findall(line):
@@ -404,8 +470,14 @@ def _free_after_last_use(body: list[str], sizes: dict[str, int]) -> tuple[list[s
     result: list[str] = []
     live = peak = 0
     seen: set[str] = set()
+    released: set[str] = set()  # donors whose buffer now holds another value
     for k, line in enumerate(body):
         result.append(line)
+        for name in _LOCAL.findall(line):
+            donor = donors.get(name)
+            if donor is not None and donor in last and donor in seen and donor not in released:
+                released.add(donor)
+                live -= sizes[donor]
         for name in _LOCAL.findall(line):
             if name in last and name not in seen:
                 seen.add(name)
@@ -413,7 +485,7 @@ def _free_after_last_use(body: list[str], sizes: dict[str, int]) -> tuple[list[s
         peak = max(peak, live)
         if k in dying:
             result.append(f"del {', '.join(sorted(dying[k]))}")
-            live -= sum(sizes[name] for name in dying[k])
+            live -= sum(sizes[name] for name in dying[k] if name not in released)
     return result, peak
 
 
