@@ -267,9 +267,11 @@ class GroupLowering:
         fresh = {m.id for m in members if m.op in _FRESH and self._pure(m) and m.id not in elsewhere
                  and len(m.outputs) == 1}
         donations: dict[int, tuple[int, Any]] = {}
+        folding = set(computed_at.values())  # members whose line computes a fused kernel of their own
         for member in members:
             kernel = kernels.get(member.op)
-            if (kernel is None or member.id in elsewhere or not self._pure(member) or len(member.outputs) != 1
+            if (kernel is None or member.id in elsewhere or member.id in folding or not self._pure(member)
+                    or len(member.outputs) != 1
                     or member.outputs[0].dtype not in FLOAT_DTYPES or self._plain_items(member, inside) is None
                     or any(d != member.outputs[0].dtype for d in self._input_dtypes(member))):
                 continue
