@@ -158,7 +158,7 @@ def train_scan(iterations: int = 20, num_envs: int = 64, steps: int = 100, seed:
 
 
 def timerl_seconds_per_iteration(backend: str, iterations: int = 5, num_envs: int = 64, steps: int = 100,
-                                 seed: int = 0) -> float:
+                                 seed: int = 0, compile_options: dict | None = None) -> float:
     """timerl's `algorithms.reinforce.train` with ``simulator="rt"``, the same sizes: the execution time of
     ``2 * iterations`` iterations less that of ``iterations``, over ``iterations`` (the first iterations'
     warm-up cancels out; compilation is not execution)."""
@@ -168,7 +168,7 @@ def timerl_seconds_per_iteration(backend: str, iterations: int = 5, num_envs: in
     for count in (iterations, 2 * iterations):
         stats: dict = {}
         train("CartPole-v1", iterations=count, num_envs=num_envs, steps=steps, seed=seed, backend=backend,
-              simulator="rt", stats=stats)
+              simulator="rt", stats=stats, compile_options=compile_options)
         seconds.append(stats["execute_seconds"])
     return (seconds[1] - seconds[0]) / iterations
 

@@ -86,6 +86,19 @@ def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_st
                   f"{per_iteration / eager[case]:.2f}x | {peak} |")
 
 
+def bench_rt_cartpole(iterations: int, num_envs: int = 64, steps: int = 100) -> None:
+    """timerl jax with the RT CartPole (a whole iteration without host callbacks) against the hand-written
+    `lax.scan` REINFORCE of benchmarks/jax_scan_reinforce.py, same sizes, measured in this run."""
+    scan = _load("jax_scan_reinforce")
+    baseline = scan.train_scan(iterations=4 * iterations, num_envs=num_envs, steps=steps)
+    print("| envs x steps | implementation | s / iteration | vs lax.scan |")
+    print("|---|---|---|---|")
+    print(f"| {num_envs} x {steps} | jax lax.scan, one jit per iteration | {baseline:.4f} | 1.00x |")
+    for name, options in (("timerl jax", {}), ("timerl jax, scan_loops=False", {"scan_loops": False})):
+        seconds = scan.timerl_seconds_per_iteration("jax", iterations, num_envs, steps, compile_options=options)
+        print(f"| {num_envs} x {steps} | {name} | {seconds:.4f} | {seconds / baseline:.2f}x |")
+
+
 def plot_reinforce_memory(out: str, iterations: int, steps: int, n_step: int | None, backend: str) -> None:
     """Run a small REINFORCE and draw its memory timeline next to its schedule."""
     from algorithms.reinforce import train
@@ -132,6 +145,9 @@ def main(argv: list[str] | None = None) -> None:
         print("## REINFORCE")
         configurations = [(16, 200)] if args.quick else [(16, 200), (64, 100)]
         bench_reinforce(args.iterations, configurations, (None,) if args.quick else (None, 8))
+        print()
+        print("## REINFORCE with the RT CartPole (simulator='rt') on jax")
+        bench_rt_cartpole(args.iterations)
         print()
         print("The MMapGame baselines have their own benchmark: python -m algorithms.mmap bench")
 

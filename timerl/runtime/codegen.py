@@ -69,8 +69,10 @@ class LoopProgram:
             if vectorized is not None:
                 statements = ", ".join(f"G{leaf.node}" if isinstance(leaf, ast.Execute) else f"free G{leaf.node}"
                                        for _, leaf in flatten(node.body))
-                self.lines.append(f"{pad}# vectorized over {node.var.python()} in range({node.start.python()}, "
-                                  f"{node.stop.python()}, {node.step}), statement by statement: {statements}")
+                comment = getattr(vectorized, "comment", None) or (  # a hook's own description (jax: a scan)
+                    f"vectorized over {node.var.python()} in range({node.start.python()}, {node.stop.python()}, "
+                    f"{node.step}), statement by statement: {statements}")
+                self.lines.append(f"{pad}# {comment}")
                 self.lines.append(f"{pad}{self._closure(vectorized)}([{self._counters(scope)}])")
                 return
             var = node.var.python()

@@ -23,6 +23,7 @@ from timerl.runtime.statements import freed_parts, statement_dependences
 from timerl.runtime.codegen import LoopProgram
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.runtime.jax_plan import JaxGroupLowering
+from timerl.runtime.jax_scan import scanned_or_batched
 from timerl.runtime.plan import SKIP, GroupLowering, namespace
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
@@ -35,7 +36,7 @@ from timerl.sched.schedule import schedule_graph
 class Executable:
     def __init__(self, graph: Graph, bounds: Mapping[Symbol, int], backend: Any, schedule: ast.Schedule, groups,
                  seed: int, device_memory: int | None, swap: bool, compile_seconds: float,
-                 vectorize: bool = True) -> None:
+                 vectorize: bool = True, scan_loops: bool = False) -> None:
         self.graph = graph
         self.bounds = dict(bounds)
         self.backend = backend
@@ -50,6 +51,7 @@ class Executable:
         self.block_axes = block_axes(graph) if backend.slices_are_views and not swap else {}
         # a budget asks for isl's memory-aware order: running loops statement by statement keeps more alive
         self.vectorize = vectorize and device_memory is None
+        self.scan_loops = scan_loops and backend.name == "jax" and device_memory is None
         self.dependences = statement_dependences(graph, self.groups)
         self.namespace = namespace(graph, self.bounds, backend, seed)
         lowering_class = JaxGroupLowering if backend.name == "jax" else GroupLowering  # bigger jits, shared
@@ -60,7 +62,8 @@ class Executable:
         self.constants = lowering.constants
         interpreter = _Interpreter(self)
         if device_memory is None:  # plain Python loops; with a budget, each statement first clears the pins
-            self._program = LoopProgram(interpreter, batched_loop).generate(schedule.root)
+            loops = scanned_or_batched if self.scan_loops else batched_loop  # jax: whole loops as lax.scan
+            self._program = LoopProgram(interpreter, loops).generate(schedule.root)
         else:
             self._program = interpreter.build(schedule.root, ())
 
@@ -244,7 +247,7 @@ class _Interpreter(AstInterpreter):
 
 def build_executable(graph: Graph, bounds: Mapping[Symbol, int], backend_name: str, *, seed: int,
                      device_memory: int | None, swap: bool, optimize: bool, started: float,
-                     vectorize: bool = True, incrementalize: bool = False) -> Executable:
+                     vectorize: bool = True, incrementalize: bool = False, scan_loops: bool = False) -> Executable:
     backend = get_backend(backend_name)
     if optimize:
         graph = optimize_graph(graph, bounds, incrementalize=incrementalize)
@@ -255,4 +258,4 @@ def build_executable(graph: Graph, bounds: Mapping[Symbol, int], backend_name: s
     if scheduled_swaps:
         schedule = choose_swaps(schedule, graph, {g.id: g for g in result.groups}, device_memory)
     return Executable(graph, bounds, backend, schedule, result.groups, seed, device_memory, swap,
-                      time.perf_counter() - started, vectorize=vectorize)
+                      time.perf_counter() - started, vectorize=vectorize, scan_loops=scan_loops)

@@ -1,0 +1,434 @@
+"""Whole loops compiled into one `jax.lax.scan` (issue 8, item 4): a loop whose statements are all array kernels
+runs as one XLA computation per run of its iterations, instead of one jitted call per group and point.
+
+A loop of the schedule, e.g. the acting loop of REINFORCE with an environment written as RT ops
+
+    for t in 0 .. T:
+      o[i, t]   = t == 0 ? reset[i] : next[i, t - 1]      (a merge)
+      a[i, t]   = sample(policy(o[i, t]))
+      next[i, t] = step(o[i, t], a[i, t])
+
+becomes a scan over ``t`` whose carry is every value read one iteration later (``next[i, t - 1]``), whose
+arguments are the values read from before the loop (``reset[i]``, the parameters at ``i``), and whose outputs,
+one row per iteration, are the values read after the loop. Those are stored in the pool as stacks
+(`timerl.runtime.stacks`), so the learning phase that follows reads them as the batched arrays they are.
+
+Conditions are resolved before tracing, not traced: at each run, the conditions of the body are evaluated at
+every iteration (plain Python over the counters), and consecutive iterations with the same outcomes form a
+segment, one scan each (``t == 0``, ``1 <= t < T - 1``, ``t == T - 1``). Each distinct segment compiles once
+(per length); the outer counters are traced arguments, so every iteration of an outer loop reuses it.
+
+The loop qualifies when: it is not vectorized (`timerl.runtime.batch` runs such loops statement by statement);
+its body has no inner loops; every member of every statement is a pure jax kernel with static shapes (no
+source, sink, UDF, host-checked op or range read), a merge or a constant; each group runs in no other statement
+of the program; and every read of a value the loop computes is at the same iteration or the one before, at the
+same outer point. Reads of values computed before the loop must not depend on the loop's counter. At run time,
+a read that would need a value the loop never computed (an error the point-by-point program reports with its
+own message) sends the whole run to the point-by-point program. Only without a device budget (the pool then
+sees the loop's stored values as they are after the loop).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from timerl.errors import TimeRLError
+from timerl.ops.registry import OPS
+from timerl.pdg.graph import Node, Point
+from timerl.runtime import jax_rng
+from timerl.runtime.batch import batched_loop
+from timerl.runtime.evaluate import bound_kernel
+from timerl.runtime.jax_plan import JaxGroupLowering
+from timerl.runtime.plan import static_bytes
+from timerl.runtime.statements import flatten, freed_parts
+from timerl.runtime.walk import AstInterpreter, Run
+from timerl.rt.symbolic import TRUE, Symbol, compile_function
+from timerl.sched import ast
+from timerl.sched.group import identity_read
+
+LOCAL, CARRIED, INVARIANT = "local", "carried", "invariant"
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One input of a member: a value of this iteration (``LOCAL``), of the previous one (``CARRIED``), or
+    from the pool, the same at every iteration (``INVARIANT``, its key a function of the outer counters);
+    ``test`` is the index of its condition among the loop's tests, None when it always holds."""
+
+    kind: str
+    producer: int
+    output: int
+    test: int | None
+    key: Callable | None = None
+
+
+@dataclass(frozen=True)
+class _Statement:
+    """A group run at the loop's point: its members with their reads, and those of its stored members that
+    are read after the loop (stored in the pool as stacks)."""
+
+    group: int
+    members: tuple[Node, ...]
+    reads: tuple[tuple[_Read, ...], ...]
+    guard: Callable | None
+    stored: tuple[int, ...]
+    prefix: Callable  # the point's coordinates other than the loop's, from the outer counters
+
+
+class _Unsupported(Exception):
+    """The loop keeps its point-by-point program (the message says why)."""
+
+
+def scanned_or_batched(interpreter: Any, node: ast.Loop, scope: tuple) -> Run | None:
+    """The loop as `timerl.runtime.batch` runs it when it vectorizes, else as scans when it qualifies (see the
+    module's docstring), else None (the generated Python loop)."""
+    batched = batched_loop(interpreter, node, scope)
+    if batched is not None:
+        return batched
+    executable = interpreter.executable
+    if not getattr(executable, "scan_loops", False):
+        return None
+    try:
+        loop = ScannedLoop(interpreter, node, scope)
+    except _Unsupported as why:
+        _log.debug("the loop over %s stays point by point: %s", node.var, why)
+        return None
+
+    def run(counters: list) -> None:
+        loop.run(counters)
+
+    groups = ", ".join(f"G{s.group}" for s in loop.statements)
+    run.comment = (f"compiled: one lax.scan over {node.var.python()} in range({node.start.python()}, "
+                   f"{node.stop.python()}) per run of iterations with the same conditions: {groups}")
+    run.loop = loop
+    return run
+
+
+class ScannedLoop:
+    def __init__(self, interpreter: Any, node: ast.Loop, scope: tuple[Symbol, ...]) -> None:
+        executable = interpreter.executable
+        self.executable = executable
+        self.graph = graph = executable.graph
+        self.backend = executable.backend
+        self.seed = executable.seed
+        if node.step != 1:
+            raise _Unsupported("a step other than 1")
+        leaves = flatten(node.body)
+        if not leaves or not any(isinstance(leaf, ast.Execute) for _, leaf in leaves):
+            raise _Unsupported("no statement in the body, or inner loops")
+        self.inner = inner = scope + (node.var,)
+        self.limits = compile_function((node.start, node.stop), scope)
+        self.scope = scope
+        self.fallback = AstInterpreter._loop(interpreter, node, scope)
+        lowering = JaxGroupLowering(graph, executable.bounds, self.backend, {"SEED": self.seed}, None, True)
+        self.is_pure = lowering._pure
+        var = node.var
+        # a statement at a point the loop does not change (isl placed it at one iteration, e.g. t == 0) runs
+        # before the scans
+        hoisted = [(conditions, leaf) for conditions, leaf in leaves
+                   if isinstance(leaf, ast.Execute) and not any(var in e.symbols() for e in leaf.point)]
+        executes = [(conditions, leaf) for conditions, leaf in leaves
+                    if isinstance(leaf, ast.Execute) and (conditions, leaf) not in hoisted]
+        body_groups = [leaf.node for _, leaf in executes]
+        if not body_groups or len(set(body_groups)) != len(body_groups) or any(
+                _executions(executable.schedule.root, leaf.node) != 1 for _, leaf in executes + hoisted):
+            raise _Unsupported("a group that also runs elsewhere")
+        if any(not leaf.point or leaf.point[-1].python() != var.python()
+               or any(var in e.symbols() for e in leaf.point[:-1]) for _, leaf in executes):
+            raise _Unsupported("a statement whose point is not (outer point, the loop's counter)")
+        self.group_of = {m: g for g in body_groups for m in executable.groups[g].members}
+        if any(e.producer in self.group_of for _, leaf in hoisted for m in executable.groups[leaf.node].members
+               for e in graph.nodes[m].inputs):
+            raise _Unsupported("a statement at the outer point reads a value of the loop")
+        self.hoisted = [(compile_function(tuple(conditions), inner) if conditions else None,
+                         executable.group_functions[leaf.node], compile_function(leaf.point, inner))
+                        for conditions, leaf in hoisted]
+        self.hoisted_members = {m for _, leaf in hoisted for m in executable.groups[leaf.node].members}
+        self.order = {g: k for k, g in enumerate(body_groups)}
+        self.points = {leaf.node: leaf.point for _, leaf in executes}
+        self.tests: list[Callable] = []  # conditions of the body, functions of the counters and the loop's
+        self.statements = [self._statement(conditions, leaf) for conditions, leaf in executes]
+        self.carried = sorted({(r.producer, r.output) for s in self.statements for reads in s.reads for r in reads
+                               if r.kind == CARRIED})
+        self.frees = [self._free(conditions, leaf) for conditions, leaf in leaves if isinstance(leaf, ast.Deallocate)]
+        self.frees = [f for f in self.frees if f[2]]
+        self.compiled: dict = {}
+        self.plans: dict = {}
+        self.runs = 0
+
+    # ---- lowering --------------------------------------------------------------------------------------------------
+    def _test(self, conditions: tuple) -> int | None:
+        if not conditions:
+            return None
+        self.tests.append(compile_function(tuple(conditions), self.inner))
+        return len(self.tests) - 1
+
+    def _statement(self, conditions: tuple, leaf: ast.Execute) -> _Statement:
+        group = self.executable.groups[leaf.node]
+        members = tuple(self.graph.nodes[n] for n in group.members)
+        reads = []
+        for member in members:
+            if len(member.domain) != len(leaf.point):
+                raise _Unsupported("a member over fewer dimensions")
+            if member.op == "merge":
+                if len(member.outputs) != 1 or static_bytes(member) is None:
+                    raise _Unsupported("a merge with dynamic shapes")
+            elif member.op != "const" and not (self.is_pure(member) and len(member.outputs) == 1):
+                raise _Unsupported(f"{member.label()} is no pure jax kernel")
+            reads.append(tuple(self._read(member, edge, leaf) for edge in member.inputs))
+        body = set(self.group_of)
+        stored = tuple(m for m in group.freed_later
+                       if any(consumer not in body for consumer, _ in self.graph.consumers(m)))
+        return _Statement(leaf.node, members, tuple(reads), self._test(conditions), stored,
+                          compile_function(leaf.point[:-1], self.scope))
+
+    def _read(self, member: Node, edge, leaf: ast.Execute) -> _Read:
+        group = leaf.node
+        producer = self.graph.nodes[edge.producer]
+        if self.group_of.get(edge.producer) == group and identity_read(edge, member, producer):
+            return _Read(LOCAL, edge.producer, edge.output, None)
+        if edge.masked_by is not None or not all(isinstance(item, Point) for item in edge.index):
+            raise _Unsupported(f"{member.label()} reads a range or gradient contributions")  # ranges and gradient contributions stay with the point-by-point program
+        rename = dict(zip(member.domain, leaf.point))
+        bounds = self.executable.bounds
+        index = [item.expr.substitute(bounds).substitute(rename) for item in edge.index]
+        test = None
+        if edge.condition is not TRUE:
+            test = self._test((edge.condition.substitute(bounds).substitute(rename),))
+        var = self.inner[-1]
+        writer = self.group_of.get(edge.producer)
+        if writer is None:
+            if any(var in e.symbols() for e in index):
+                raise _Unsupported(f"{member.label()} reads a value of before the loop that changes with the loop")
+            return _Read(INVARIANT, edge.producer, edge.output, test, compile_function(tuple(index), self.scope))
+        written_at = self.points[writer]
+        if len(index) != len(written_at):
+            raise _Unsupported(f"{member.label()} reads at another rank")
+        for expr, coordinate in zip(index[:-1], written_at[:-1]):
+            if (expr - coordinate).constant_value() != 0:
+                raise _Unsupported(f"{member.label()} reads another outer point")
+        distance = (var - index[-1]).constant_value()
+        if distance == 0 and self.order[writer] < self.order[group]:
+            return _Read(LOCAL, edge.producer, edge.output, test)
+        if distance == 1:
+            return _Read(CARRIED, edge.producer, edge.output, test)
+        raise _Unsupported(f"{member.label()} reads {distance} iterations back")
+
+    def _free(self, conditions: tuple, leaf: ast.Deallocate) -> tuple:
+        """(test, point, [(member, outputs or None, count)]) for the stored members read after the loop."""
+        outside = {m for s in self.statements for m in s.stored}
+        group = self.executable.groups[leaf.node]
+        if leaf.parts is None:
+            parts = [(m, None, 0) for m in group.freed_later if m in outside or m not in self.group_of]
+        else:
+            parts = [p for p in freed_parts(leaf, self.graph) if p[0] in outside or p[0] not in self.group_of]
+        test = compile_function(tuple(conditions), self.inner) if conditions else None
+        return test, compile_function(leaf.point, self.inner), parts
+
+    # ---- running -------------------------------------------------------------------------------------------------
+    def run(self, counters: list) -> None:
+        outer = tuple(counters)
+        start, stop = self.limits(*outer)
+        if stop <= start:
+            return
+        outcomes = [tuple(all(test(*outer, c)) for test in self.tests) for c in range(start, stop)]
+        segments: list[list] = []  # [outcomes, first iteration, count]
+        for c, outcome in zip(range(start, stop), outcomes):
+            if segments and segments[-1][0] == outcome:
+                segments[-1][2] += 1
+            else:
+                segments.append([outcome, c, 1])
+        plan = self._plan(tuple((o, n) for o, _, n in segments))
+        if plan is None:
+            self.fallback(counters)
+            return
+        pool = self.executable.pool
+        invariants = {}
+        for outcome, _, _ in segments:
+            for read in self._active_invariants(outcome):
+                key = (read.producer, tuple(read.key(*outer)))
+                if read.producer not in self.hoisted_members and not pool.has(key):
+                    self.fallback(counters)
+                    return
+                invariants[(read.producer, read.output, key[1])] = None
+        for test, function, where in self.hoisted:
+            first = next((c for c in range(start, stop) if test is None or all(test(*outer, c))), None)
+            if first is not None:
+                function(tuple(where(*outer, first)))
+        try:
+            with_values = {k: pool.load((k[0], k[2]))[k[1]] for k in invariants}
+        except KeyError as missing:
+            raise TimeRLError(f"internal error: a compiled loop read {missing}, never stored (a scheduling bug)")
+        self.runs += 1
+        carry = tuple(self._zeros(producer, output) for producer, output in self.carried)
+        prefixes = [tuple(s.prefix(*outer)) for s in self.statements]
+        traced_prefixes = tuple(tuple(np.int64(c) for c in prefix) for prefix in prefixes)
+        prefix_of = {m: prefix for s, prefix in zip(self.statements, prefixes) for m in s.stored}
+        pieces: dict[int, list] = {}
+        points: dict[int, list] = {}
+        for (outcome, first, count) in segments:
+            function, arguments = self._compiled(outcome, count)
+            values = tuple(with_values[(r.producer, r.output, tuple(r.key(*outer)))] for r in arguments)
+            carry, rows = function(traced_prefixes, np.int64(first), carry, values)
+            for member, row in zip(self._stored(outcome), rows):
+                pieces.setdefault(member, []).append(row)
+                points.setdefault(member, []).extend(prefix_of[member] + (c,) for c in range(first, first + count))
+        xp = self.backend.xp
+        for member, arrays in pieces.items():
+            value = arrays[0] if len(arrays) == 1 else xp.concatenate(arrays)
+            size = static_bytes(self.graph.nodes[member])
+            if hasattr(pool, "store_stack"):
+                pool.store_stack(member, points[member], (value,), size)
+            else:
+                for row, point in zip(self.backend.unstack(value), points[member]):
+                    pool.store((member, point), (row,), size)
+        for c in range(start, stop):
+            for test, where, parts in self.frees:
+                if test is not None and not all(test(*outer, c)):
+                    continue
+                point = tuple(where(*outer, c))
+                for member, outputs, count in parts:
+                    if outputs is None:
+                        pool.free((member, point))
+                    else:
+                        pool.free_outputs((member, point), outputs, count)
+
+    def _zeros(self, producer: int, output: int) -> Any:
+        produced = self.graph.nodes[producer].outputs[output]
+        return self.backend.xp.zeros(tuple(produced.shape), produced.dtype)
+
+    def _executed(self, outcome: tuple) -> list[_Statement]:
+        return [s for s in self.statements if s.guard is None or outcome[s.guard]]
+
+    def _stored(self, outcome: tuple) -> list[int]:
+        return [m for s in self._executed(outcome) for m in s.stored]
+
+    def _active(self, read: _Read, outcome: tuple) -> bool:
+        return read.test is None or outcome[read.test]
+
+    def _active_invariants(self, outcome: tuple) -> list[_Read]:
+        found, seen = [], set()
+        for statement in self._executed(outcome):
+            for member, reads in zip(statement.members, statement.reads):
+                for read in self._inputs(member, reads, outcome):
+                    if read.kind == INVARIANT and (read.producer, read.output, read.key) not in seen:
+                        seen.add((read.producer, read.output, read.key))
+                        found.append(read)
+        return found
+
+    def _inputs(self, member: Node, reads: tuple[_Read, ...], outcome: tuple) -> list[_Read]:
+        """The reads a member makes at an iteration with these outcomes (a merge: its first active input)."""
+        active = [r for r in reads if self._active(r, outcome)]
+        return active[:1] if member.op == "merge" else active
+
+    def _plan(self, shape: tuple) -> bool | None:
+        """Whether every read of a run of segments finds its value (checked once per sequence of outcomes)."""
+        if shape in self.plans:
+            return self.plans[shape]
+        ok, previous = True, None
+        for outcome, count in shape:
+            executed = {s.group for s in self._executed(outcome)}
+            for statement in self._executed(outcome):
+                for member, reads in zip(statement.members, statement.reads):
+                    inputs = self._inputs(member, reads, outcome)
+                    if member.op == "merge" and not inputs or member.op not in ("merge", "const") and len(
+                            inputs) != len(reads):
+                        ok = False  # a kernel missing an input: the point-by-point program says what is wrong
+                    for read in inputs:
+                        writer = self.group_of.get(read.producer)
+                        if read.kind == LOCAL and writer not in executed:
+                            ok = False
+                        if read.kind == CARRIED:  # at the segment's first iteration, then at the others
+                            before = {s.group for s in self._executed(previous)} if previous is not None else set()
+                            if writer not in before or count > 1 and writer not in executed:
+                                ok = False
+            previous = outcome
+        self.plans[shape] = ok or None
+        return self.plans[shape]
+
+    def _compiled(self, outcome: tuple, count: int) -> tuple[Callable, list[_Read]]:
+        key = (outcome, count)
+        found = self.compiled.get(key)
+        if found is None:
+            found = self.compiled[key] = self._build(outcome, count)
+        return found
+
+    def _build(self, outcome: tuple, count: int) -> tuple[Callable, list[_Read]]:
+        """One segment as a jitted function ``(each statement's point without the loop's coordinate, first
+        iteration, carry, invariants) -> (carry, stored rows)``."""
+        import jax
+
+        xp = self.backend.xp
+        arguments = self._active_invariants(outcome)
+        slot = {(r.producer, r.output, r.key): k for k, r in enumerate(arguments)}
+        executed = self._executed(outcome)
+        carried = {key: k for k, key in enumerate(self.carried)}
+        kernels = {m.id: self._kernel(m) for s in executed for m in s.members}
+        stored = self._stored(outcome)
+        position = {s.group: k for k, s in enumerate(self.statements)}
+
+        def body(state, c):
+            prefixes, carry, invariants = state
+            values: dict[tuple[int, int], Any] = {}
+            for statement in executed:
+                point = tuple(prefixes[position[statement.group]]) + (c,)
+                for member, reads in zip(statement.members, statement.reads):
+                    inputs = []
+                    for read in self._inputs(member, reads, outcome):
+                        if read.kind == LOCAL:
+                            inputs.append(values[(read.producer, read.output)])
+                        elif read.kind == CARRIED:
+                            inputs.append(carry[carried[(read.producer, read.output)]])
+                        else:
+                            inputs.append(invariants[slot[(read.producer, read.output, read.key)]])
+                    if member.op == "merge":
+                        value = xp.asarray(inputs[0], member.outputs[0].dtype)
+                    elif member.op in ("rand", "randn"):
+                        value = kernels[member.id](*point)
+                    else:
+                        value = kernels[member.id](*inputs)
+                    values[(member.id, 0)] = value
+            following = tuple(xp.asarray(values[key], carry[k].dtype) if key in values else carry[k]
+                              for key, k in carried.items())
+            return (prefixes, following, invariants), tuple(values[(m, 0)] for m in stored)
+
+        def segment(prefixes, first, carry, invariants):
+            (_, carry, _), rows = jax.lax.scan(body, (prefixes, carry, invariants), first + xp.arange(count))
+            return carry, rows
+
+        return jax.jit(segment), arguments
+
+    def _kernel(self, member: Node) -> Callable:
+        if member.op == "const":
+            value = np.asarray(member.attrs["value"])
+            return lambda: self.backend.xp.asarray(value)
+        if member.op == "merge":
+            return lambda *inputs: inputs[0]
+        if member.op in ("rand", "randn"):
+            attrs = member.attrs
+            return jax_rng.drawer(self.backend.xp, self.seed, attrs["stream"], attrs["shape"], attrs["dtype"],
+                                  member.op == "randn")
+        if OPS[member.op].check_values is not None:
+            raise _Unsupported(f"{member.label()} is checked on the host")
+        return bound_kernel(member, self.backend)
+
+
+def _executions(root: ast.AstNode, group: int) -> int:
+    """How many statements of the program run ``group``."""
+    stack, count = [root], 0
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Execute) and node.node == group:
+            count += 1
+        elif isinstance(node, ast.Sequence):
+            stack.extend(node.body)
+        elif isinstance(node, ast.Loop):
+            stack.append(node.body)
+        elif isinstance(node, ast.If):
+            stack.extend([node.then] + ([node.orelse] if node.orelse is not None else []))
+    return count
