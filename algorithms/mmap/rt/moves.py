@@ -3,13 +3,20 @@ end infeasible games or rewind them (Drop-backup). Mirrors `MMapGame.play` (game
 
 State of G games (leading axis G everywhere):
 - position, done, feasible, total (return so far), restores (rewinds so far);
-- records (rules.Records, one per buffer), supply W and used copy edges (G, T);
-- forced_drop (G, groups): alias groups that Drop-backup forced to slow memory (never undone);
+- records (G, 3, N): the rectangle of each buffer before the position (rules.py);
+- book (G, size): fast sets, alias-group offsets and Drop states, tensors' latest allocations
+  (tables.BookLayout);
+- supply W and used copy edges (G, T); open_groups (G,): alias groups in fast memory with members to come;
 - plan: the current buffer's options (rules.Plan), kept so that a move plans only once;
-- with Drop-backup, a snapshot of the latest clean state (no alias group open): position, total, W, edges and
-  its plan. A rewind restores it and clears the records of buffers from its position on; the snapshot's plan
-  stays valid after the rewind except when its buffer belongs to the group just forced to Drop, which leaves
-  Drop as the only legal move (game.py: a dropped group's buffers can only Drop).
+- with Drop-backup, a snapshot of the latest clean state (no alias group open): position, total, W, edges,
+  book and its plan. A rewind restores it and marks the offending group dropped in the restored book (never
+  undone: every later snapshot descends from it); the records need no restoring, since only those before
+  the position count. The snapshot's plan stays valid after the rewind except when its buffer belongs to the
+  group just forced to Drop, which leaves Drop as the only legal move (game.py: a dropped group's buffers can
+  only Drop).
+
+A move changes one record and five book entries per game: each is one scatter over the batch (O(G)), not a
+`where` over every record.
 
 An action a game cannot take (illegal, e.g. from a policy that ignores the mask) loses that game, as in the
 gymnasium wrapper (env.py): it ends infeasible and its return drops to zero.
@@ -19,8 +26,30 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from algorithms.mmap.rt.rules import COPY, DROP, UNDECIDED, Plan, Records, any_of, consume, per_game, pick, plan
-from algorithms.mmap.rt.tables import GameTables
+from algorithms.mmap.rt.rules import (
+    COPY,
+    DROP,
+    Plan,
+    any_of,
+    book_entries,
+    column,
+    consume,
+    per_game,
+    pick,
+    plan,
+)
+from algorithms.mmap.rt.tables import (
+    AT_FAST_SET,
+    AT_GROUP_DROPPED,
+    AT_TENSOR_OWNER,
+    DEMAND,
+    GROUP,
+    GROUP_LAST,
+    IS_OUTPUT,
+    SLOT_BIT,
+    GameTables,
+    scatter,
+)
 from timerl.rt import functional as F
 
 
@@ -29,6 +58,7 @@ class Snapshot(NamedTuple):
     total: object
     supply: object
     edges: object
+    book: object
     plan: Plan
 
 
@@ -38,10 +68,11 @@ class State(NamedTuple):
     feasible: object
     total: object
     restores: object
-    records: Records
+    records: object
+    book: object
     supply: object
     edges: object
-    forced_drop: object
+    open_groups: object
     plan: Plan
     snapshot: Snapshot | None
 
@@ -57,75 +88,85 @@ class Move(NamedTuple):
 def state_template(drop_backup: bool) -> State:
     """A State's nesting with placeholder leaves, to rebuild one from a flat list of values."""
     plan = Plan(0, 0, 0, 0)
-    snapshot = Snapshot(0, 0, 0, 0, plan) if drop_backup else None
-    return State(0, 0, 0, 0, 0, Records(0, 0, 0, 0), 0, 0, 0, plan, snapshot)
+    snapshot = Snapshot(0, 0, 0, 0, 0, plan) if drop_backup else None
+    return State(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, plan, snapshot)
 
 
 def initial_state(tables: GameTables, num_games: int, drop_backup: bool) -> State:
-    games, buffers, times = num_games, tables.num_buffers, tables.num_times
-    records = Records(F.full((games, buffers), UNDECIDED, "int64"), F.full((games, buffers), times, "int64"),
-                      F.full((games, buffers), -1, "int64"), F.full((games, buffers), -1, "int64"))
+    games, times = num_games, tables.num_times
+    records = F.zeros((games, 3, tables.num_buffers), "int64")  # none counts before position 0
+    book = F.expand(F.unsqueeze(tables.book, 0), (games, tables.layout.size))
     supply = F.expand(tables.supply, (games, times))
     edges = F.zeros((games, times), "bool")
-    forced = F.zeros((games, max(tables.num_groups, 1)), "bool")
     position = F.zeros((games,), "int64")
     done = F.zeros((games,), "bool")
     total = F.zeros((games,), "float64")
-    first_plan = plan(tables, records, supply, edges, forced, position, done)
-    snapshot = Snapshot(position, total, supply, edges, first_plan) if drop_backup else None
-    return State(position, done, F.ones((games,), "bool"), total, F.zeros((games,), "int64"), records, supply,
-                 edges, forced, first_plan, snapshot)
+    first_plan = plan(tables, records, book, supply, edges, position, done)
+    snapshot = Snapshot(position, total, supply, edges, book, first_plan) if drop_backup else None
+    return State(position, done, F.ones((games,), "bool"), total, F.zeros((games,), "int64"), records, book,
+                 supply, edges, F.zeros((games,), "int64"), first_plan, snapshot)
 
 
 def move(tables: GameTables, state: State, action) -> tuple[State, Move]:
     """Every game not yet done plays `action` (G,) int64; done games stay as they are."""
-    buffers = tables.num_buffers
+    buffers, times = tables.num_buffers, tables.num_times
+    games = action.shape[0]
     running = ~state.done
-    legal = pick(F.astype(state.plan.legal, "int64"), F.minimum(F.maximum(action, 0), 2)) > 0
-    in_range = (action >= 0) & (action <= 2)
-    forfeit = running & ~(legal & in_range)
-    playing = running & legal & in_range
+    legal = pick(F.astype(state.plan.legal, "int64"), action) > 0  # an action outside 0..2 is illegal
+    forfeit = running & ~legal
+    playing = running & legal
     is_copy, is_drop = action == COPY, action == DROP
     placed = playing & ~is_drop
 
+    data = tables.buffer_data(state.position)
+    entries = book_entries(state.book, data)
     buffer = F.minimum(state.position, buffers - 1)
     copy, no_copy = state.plan.copy, state.plan.no_copy
-    reuse = no_copy.spatial[:, 3] >= 0
-    column = F.where(placed, F.where(is_copy, copy.spatial[:, 2], no_copy.spatial[:, 2]), -1)
-    start = F.where(is_copy, copy.spatial[:, 0], no_copy.spatial[:, 0])
-    end = F.where(is_copy, copy.spatial[:, 1], no_copy.spatial[:, 1])
-    has_rectangle = placed & (is_copy | ~reuse)
-    here = (tables.buffers == per_game(buffer)) & per_game(playing)
-    records = Records(
-        F.where(here, per_game(action), state.records.decision),
-        F.where(here, per_game(F.where(has_rectangle, start, tables.num_times)), state.records.start),
-        F.where(here, per_game(F.where(has_rectangle, end, -1)), state.records.end),
-        F.where(here, per_game(column), state.records.column))
-    first, last = copy.spatial[:, 3], copy.spatial[:, 4]
-    supply, edges = consume(tables, state.supply, state.edges, first, last, tables.of_buffer("demand", buffer),
-                            tables.of_buffer("is_output", buffer), playing & is_copy & (first <= last))
+    reuse = column(no_copy, 3) >= 0
+    chosen = F.where(per_game(is_copy), copy.spatial[:, :3], no_copy.spatial[:, :3])
+    start, end, offset = column(chosen, 0), column(chosen, 1), column(chosen, 2)
+    column_taken = F.where(placed, offset, -1)
+    rectangle = placed & (is_copy | ~reuse)
+    record = F.stack([F.where(rectangle, start, times), F.where(rectangle, end, -1), F.where(rectangle, offset, -1)], 1)
+    at = F.expand(F.reshape(F.where(playing, state.position, -1), (games, 1, 1)), (games, 3, 1))
+    records = scatter(state.records, at, F.unsqueeze(record, 2))
+
+    grows = placed & (end > entries.tensor_end)
+    written = F.stack([placed, placed, playing & is_drop, grows, grows], 1)
+    book_values = F.stack([entries.fast_set + column(data, SLOT_BIT), offset, F.ones((games,), "int64"), end,
+                           buffer], 1)
+    book = scatter(state.book, F.where(written, data.spatial[:, AT_FAST_SET:AT_TENSOR_OWNER + 1], -1), book_values)
+
+    grouped, group_last = column(data, GROUP) >= 0, column(data, GROUP_LAST)
+    group_was_fast = entries.group_column >= 0
+    opens = placed & grouped & ~group_was_fast & (group_last > buffer)
+    closes = placed & grouped & group_was_fast & (group_last == buffer)
+    open_groups = state.open_groups + F.astype(opens, "int64") - F.astype(closes, "int64")
+
+    first, last = column(copy, 3), column(copy, 4)
+    supply, edges = consume(tables, state.supply, state.edges, first, last, column(data, DEMAND),
+                            column(data, IS_OUTPUT) > 0, playing & is_copy & (first <= last))
     reward = F.where(placed, state.plan.benefit, 0.0)
     total = state.total + reward
     position = F.where(playing, state.position + 1, state.position)
     finished = playing & (position == buffers)
-    next_plan = plan(tables, records, supply, edges, state.forced_drop, position, state.done | finished | forfeit)
+    next_plan = plan(tables, records, book, supply, edges, position, state.done | finished | forfeit)
     stuck = playing & ~finished & ~any_of(next_plan.legal)
-    placement = F.stack([F.where(placed, start, -1), F.where(placed, end, -1), column], 1)
+    placement = F.stack([F.where(placed, start, -1), F.where(placed, end, -1), column_taken], 1)
 
     if state.snapshot is None:
         lost = stuck | forfeit
         after = State(position, state.done | finished | lost, state.feasible & ~lost, F.where(lost, 0.0, total),
-                      state.restores, records, supply, edges, state.forced_drop, next_plan, None)
+                      state.restores, records, book, supply, edges, open_groups, next_plan, None)
         return after, Move(F.where(lost, -state.total, reward), placement)
 
     snap = state.snapshot
-    offending_group = tables.of_buffer("group", F.minimum(position, buffers - 1))
-    forced_drop = state.forced_drop | (per_game(stuck) & (tables.group_slots == per_game(offending_group)))
+    offending = tables.buffer_data(position)
+    forced = scatter(snap.book, per_game(F.where(stuck, column(offending, AT_GROUP_DROPPED), -1)),
+                     F.ones((games, 1), "int64"))
     rewound = per_game(stuck)
-    cleared = rewound & (tables.buffers >= per_game(snap.position))
-    records = Records(F.where(cleared, UNDECIDED, records.decision), F.where(cleared, tables.num_times, records.start),
-                      F.where(cleared, -1, records.end), F.where(cleared, -1, records.column))
-    snap_buffer_dropped = tables.of_buffer("group", F.minimum(snap.position, buffers - 1)) == offending_group
+    book = F.where(rewound, forced, book)
+    snap_buffer_dropped = column(tables.buffer_data(snap.position), GROUP) == column(offending, GROUP)
     only_drop = F.tensor([False, False, True], dtype="bool")
     restored_legal = F.where(per_game(snap_buffer_dropped), only_drop, snap.plan.legal)
     restored = Plan(restored_legal, snap.plan.copy, snap.plan.no_copy, snap.plan.benefit)
@@ -133,14 +174,17 @@ def move(tables: GameTables, state: State, action) -> tuple[State, Move]:
     position = F.where(stuck, snap.position, position)
     supply = F.where(rewound, snap.supply, supply)
     edges = F.where(rewound, snap.edges, edges)
+    open_groups = F.where(stuck, 0, open_groups)
     total_after = F.where(stuck, snap.total, F.where(forfeit, 0.0, total))
     reward = F.where(stuck, snap.total - state.total, F.where(forfeit, -state.total, reward))
-    open_groups = any_of((records.column >= 0) & (tables.group_last >= per_game(position)))
-    clean = stuck | ~open_groups
+    clean = stuck | (open_groups == 0)
+    kept = per_game(clean)
     snapshot = Snapshot(F.where(clean, position, snap.position), F.where(clean, total_after, snap.total),
-                        F.where(per_game(clean), supply, snap.supply), F.where(per_game(clean), edges, snap.edges),
-                        Plan(*(F.where(per_game(clean) if old.ndim == 2 else clean, new, old)
+                        F.where(kept, supply, snap.supply), F.where(kept, edges, snap.edges),
+                        F.where(kept, book, snap.book),
+                        Plan(*(F.where(kept if old.ndim == 2 else clean, new, old)
                                for new, old in zip(new_plan, snap.plan))))
     after = State(position, state.done | finished | forfeit, state.feasible & ~forfeit, total_after,
-                  state.restores + F.astype(stuck, "int64"), records, supply, edges, forced_drop, new_plan, snapshot)
+                  state.restores + F.astype(stuck, "int64"), records, book, supply, edges, open_groups, new_plan,
+                  snapshot)
     return after, Move(reward, placement)

@@ -1,35 +1,40 @@
-"""The MMapGame's rules as RT ops over a batch of games (leading spatial axis G): where the current buffer may
+"""The game's rules as RT ops over a batch of games (leading spatial axis G): where the current buffer may
 go, whether each action is legal, and what it earns. Semantics are `algorithms/mmap/game.py`'s, move for move.
 
-Occupancy is kept as one record per buffer (`Records`), not as a (time x column) grid: a record is the
-rectangle [start, end] x [column, column + width) of a placed buffer. The columns in use over an interval
-are counted with a `bincount` of +1 at each overlapping record's column and -1 at its end, then a cumsum:
-O(buffers + columns) per game, where a grid would be O(times x columns). Records make Drop-backup cheap as
-well: a rewind to buffer p clears the records of buffers >= p, and everything else about the game (a tensor's
-latest allocation, an instruction's fast set, an alias group's state) is derived from the records.
+Occupancy is kept as one record per buffer (`records`, (G, 3, N): start, end, column of the rectangle
+[start, end] x [column, column + width) a placed buffer takes), not as a (time x column) grid. Only the
+records of buffers before the game's position count: a move writes its buffer's record with one scatter,
+and a Drop-backup rewind to buffer p needs no clearing, since the records from p on no longer count. A
+buffer without a rectangle (dropped, or a NoCopy that reuses an allocation) has start = num_times and
+end = -1, so it overlaps no interval. The columns in use over an interval are counted with a `bincount` of
++1 at each overlapping record's column and -1 at its end, then a cumsum: O(buffers + columns) per game,
+where a grid would be O(times x columns). The Copy and NoCopy intervals of a move are counted together.
 
-Record sentinels: a buffer without a rectangle (undecided, dropped, or a NoCopy that reuses an allocation)
-has start = num_times and end = -1, so it overlaps no interval; `column` is -1 unless the buffer is in fast
-memory (a reusing NoCopy keeps its owner's column: it is the alias group's column if it opens one).
+Everything else a move reads about the game (an instruction's fast set, an alias group's offset and Drop
+state, a tensor's latest allocation) is one entry of the book (`tables.BookLayout`), read with one gather.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from algorithms.mmap.rt.tables import GameTables
+from algorithms.mmap.rt.tables import (
+    AT_FAST_SET,
+    AT_TENSOR_OWNER,
+    DEMAND,
+    GROUP_KEY,
+    IS_OUTPUT,
+    LIVE_END,
+    LIVE_START,
+    SLOT_BIT,
+    TARGET,
+    WIDTH,
+    GameTables,
+    gather_fill,
+)
 from timerl.rt import functional as F
 
 COPY, NO_COPY, DROP = 0, 1, 2
-UNDECIDED = -1
-
-
-class Records(NamedTuple):
-    decision: object
-    """(G, N) int64: the action taken for each buffer, -1 while undecided."""
-    start: object
-    end: object
-    column: object
 
 
 class Plan(NamedTuple):
@@ -45,9 +50,24 @@ class Plan(NamedTuple):
     """(G,) float64: the reward a Copy or NoCopy earns now (the updated benefit)."""
 
 
+class Entries(NamedTuple):
+    """The book's entries for each game's buffer (tables.BookLayout)."""
+
+    fast_set: object
+    group_column: object
+    group_dropped: object
+    tensor_end: object
+    tensor_owner: object
+
+
 def per_game(x):
     """(G,) -> (G, 1), to compare one value per game with a row of buffers, times or columns."""
     return F.unsqueeze(x, 1)
+
+
+def column(x, k):
+    """Column k of a (G, K) array: one value per game."""
+    return x.spatial[:, k]
 
 
 def any_of(mask, dim=1):
@@ -55,40 +75,39 @@ def any_of(mask, dim=1):
 
 
 def pick(x, index):
-    """x[g, index[g]] for a (G, K) x and a (G,) index."""
-    return F.squeeze(F.gather(x, 1, per_game(index)), 1)
+    """x[g, index[g]] for a (G, K) x and a (G,) index; 0 (False) where the index is outside [0, K)."""
+    return F.squeeze(gather_fill(x, per_game(index), 0), 1)
+
+
+def book_entries(book, data) -> Entries:
+    values = gather_fill(book, data.spatial[:, AT_FAST_SET:AT_TENSOR_OWNER + 1], -1)
+    return Entries(*(column(values, k) for k in range(len(Entries._fields))))
 
 
 # ---- fast memory -----------------------------------------------------------------------------------------
-def free_prefix(tables: GameTables, records: Records, first, last, own_group):
-    """(G, C + 1): P[c] = how many of the columns [0, c) are taken at some time of [first, last] by a record
-    outside the alias group `own_group` (the group's own cells count as free for its members, Eq. 4)."""
-    overlap = ((records.start <= per_game(last)) & (records.end >= per_game(first))
-               & (tables.group_key != per_game(own_group)))
-    count = F.astype(overlap, "int64")
-    opens = F.where(overlap, records.column, 0)
-    closes = F.where(overlap, records.column + tables.width, 0)
-    changes = F.apply("bincount", F.cat([opens, closes], 1), F.cat([count, -count], 1),
-                      size=tables.num_columns + 1)
-    used = F.cumsum(changes, 1).spatial[:, :tables.num_columns] > 0
-    taken = F.cumsum(F.astype(used, "int64"), 1)
-    return F.cat([taken.spatial[:, :1] * 0, taken], 1)
-
-
-def fit(tables: GameTables, prefix, width, required):
-    """The lowest column c with [c, c + width) free, or `required` if that block is free (when >= 0); -1 if none."""
+def lowest_free_columns(tables: GameTables, records, position, first, last, own_group, width, required):
+    """For each game and each of K intervals [first, last] ((G, K) each): the lowest column c with
+    [c, c + width) free over the interval, or `required` if that block is free (where required >= 0); -1 if
+    none. Records of the game's alias group `own_group` count as free (Eq. 4)."""
     size = tables.num_columns
-    starts = tables.columns
-    ends = starts + per_game(width)
-    taken = F.gather(prefix, 1, F.minimum(ends, size)) - prefix.spatial[:, :size]
-    fits = (taken == 0) & (ends <= size)
-    lowest = F.min(F.where(fits, starts, size), dim=1)
+    counted = (tables.group_key != per_game(own_group)) & (tables.buffers < per_game(position))
+    start, end, at = (records.spatial[:, k:k + 1, :] for k in range(3))
+    overlap = ((start <= F.unsqueeze(last, 2)) & (end >= F.unsqueeze(first, 2)) & F.unsqueeze(counted, 1))
+    count = F.astype(overlap, "int64")
+    opens = F.where(overlap, at, 0)
+    closes = F.where(overlap, at + tables.width, 0)
+    changes = F.apply("bincount", F.cat([opens, closes], 2), F.cat([count, -count], 2), size=size + 1)
+    used = F.astype(F.cumsum(changes, 2).spatial[:, :, :size] > 0, "int64")
+    through = F.cumsum(used, 2)  # columns used in [0, c]
+    before = through - used  # columns used in [0, c)
+    span = F.unsqueeze(width, 2)
+    # [c, c + width) is free when as many columns are used before c + width as before c; a block reaching
+    # past the last column reads the fill -1, which no count equals
+    fits = (gather_fill(through, tables.columns + span - 1, -1) == before) | (span == 0)
+    lowest = F.min(F.where(fits, tables.columns, size), dim=2)
     lowest = F.where(lowest == size, -1, lowest)
-    at = F.maximum(required, 0)
-    block_end = at + width
-    block_taken = pick(prefix, F.minimum(block_end, size)) - pick(prefix, F.minimum(at, size))
-    there = F.where((block_taken == 0) & (block_end <= size), required, -1)
-    return F.where(required >= 0, there, lowest)
+    there = F.squeeze(gather_fill(F.astype(fits, "int64"), F.unsqueeze(required, 2), 0), 2) > 0
+    return F.where(required >= 0, F.where(there, required, -1), lowest)
 
 
 # ---- copy windows and supply (Eq. 5 and 6, transfer.py) ----------------------------------------------------
@@ -134,19 +153,14 @@ def consume(tables: GameTables, supply, edges, first, last, demand, is_output, a
 
 
 # ---- the current buffer's options --------------------------------------------------------------------------
-def plan(tables: GameTables, records: Records, supply, edges, forced_drop, position, done) -> Plan:
+def plan(tables: GameTables, records, book, supply, edges, position, done) -> Plan:
     """The Plan for buffer `position` of each game (all actions illegal where `done`)."""
-    buffer = F.minimum(position, tables.num_buffers - 1)
-    target, live_start, live_end = (tables.of_buffer(n, buffer) for n in ("target", "live_start", "live_end"))
-    is_output, width, demand = (tables.of_buffer(n, buffer) for n in ("is_output", "width", "demand"))
-    group, own_group = tables.of_buffer("group", buffer), tables.of_buffer("group_key", buffer)
-
-    placed = records.column >= 0
-    members = tables.group_key == per_game(own_group)
-    group_fast = any_of(placed & members)
-    required = F.where(group_fast, F.max(F.where(placed & members, records.column, -1), dim=1), -1)
-    forced = pick(F.astype(forced_drop, "int64"), F.maximum(group, 0)) > 0
-    group_dropped = any_of((records.decision == DROP) & members) | ((group >= 0) & forced)
+    data = tables.buffer_data(position)
+    target, live_start, live_end = column(data, TARGET), column(data, LIVE_START), column(data, LIVE_END)
+    width, demand, is_output = column(data, WIDTH), column(data, DEMAND), column(data, IS_OUTPUT) > 0
+    entries = book_entries(book, data)
+    required = entries.group_column
+    group_fast, group_dropped = required >= 0, entries.group_dropped > 0
 
     prefetch = latest_prefetch_start(tables, supply, edges, live_start, target, demand)
     eviction = earliest_eviction_end(tables, supply, edges, target, live_end, demand)
@@ -155,23 +169,22 @@ def plan(tables: GameTables, records: Records, supply, edges, forced_drop, posit
     copy_exists = F.where(is_output, eviction, prefetch) >= 0
     copy_first = F.where(is_output, target + 1, prefetch)
     copy_last = F.where(is_output, eviction, target - 1)
-    copy_column = fit(tables, _prefix_or_nothing(tables, records, copy_exists, copy_start, copy_end, own_group),
-                      width, required)
-    copy_ok = copy_exists & (copy_column >= 0)
 
-    same_tensor = placed & (tables.tensor == per_game(tables.of_buffer("tensor", buffer)))
-    latest_end = F.max(F.where(same_tensor, records.end, -1), dim=1)
-    owner = F.min(F.where(same_tensor & (records.end == per_game(latest_end)), tables.buffers,
-                          tables.num_buffers), dim=1)
-    owner_column = pick(records.column, F.minimum(owner, tables.num_buffers - 1))
+    latest_end = entries.tensor_end
     reuse = ~is_output & (latest_end >= target)
     no_copy_start = F.where(is_output, live_start, F.where(reuse, target, latest_end + 1))
     no_copy_end = F.where(is_output, live_end, target)
     no_copy_exists = is_output | (latest_end >= 0)
-    fitted = fit(tables, _prefix_or_nothing(tables, records, no_copy_exists & ~reuse, no_copy_start, no_copy_end,
-                                            own_group), width, required)
+
+    fitted = lowest_free_columns(tables, records, position, F.stack([copy_start, no_copy_start], 1),
+                                 F.stack([copy_end, no_copy_end], 1), column(data, GROUP_KEY),
+                                 F.stack([width, width], 1), F.stack([required, required], 1))
+    copy_column = column(fitted, 0)
+    copy_ok = copy_exists & (copy_column >= 0)
+    owner = entries.tensor_owner
+    owner_column = pick(records.spatial[:, 2, :], owner)
     reused = F.where((required < 0) | (owner_column == required), owner_column, -1)
-    no_copy_column = F.where(reuse, reused, fitted)
+    no_copy_column = F.where(reuse, reused, column(fitted, 1))
     no_copy_ok = no_copy_exists & (no_copy_column >= 0)
 
     running = ~done
@@ -179,19 +192,12 @@ def plan(tables: GameTables, records: Records, supply, edges, forced_drop, posit
                      (group_dropped | ~group_fast) & running], 1)
     copy = F.stack([copy_start, copy_end, copy_column, copy_first, copy_last], 1)
     no_copy = F.stack([no_copy_start, no_copy_end, no_copy_column, F.where(reuse, owner, -1)], 1)
-    return Plan(legal, copy, no_copy, benefit(tables, records, buffer, target))
+    return Plan(legal, copy, no_copy, benefit(tables, target, entries.fast_set, column(data, SLOT_BIT)))
 
 
-def _prefix_or_nothing(tables, records, exists, first, last, own_group):
-    """free_prefix over [first, last] where the interval exists; an always-empty interval elsewhere."""
-    return free_prefix(tables, records, F.where(exists, first, tables.num_times), F.where(exists, last, -1), own_group)
-
-
-def benefit(tables: GameTables, records: Records, buffer, target):
+def benefit(tables: GameTables, target, fast_set, slot_bit):
     """L_I(B') - L_I(B' + {b}) for the instruction I = target of b, B' = its buffers already in fast memory."""
-    in_fast = (records.column >= 0) & (tables.target == per_game(target))
-    fast_set = F.sum(F.where(in_fast, tables.slot_bit, 0), dim=1)
-    row = target * tables.table_width
-    before = F.index_select(tables.latency, 0, row + fast_set)
-    after = F.index_select(tables.latency, 0, row + fast_set + tables.of_buffer("slot_bit", buffer))
-    return before - after
+    row = target * tables.table_width + fast_set
+    latency = F.expand(F.unsqueeze(tables.latency, 0), (target.shape[0], tables.latency.shape[0]))
+    before_after = gather_fill(latency, F.stack([row, row + slot_bit], 1), 0.0)
+    return column(before_after, 0) - column(before_after, 1)

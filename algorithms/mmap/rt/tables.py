@@ -15,6 +15,7 @@ Sentinels the rules rely on:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -86,6 +87,57 @@ def game_arrays(problem: Problem) -> GameArrays:
     )
 
 
+# columns of the per-buffer table (`GameTables.buffer_rows`): one gather gives all of them for each game's buffer
+(TARGET, LIVE_START, LIVE_END, IS_OUTPUT, WIDTH, DEMAND, GROUP, GROUP_KEY, GROUP_LAST, SLOT_BIT,
+ AT_FAST_SET, AT_GROUP_COLUMN, AT_GROUP_DROPPED, AT_TENSOR_END, AT_TENSOR_OWNER) = range(15)
+ROW_WIDTH = AT_TENSOR_OWNER + 1
+BOOK_FIELDS = 5
+"""The book positions (AT_*) a move reads and writes, in that order."""
+
+
+class BookLayout(NamedTuple):
+    """Where each per-game array of game state indexed by instruction, alias group or tensor lies in one
+    (G, size) int64 array, the book: one gather reads and one scatter writes a move's five entries, and one
+    `where` saves or restores all of them for Drop-backup.
+
+    fast_set[instruction]: sum of the slot bits of its buffers in fast memory; group_column[group]: the
+    group's offset once a member is placed, -1 before; group_dropped[group]: 1 once Drop (or Drop-backup)
+    sends the group to slow memory; tensor_end[tensor] / tensor_owner[tensor]: the end of the tensor's latest
+    allocation and the buffer that owns it, -1 without one."""
+
+    fast_set: int
+    group_column: int
+    group_dropped: int
+    tensor_end: int
+    tensor_owner: int
+    size: int
+
+
+def book_layout(arrays: GameArrays) -> BookLayout:
+    groups, tensors = max(arrays.num_groups, 1), int(arrays.tensor.max()) + 1
+    offsets = np.cumsum([0, arrays.num_times, groups, groups, tensors, tensors])
+    return BookLayout(*(int(o) for o in offsets))
+
+
+def initial_book(arrays: GameArrays, layout: BookLayout) -> np.ndarray:
+    book = np.full(layout.size, -1, dtype=np.int64)
+    book[layout.fast_set:layout.group_column] = 0
+    book[layout.group_dropped:layout.tensor_end] = 0
+    return book
+
+
+def buffer_rows(arrays: GameArrays, layout: BookLayout) -> np.ndarray:
+    """(N, ROW_WIDTH) int64: the buffer's own data, then its five book positions (-1 where it has no alias group)."""
+    grouped = arrays.group >= 0
+    return np.stack([
+        arrays.target, arrays.live_start, arrays.live_end, arrays.is_output.astype(np.int64), arrays.width,
+        arrays.demand, arrays.group, arrays.group_key, arrays.group_last, arrays.slot_bit,
+        layout.fast_set + arrays.target,
+        np.where(grouped, layout.group_column + arrays.group, -1),
+        np.where(grouped, layout.group_dropped + arrays.group, -1),
+        layout.tensor_end + arrays.tensor, layout.tensor_owner + arrays.tensor], 1).astype(np.int64)
+
+
 class GameTables:
     """The arrays as constant RTs (created in the active context), plus index ranges the rules compare with."""
 
@@ -94,15 +146,31 @@ class GameTables:
         self.num_buffers, self.num_times = arrays.num_buffers, arrays.num_times
         self.num_columns, self.num_groups = arrays.num_columns, arrays.num_groups
         self.table_width = arrays.table_width
-        for name in ("target", "live_start", "live_end", "is_output", "width", "demand", "tensor", "group",
-                     "group_key", "group_last", "slot_bit", "latency", "supply"):
-            value = getattr(arrays, name)
-            setattr(self, name, F.tensor(value, dtype=str(value.dtype)))
+        self.layout = book_layout(arrays)
+        self.book = F.tensor(initial_book(arrays, self.layout), dtype="int64")
+        self.rows = F.tensor(buffer_rows(arrays, self.layout).reshape(-1), dtype="int64")
+        self.group_key = F.tensor(arrays.group_key, dtype="int64")
+        self.width = F.tensor(arrays.width, dtype="int64")
+        self.latency = F.tensor(arrays.latency, dtype="float64")
+        self.supply = F.tensor(arrays.supply, dtype="int64")
         self.buffers = F.arange(arrays.num_buffers)
         self.times = F.arange(arrays.num_times)
         self.columns = F.arange(arrays.num_columns)
-        self.group_slots = F.arange(max(arrays.num_groups, 1))
 
-    def of_buffer(self, name: str, buffer):
-        """Per-game value of a per-buffer table at `buffer` (one buffer index per game)."""
-        return F.index_select(getattr(self, name), 0, buffer)
+    def buffer_data(self, position):
+        """(G, ROW_WIDTH) int64: the row of `buffer_rows` of each game's buffer `position` (clamped to the last)."""
+        games = position.shape[0]
+        buffer = F.minimum(position, self.num_buffers - 1)
+        index = F.unsqueeze(buffer * ROW_WIDTH, 1) + F.arange(ROW_WIDTH)
+        return gather_fill(F.expand(F.unsqueeze(self.rows, 0), (games, self.rows.shape[0])), index, -1)
+
+
+def gather_fill(x, index, fill):
+    """x[..., index[..., k]] along the last axis, `fill` where the index is outside (a pure op: on jax it stays
+    inside the move's one jitted computation, where gather's host-side index check would cut it)."""
+    return F.apply("gather_fill", x, index, dim=x.ndim - 1, fill=fill)
+
+
+def scatter(x, index, values):
+    """x with `values` written at `index` along the last axis; writes at an index outside are dropped."""
+    return F.apply("scatter", x, index, values, dim=x.ndim - 1)
