@@ -158,19 +158,17 @@ def train_scan(iterations: int = 20, num_envs: int = 64, steps: int = 100, seed:
 
 
 def timerl_seconds_per_iteration(backend: str, iterations: int = 5, num_envs: int = 64, steps: int = 100,
-                                 seed: int = 0, compile_options: dict | None = None) -> float:
-    """timerl's `algorithms.reinforce.train` with ``simulator="rt"``, the same sizes: the execution time of
-    ``2 * iterations`` iterations less that of ``iterations``, over ``iterations`` (the first iterations'
-    warm-up cancels out; compilation is not execution)."""
+                                 seed: int = 0, compile_options: dict | None = None) -> tuple[float, float, float]:
+    """timerl's `algorithms.reinforce.train` with ``simulator="rt"``, the same sizes, ``iterations + 2``
+    iterations: (first iteration's seconds, mean seconds of the ``iterations`` between, last iteration's
+    seconds). The first and the last pay compiles (on jax with scans, the last iteration's conditions differ:
+    its last step computes nothing the program reads, so its scans compile once more)."""
     from algorithms.reinforce import train
 
-    seconds = []
-    for count in (iterations, 2 * iterations):
-        stats: dict = {}
-        train("CartPole-v1", iterations=count, num_envs=num_envs, steps=steps, seed=seed, backend=backend,
-              simulator="rt", stats=stats, compile_options=compile_options)
-        seconds.append(stats["execute_seconds"])
-    return (seconds[1] - seconds[0]) / iterations
+    curve = train("CartPole-v1", iterations=iterations + 2, num_envs=num_envs, steps=steps, seed=seed,
+                  backend=backend, simulator="rt", compile_options=compile_options)
+    seconds = [row["iteration_seconds"] for row in curve]
+    return seconds[0], sum(seconds[1:-1]) / iterations, seconds[-1]
 
 
 def main(argv: list[str] | None = None) -> float:
@@ -188,8 +186,8 @@ def main(argv: list[str] | None = None) -> float:
           f"{seconds:.4f} s / iteration (warm-up excluded, {args.iterations} iterations)")
     print("mean episode length per iteration:", " ".join(f"{n:.0f}" for n in curve))
     for backend in args.timerl:
-        theirs = timerl_seconds_per_iteration(backend, max(args.iterations // 4, 1), args.num_envs, args.steps,
-                                              args.seed)
+        _, theirs, _ = timerl_seconds_per_iteration(backend, max(args.iterations // 4, 1), args.num_envs,
+                                                    args.steps, args.seed)
         print(f"timerl {backend}, simulator='rt': {theirs:.4f} s / iteration ({theirs / seconds:.1f}x the scan)")
     return seconds
 

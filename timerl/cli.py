@@ -91,12 +91,14 @@ def bench_rt_cartpole(iterations: int, num_envs: int = 64, steps: int = 100) -> 
     `lax.scan` REINFORCE of benchmarks/jax_scan_reinforce.py, same sizes, measured in this run."""
     scan = _load("jax_scan_reinforce")
     baseline = scan.train_scan(iterations=4 * iterations, num_envs=num_envs, steps=steps)
-    print("| envs x steps | implementation | s / iteration | vs lax.scan |")
-    print("|---|---|---|---|")
-    print(f"| {num_envs} x {steps} | jax lax.scan, one jit per iteration | {baseline:.4f} | 1.00x |")
+    print("| envs x steps | implementation | first iteration s | s / iteration | vs lax.scan | last iteration s |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {num_envs} x {steps} | jax lax.scan, one jit per iteration | - | {baseline:.4f} | 1.00x | - |")
     for name, options in (("timerl jax", {}), ("timerl jax, scan_loops=False", {"scan_loops": False})):
-        seconds = scan.timerl_seconds_per_iteration("jax", iterations, num_envs, steps, compile_options=options)
-        print(f"| {num_envs} x {steps} | {name} | {seconds:.4f} | {seconds / baseline:.2f}x |")
+        first, seconds, last = scan.timerl_seconds_per_iteration("jax", iterations, num_envs, steps,
+                                                                 compile_options=options)
+        print(f"| {num_envs} x {steps} | {name} | {first:.2f} | {seconds:.4f} | {seconds / baseline:.2f}x | "
+              f"{last:.2f} |")
 
 
 def plot_reinforce_memory(out: str, iterations: int, steps: int, n_step: int | None, backend: str) -> None:
