@@ -1,7 +1,8 @@
 """How compile time grows with the program: REINFORCE (algorithms/reinforce.py) with 2 to 12 hidden layers.
 
 Compiles only (no environment steps run) and splits the scheduler's time into its steps: demand analysis,
-dataflow grouping, isl's schedule computation, AST generation and placing the deallocations. ``statements``
+dataflow grouping, isl's schedule computation, AST generation and placing the deallocations, in CPU seconds
+(process time, so that a loaded machine compares with a quiet one). ``statements``
 are the statements isl schedules; ``executes`` the computations in the generated program.
 
     .venv/bin/python -m benchmarks.compile_scaling [--layers 2 4 8 12] [--n-step 8]
@@ -47,16 +48,16 @@ def build(hidden_layers: int, n_step: int | None = None, num_envs: int = 16, hid
 
 def measure(hidden_layers: int, n_step: int | None = None, iterations: int = 5, steps: int = 200) -> dict:
     ctx = build(hidden_layers, n_step)
-    started = time.perf_counter()
+    started = time.process_time()
     bounds = resolve_bounds(ctx, {"I": iterations, "T": steps})
     graph = ctx.graph()
     verify(graph, bounds)
     graph = optimize_graph(graph, bounds)
-    passes = time.perf_counter() - started
+    passes = time.process_time() - started
     result = schedule_graph(graph, bounds)
     return {"layers": hidden_layers, "nodes": len(graph.nodes), "groups": len(result.groups),
             "statements": result.statements, "executes": result.schedule.count(Execute), "passes": passes,
-            **result.phases, "total": time.perf_counter() - started}
+            **result.phases, "total": time.process_time() - started}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -57,3 +57,27 @@ def test_each_group_runs_once_in_the_program_and_its_frees_are_deallocations():
     top = result.schedule.root.body
     first = [next(n for n in walk(child) if isinstance(n, Execute)) for child in top[:len(result.upfront)]]
     assert [n.node for n in first] == list(result.upfront)
+
+
+def once_per_iteration_statements(result, graph) -> int:
+    """isl statements over the iteration dimension alone that read nothing deeper (parameters, optimizer
+    states, their transposes)."""
+    count = 0
+    for group in result.groups:
+        if group.id in result.upfront or group.domain.dim(isl.dim_type.set) != 1:
+            continue
+        producers = {e.producer for n in group.members for e in graph.nodes[n].inputs}
+        if all(len(graph.nodes[p].domain) <= 1 for p in producers):
+            count += 1
+    return count
+
+
+def test_each_layers_parameters_and_optimizer_states_join_statements_that_do_not_grow_with_layers():
+    counts = []
+    for layers in (1, 2, 3):
+        graph, bounds = optimized(layers)
+        counts.append(once_per_iteration_statements(schedule(layers), graph))
+        # without that fusion (as under a memory budget), each layer brings its own
+        apart = schedule_graph(graph, bounds, memory_aware=True)
+        assert once_per_iteration_statements(apart, graph) > counts[-1]
+    assert counts[0] == counts[1] == counts[2] > 0, counts

@@ -52,10 +52,13 @@ def identity_read(edge: Edge, consumer: Node, producer: Node) -> bool:
             and all(isinstance(item, Point) and item.expr.same(dim) for item, dim in zip(edge.index, producer.domain)))
 
 
-def group_nodes(graph: Graph, demand: Demand, fuse: bool = True) -> tuple[list[Group], dict[int, int]]:
+def group_nodes(graph: Graph, demand: Demand, fuse: bool = True,
+                per_iteration: bool = True) -> tuple[list[Group], dict[int, int]]:
     """Greedy fusion along identity edges. Two groups merge only when every edge between them is an identity
     edge and no path leads from one to the other through a third group at the same point (that path would
-    become a cycle); paths through recurrence edges move to another point and do not count."""
+    become a cycle); paths through recurrence edges move to another point and do not count. With
+    ``per_iteration``, groups that run once per outer iteration also merge with each other
+    (`_fuse_per_iteration`)."""
     running = [n.id for n in graph.nodes if n.id in demand.demand and not demand.demand[n.id].is_empty()]
     running_set = set(running)
     parent = {n: n for n in running}
@@ -112,7 +115,8 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True) -> tuple[list[G
         absorb(successors, predecessors, into, gone)
         absorb(predecessors, successors, into, gone)
 
-    points = {n: demand.demand[n].set_tuple_name("X") for n in running}
+    context = demand.polyhedra.generic_context  # demand sets that differ only by ``T > 0`` are equal
+    points = {n: demand.demand[n].intersect_params(context).set_tuple_name("X") for n in running}
     for producer, consumer, identity in edges:
         if not identity or not fuse:
             continue
@@ -121,6 +125,8 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True) -> tuple[list[G
             continue
         if not reaches(a, b) and not reaches(b, a):
             merge(a, b)
+    if fuse and per_iteration:
+        _fuse_per_iteration(graph, running, points, find, merge, successors, blocked)
     members: dict[int, list[int]] = {}
     for node_id in running:
         members.setdefault(find(node_id), []).append(node_id)
@@ -138,6 +144,72 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True) -> tuple[list[G
                             tuple(n for n in stored if n not in external),
                             tuple(n for n in stored if n in external)))
     return groups, group_of
+
+
+def _fuse_per_iteration(graph: Graph, running: list[int], points: dict[int, isl.Set], find, merge,
+                        successors: dict[int, set[int]], blocked: dict[int, set[int]]) -> None:
+    """Merge the groups that run once per outer iteration (only the outermost dimension, in a program with
+    deeper loops) and read nothing deeper, on the same points, when neither reaches the other: each layer's
+    parameters and optimizer states become one statement per kind instead of one per layer. Inside an
+    iteration they only had to be ordered; as separate statements they made most of isl's problem
+    (REINFORCE with 12 hidden layers: isl 4.6 s of CPU for 195 statements; 0.4 s for 53). Groups that sum
+    over a deeper loop (a layer's gradient, then its update) stay apart: isl runs each right after the loop
+    it reads, which frees that loop's values before the next one runs. ``successors`` is kept up to date by
+    ``merge``, and reachability with it, so a merge never closes a cycle."""
+    depth = {n: len(graph.nodes[n].domain) for n in running}
+    if max(depth.values(), default=0) < 2:
+        return
+    members: dict[int, list[int]] = {}
+    for node_id in running:
+        members.setdefault(find(node_id), []).append(node_id)
+    keys: list[isl.Set] = []
+    by_points: dict[int, list[int]] = {}  # the groups that may share a statement, by the points they run at
+    for root, ids in members.items():
+        if any(depth[n] != 1 or any(depth.get(e.producer, 0) > 1 for e in graph.nodes[n].inputs) for n in ids):
+            continue
+        key = next((k for k, known in enumerate(keys) if known.is_equal(points[root])), None)
+        if key is None:
+            key = len(keys)
+            keys.append(points[root])
+        by_points.setdefault(key, []).append(root)
+    for candidates in by_points.values():
+        reach = _reachability(successors)
+        kept: list[int] = []  # the groups made so far from these candidates
+        for group in candidates:
+            target = next((k for k in kept if group not in blocked[k] and not (reach[k] >> group) & 1
+                           and not (reach[group] >> k) & 1), None)
+            if target is None:
+                kept.append(group)
+                continue
+            merge(target, group)
+            reach = _reachability(successors)
+
+
+def _reachability(successors: dict[int, set[int]]) -> dict[int, int]:
+    """For each group, the groups it reaches through at least one edge, as a bit set (bit ``g``)."""
+    order: list[int] = []
+    state: dict[int, int] = {}
+    for start in successors:
+        if start in state:
+            continue
+        stack = [(start, iter(successors[start]))]
+        state[start] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                order.append(node)
+            elif child not in state:
+                state[child] = 1
+                stack.append((child, iter(successors[child])))
+    reach: dict[int, int] = {}
+    for node in order:  # successors first
+        bits = 0
+        for child in successors[node]:
+            bits |= (1 << child) | reach.get(child, 0)
+        reach[node] = bits
+    return reach
 
 
 def is_internal(graph: Graph, edge: Edge, consumer: Node, group_of: dict[int, int]) -> bool:
