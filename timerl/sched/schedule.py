@@ -188,7 +188,7 @@ def _memory_aware(schedule: isl.Schedule, domain: isl.UnionSet, validity: isl.Un
     if not late and not early or any(source in late and depth[target] == deepest for source, target in edges):
         return schedule
     parts = []
-    for names in (early, after - late, late):
+    for names in (early, *_phases(after - late, inner), late):
         if not names:
             continue
         part = _union_set([s for s in statements if s.get_tuple_name() in names])
@@ -199,6 +199,43 @@ def _memory_aware(schedule: isl.Schedule, domain: isl.UnionSet, validity: isl.Un
     for part in parts[1:]:
         result = result.sequence(part)
     return result.insert_partial_schedule(outer)
+
+
+_FAR = 10 ** 6  # a distance no window of a real program has: a dependence that can exceed it grows with a bound
+
+
+def _phases(names: set[str], dependences: isl.UnionMap) -> list[set[str]]:
+    """``names`` in the order of their *long* dependences: one whose distance along the innermost dimension
+    grows with a bound (a Monte Carlo return at ``t`` reads every later reward) starts a later phase. Solved
+    with such a dependence, isl splits what follows it into several loops (per-step gradients computed for
+    every step in one loop and consumed in the next); solved apart, each phase has only short distances and
+    fuses into one loop."""
+    edges: list[tuple[str, str, bool]] = []
+
+    def visit(relation: isl.Map) -> None:
+        source, target = relation.get_tuple_name(isl.dim_type.in_), relation.get_tuple_name(isl.dim_type.out)
+        if source not in names or target not in names or source == target:
+            return
+        same = relation.set_tuple_name(isl.dim_type.in_, "X").set_tuple_name(isl.dim_type.out, "X")
+        if same.dim(isl.dim_type.in_) != same.dim(isl.dim_type.out) or same.dim(isl.dim_type.in_) == 0:
+            return
+        deltas = same.deltas()
+        coordinates = [f"d{k}" for k in range(deltas.dim(isl.dim_type.set))]
+        name = deltas.get_tuple_name() if deltas.has_tuple_name() else ""
+        far = isl.Set(f"{{ {name}[{', '.join(coordinates)}] : {coordinates[-1]} > {_FAR} or {coordinates[-1]} < -{_FAR} }}")
+        edges.append((source, target, not deltas.intersect(far.align_params(deltas.get_space())).is_empty()))
+
+    dependences.foreach_map(visit)
+    phase = {name: 0 for name in names}
+    for _ in range(len(names)):  # longest path by long edges; dependences run forwards, so this settles
+        changed = False
+        for source, target, long in edges:
+            if phase[source] + long > phase[target]:
+                phase[target] = phase[source] + long
+                changed = True
+        if not changed:
+            break
+    return [{n for n in names if phase[n] == k} for k in sorted(set(phase.values()))]
 
 
 def _label(graph: Graph, group: Group) -> str:
