@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.jax_scan_reinforce import MAX_EPISODE_STEPS, cartpole_step, fresh_states, mean_length
+from benchmarks.jax_scan_reinforce import MAX_EPISODE_STEPS, cartpole_step, fresh_states, timed_iterations
 
 OBSERVATIONS, ACTIONS = 4, 2
 
@@ -155,19 +154,7 @@ def train_scan(iterations: int = 20, num_envs: int = 64, steps: int = 100, epoch
     zeros = jax.tree.map(jnp.zeros_like, params)
     adam = Adam(jnp.zeros((), jnp.float32), zeros, zeros)
     iteration = make_iteration(num_envs, steps, epochs, minibatches, lr=lr)
-    keys = jax.random.split(jax.random.PRNGKey(seed), iterations + 1)
-    params, adam, ends = iteration(params, adam, keys[0])  # warm-up: compiles
-    ends.block_until_ready()
-    all_ends = []
-    started = time.perf_counter()
-    for key in keys[1:]:
-        params, adam, ends = iteration(params, adam, key)
-        all_ends.append(ends)  # not read here: reading would wait for the device every iteration
-    ends.block_until_ready()
-    seconds = (time.perf_counter() - started) / max(iterations, 1)
-    if curve is not None:
-        curve += [mean_length(np.asarray(e)) for e in all_ends]
-    return seconds
+    return timed_iterations(iteration, params, adam, iterations, seed, curve)
 
 
 def timerl_seconds_per_iteration(backend: str, iterations: int = 4, num_envs: int = 64, steps: int = 100,

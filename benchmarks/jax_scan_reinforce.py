@@ -142,6 +142,12 @@ def train_scan(iterations: int = 20, num_envs: int = 64, steps: int = 100, seed:
     zeros = jax.tree.map(jnp.zeros_like, params)
     adam = Adam(jnp.zeros((), jnp.float32), zeros, zeros)
     iteration = make_iteration(num_envs, steps, gamma, lr)
+    return timed_iterations(iteration, params, adam, iterations, seed, curve)
+
+
+def timed_iterations(iteration, params, adam, iterations: int, seed: int, curve: list | None) -> float:
+    """Run ``iteration(params, adam, key) -> (params, adam, ends)`` once to compile, then ``iterations`` times;
+    seconds per timed iteration, and each one's mean episode length appended to ``curve`` when given."""
     keys = jax.random.split(jax.random.PRNGKey(seed), iterations + 1)
     params, adam, ends = iteration(params, adam, keys[0])  # warm-up: compiles
     ends.block_until_ready()
