@@ -1,5 +1,5 @@
 """Values that live only inside a group are freed after their last reader in the group, not when the group
-returns, and the pool counts the most of them alive at once (`timerl.runtime.plan._free_after_last_use`).
+returns, and the pool counts the most of them alive at once (`timerl.runtime.lifetimes.free_after_last_use`).
 Before, a group of k layers held all k activations until its end (PPO's minibatch forward: 13 MiB of
 transients at 64 x 100 steps, with the folded matmuls' products, which never exist, counted as well).
 

@@ -23,15 +23,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from timerl.errors import TimeRLError
-from timerl.ops.registry import OPS, Unsupported
 from timerl.pdg.graph import Graph, Node
 from timerl.ops.batching import batch_rule
-from timerl.runtime.evaluate import bound_kernel, evaluate, has_symbols, op_kernel
-from timerl.runtime.plan import simple_read, static_bytes
-from timerl.rt.symbolic import TRUE, compile_function
+from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
+from timerl.runtime.plan import static_bytes
+from timerl.rt.symbolic import compile_function
 from timerl.sched import ast
 from timerl.sched.group import identity_read
 from timerl.runtime.statements import flatten, freed_parts, statement_major
+from timerl.runtime.windows import masked_reduction, windowed_members
 
 
 WINDOW_BYTES = 1 << 20  # the padded window of one value in one chunk of a statement's points (`BatchedGroup._chunks`)
@@ -51,14 +51,14 @@ class BatchedGroup:
         self.readers = {n.id: executable.readers[n.id] for n in self.members}
         self.mapped: dict = {}
         self.compiled: dict = {}  # input layout -> the members as one function (`_members_function`)
-        self.windowed = _windowed_members(self.graph, group) or set()
+        self.windowed = windowed_members(self.graph, group) or set()
         self.kernels = {n.id: self._kernel(n) for n in self.members
                         if n.op not in ("const", "grad_accumulate", "sink")}
         self.sizes = {n.id: static_bytes(n) for n in self.members}
 
     @staticmethod
     def supported(graph: Graph, group: Any) -> bool:
-        return _windowed_members(graph, group) is not None
+        return windowed_members(graph, group) is not None
 
     def _kernel(self, node: Node) -> Callable:
         kernel = bound_kernel(node, self.backend)
@@ -66,7 +66,7 @@ class BatchedGroup:
             e.producer in self.windowed or e.ranges() for e in node.inputs)
         if not reduces_window:
             return kernel
-        return _masked(kernel, self.backend.xp)
+        return masked_reduction(kernel, self.backend.xp)
 
     def _map(self, node_id: int, axes: tuple) -> Callable:
         """The member at every point in one call: the op's batch rule (`timerl.ops.batching`) where it has one,
@@ -93,7 +93,7 @@ class BatchedGroup:
                           lambda changed: op_kernel(node.op, changed, dtype, backend))
         if rule is None or not masked:
             return rule
-        return _masked(lambda value: backend.cast(rule(value), dtype), backend.xp, batched=True)
+        return masked_reduction(lambda value: backend.cast(rule(value), dtype), backend.xp, batched=True)
 
     def run(self, points: Sequence[tuple[int, ...]]) -> None:
         """Compute every member at every point, then store what other groups read. Statements that pad windows
@@ -335,18 +335,6 @@ class BatchedGroup:
         return self.backend.cast(total, node.attrs["dtype"])
 
 
-def _masked(kernel: Callable, xp: Any, batched: bool = False) -> Callable:
-    """``kernel`` on a padded window whose positions past the end (``valid`` false) are set to zero, the
-    identity of the sums this is allowed for; ``batched``: the window and mask carry a leading batch axis."""
-    lead = 2 if batched else 1
-
-    def masked(value: Any, valid: Any) -> Any:
-        keep = xp.reshape(valid, tuple(valid.shape) + (1,) * (value.ndim - lead))
-        return kernel(xp.where(keep, value, xp.zeros_like(value)))
-
-    return masked
-
-
 class _BatchedFree:
     """A deallocation statement at every point of a loop: the freed members' points, one pool call each
     (``parts``: some outputs only, point by point)."""
@@ -374,60 +362,6 @@ class _BatchedFree:
 
 class _NotBatchable(Exception):
     """A batch this code path declines at run time: the statement runs point by point instead."""
-
-
-def _windowed_members(graph: Graph, group: Any) -> set[int] | None:
-    """The members whose values at a point are windows of a range read (padded in a batch), or None when the
-    group cannot be batched. A window may flow through elementwise ops and a cumulative sum along it, and must
-    end in a sum over it (``discounted_sum``, or ``sum`` over dim 0), inside the group."""
-    windowed: set[int] = set()
-    for member_id in group.members:
-        node = graph.nodes[member_id]
-        if node.op == "const":
-            continue
-        if has_symbols(node.attrs.as_dict()):
-            return None
-        if node.op == "grad_accumulate":
-            if any(node.attrs["windows"]) or any(e.ranges() or e.condition is not TRUE for e in node.inputs):
-                return None
-            if static_bytes(node) is None:
-                return None
-            continue
-        if node.op == "sink":
-            if any(e.producer in windowed or not simple_read(e) for e in node.inputs):
-                return None
-            continue  # called point by point once the batch is computed
-        if node.op in ("merge", "source", "rand", "randn", "udf"):
-            return None
-        definition = OPS[node.op]
-        if isinstance(definition.impl, Unsupported) or definition.check_values is not None:
-            return None
-        ranged = [e for e in node.inputs if e.ranges()]
-        for edge in node.inputs:
-            if edge.ranges():
-                producer = graph.nodes[edge.producer]
-                if (len(edge.ranges()) != 1 or edge.ranges()[0].step != 1 or edge.masked_by is not None
-                        or edge.condition is not TRUE or static_bytes(producer) is None):
-                    return None
-            elif not simple_read(edge):
-                return None
-        from_window = ranged or any(e.producer in windowed for e in node.inputs)
-        if not from_window:
-            if static_bytes(node) is None:
-                return None
-            continue
-        if node.op == "discounted_sum" or (node.op == "sum" and tuple(node.attrs["dims"] or ()) == (0,)
-                                           and not node.attrs["keepdim"]):
-            if static_bytes(node) is None:
-                return None
-            continue  # reduces the window away
-        if definition.category == "elementwise" or (node.op == "cumsum" and node.attrs["dim"] == 0):
-            if member_id in group.freed_later:
-                return None  # a window stored for other groups would need its padding undone
-            windowed.add(member_id)
-            continue
-        return None
-    return windowed
 
 
 def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[list], None] | None:

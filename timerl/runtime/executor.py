@@ -24,7 +24,8 @@ from timerl.runtime.codegen import LoopProgram
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.runtime.jax_plan import JaxGroupLowering
 from timerl.runtime.jax_scan import scanned_or_batched
-from timerl.runtime.plan import SKIP, GroupLowering, namespace
+from timerl.runtime.generated import SKIP, namespace
+from timerl.runtime.plan import GroupLowering
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
 from timerl.runtime.stacks import StackedPool

@@ -22,22 +22,20 @@ gradient accumulation) go through `timerl.runtime.evaluate`, the same code the r
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from timerl.errors import ShapeError, TimeRLError
 from timerl.ops.registry import ELEMENTWISE, OPS, Unsupported
 from timerl.pdg.graph import Edge, Graph, Node, Point
 from timerl.runtime import rng
-from timerl.runtime.access import point_dict
 from timerl.runtime.draws import DrawPrefetch
-from timerl.runtime.evaluate import FLOAT_DTYPES, bound_kernel, evaluate, has_symbols, point_kernel
+from timerl.runtime.generated import udf_call
+from timerl.runtime.lifetimes import FRESH, free_after_last_use
+from timerl.runtime.evaluate import FLOAT_DTYPES, bound_kernel, has_symbols, point_kernel
 from timerl.rt.symbolic import TRUE, Symbol
 from timerl.sched.group import identity_read
 
-SKIP = object()  # what a reader returns where its edge's condition does not hold
 
 # Ops evaluated by the executor itself rather than by a registry kernel.
 _EVALUATED = {"source", "rand", "randn", "sink", "udf", "grad_accumulate"}
@@ -178,7 +176,7 @@ class GroupLowering:
             else:
                 transient_dynamic.append(f"nbytes_of({values})")
         donors = {f"v{n}_0": self._plain_items(graph.nodes[n], inside)[slot] for n, (slot, _) in donations.items()}
-        body, transient_static = _free_after_last_use(body, transient_sizes, donors)
+        body, transient_static = free_after_last_use(body, transient_sizes, donors)
         donated = sum(static_bytes(graph.nodes[n]) for n in donations)
         if transient_static or transient_dynamic or donated:
             total = " + ".join([str(transient_static)] + transient_dynamic)
@@ -247,8 +245,8 @@ class GroupLowering:
                    computed_at: dict[int, int]) -> dict[int, tuple[int, Any]]:
         """Buffer donation (paper §6.2): member -> (the input slot whose buffer it writes into, the backend's
         kernel with ``out=``), where that input is a value this group computes into a fresh buffer
-        (`_FRESH`), stores nowhere, reads for the last time here, and hands to no op that could keep a view of
-        it (every reader is a `_FRESH` op: no reshape, permute or sink), with exactly the member's type (no
+        (`FRESH`), stores nowhere, reads for the last time here, and hands to no op that could keep a view of
+        it (every reader is a `FRESH` op: no reshape, permute or sink), with exactly the member's type (no
         broadcast, no promotion). ``elsewhere``: members computed by other means (folded, drawn ahead);
         ``computed_at``: a folded member -> the member whose line computes it (its reads happen there)."""
         kernels = getattr(self.backend, "inplace_kernels", None)
@@ -262,9 +260,9 @@ class GroupLowering:
             for edge in member.inputs:
                 if edge.producer in inside:
                     last_reader[edge.producer] = max(last_reader.get(edge.producer, -1), at)
-                    if member.op not in _FRESH:
+                    if member.op not in FRESH:
                         viewed.add(edge.producer)
-        fresh = {m.id for m in members if m.op in _FRESH and self._pure(m) and m.id not in elsewhere
+        fresh = {m.id for m in members if m.op in FRESH and self._pure(m) and m.id not in elsewhere
                  and len(m.outputs) == 1}
         donations: dict[int, tuple[int, Any]] = {}
         folding = set(computed_at.values())  # members whose line computes a fused kernel of their own
@@ -381,7 +379,7 @@ class GroupLowering:
             ns[f"D{n}"] = lambda point: backend.from_numpy(rng.draw(seed, stream, point, shape, dtype, normal))
             return [f"{outputs[0]} = D{n}(point)"]
         if member.op == "udf":  # the user's function itself, without `evaluate`'s dispatch
-            ns[f"U{n}"] = _udf_call(member, self.backend)
+            ns[f"U{n}"] = udf_call(member, self.backend)
             call = f"U{n}(point, {args})"
             return [f"{', '.join(outputs)}, = {call}" if outputs else call]
         ns[f"N{n}"] = member
@@ -445,89 +443,6 @@ class GroupLowering:
         return [f"m = {steps[0][0].id}", f"{', '.join(results)}, = F{group.id}({call})"]
 
 
-_LOCAL = re.compile(r"\bv\d+_\d+\b")
-
-
-# ops whose kernels always return a new array (never a view or the input itself): their values may be donated
-_FRESH = frozenset({"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "sigmoid", "sqrt", "abs", "sin", "cos",
-                    "maximum", "minimum", "matmul", "sum", "mean", "softmax", "log_softmax", "cumsum"})
-
-
-def _free_after_last_use(body: list[str], sizes: dict[str, int],
-                         donors: dict[str, str] | None = None) -> tuple[list[str], int]:
-    """``body`` with each value only the group reads (``sizes``: local variable -> bytes) deleted after the last
-    line that mentions it, so the array library frees it there instead of when the group returns; and the
-    most bytes of such values alive at once, which the group adds to the pool's peak. A folded matmul's
-    product (`_matmul_adds`) is never assigned, so it is never counted. ``donors``: output -> the input whose
-    buffer it was written into (`_donations`); the input's bytes stop counting where the output starts."""
-    donors = donors or {}
-    last: dict[str, int] = {}
-    for k, line in enumerate(body):
-        for name in _LOCAL.findall(line):
-            if name in sizes:
-                last[name] = k
-    dying: dict[int, list[str]] = {}
-    for name, k in last.items():
-        dying.setdefault(k, []).append(name)
-    result: list[str] = []
-    live = peak = 0
-    seen: set[str] = set()
-    released: set[str] = set()  # donors whose buffer now holds another value
-    for k, line in enumerate(body):
-        result.append(line)
-        for name in _LOCAL.findall(line):
-            donor = donors.get(name)
-            if donor is not None and donor in last and donor in seen and donor not in released:
-                released.add(donor)
-                live -= sizes[donor]
-        for name in _LOCAL.findall(line):
-            if name in last and name not in seen:
-                seen.add(name)
-                live += sizes[name]
-        peak = max(peak, live)
-        if k in dying:
-            result.append(f"del {', '.join(sorted(dying[k]))}")
-            live -= sum(sizes[name] for name in dying[k] if name not in released)
-    return result, peak
-
-
-def _udf_call(node: Node, backend: Any) -> Callable[[tuple, list], tuple]:
-    """A UDF at a point: its inputs as NumPy arrays, its outputs converted to the declared dtypes (what
-    `evaluate` does for a udf, with everything that is the same at every point decided once)."""
-    attrs = node.attrs.as_dict()
-    fn, names = attrs["fn"], [d.name for d in node.domain]
-    dtypes = [np.dtype(t.dtype) for t in attrs["outputs"]]
-    to_numpy, from_numpy, asarray = backend.to_numpy, backend.from_numpy, np.asarray
-
-    def call(point: tuple, inputs: list) -> tuple:
-        results = fn(dict(zip(names, point)), *[to_numpy(v) for v in inputs])
-        return tuple(from_numpy(asarray(v, dtype=d)) for v, d in zip(results, dtypes))
-
-    return call
-
-
 def _conditioned_point_read(edge: Edge) -> bool:
     """A read of one point under a condition: written inline as ``load(key) if condition else SKIP``."""
     return edge.masked_by is None and edge.condition is not TRUE and all(isinstance(i, Point) for i in edge.index)
-
-
-def _no_input() -> None:
-    raise TimeRLError("internal error: no input of a merge is active at this point (a scheduling bug)")
-
-
-def failure(graph: Graph) -> Callable[[int | None, tuple, Exception], None]:
-    """A kernel failing is a shape mistake the rules could not see before running: name the op and point."""
-
-    def fail(node_id: int | None, point: tuple, error: Exception) -> None:
-        if node_id is None:
-            raise error
-        node = graph.nodes[node_id]
-        raise ShapeError(f"{node.label()} failed at {point_dict(node.domain, point)}: {error}") from error
-
-    return fail
-
-
-def namespace(graph: Graph, bounds: Mapping[Symbol, int], backend: Any, seed: int) -> dict:
-    """The globals every generated group function shares; the pool's methods are bound at each run."""
-    return {"TimeRLError": TimeRLError, "SKIP": SKIP, "evaluate": evaluate, "SEED": seed, "BOUNDS": dict(bounds),
-            "BACKEND": backend, "fail": failure(graph), "NO_INPUT": _no_input}

@@ -1,0 +1,53 @@
+"""What the generated group functions of `timerl.runtime.plan` call besides kernels: the namespace they share,
+the failure report naming the op and point, and the UDF call planned once."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from timerl.errors import ShapeError, TimeRLError
+from timerl.pdg.graph import Graph, Node
+from timerl.runtime.access import point_dict
+from timerl.runtime.evaluate import evaluate
+from timerl.rt.symbolic import Symbol
+
+SKIP = object()  # what a reader returns where its edge's condition does not hold
+
+
+def udf_call(node: Node, backend: Any) -> Callable[[tuple, list], tuple]:
+    """A UDF at a point: its inputs as NumPy arrays, its outputs converted to the declared dtypes (what
+    `evaluate` does for a udf, with everything that is the same at every point decided once)."""
+    attrs = node.attrs.as_dict()
+    fn, names = attrs["fn"], [d.name for d in node.domain]
+    dtypes = [np.dtype(t.dtype) for t in attrs["outputs"]]
+    to_numpy, from_numpy, asarray = backend.to_numpy, backend.from_numpy, np.asarray
+
+    def call(point: tuple, inputs: list) -> tuple:
+        results = fn(dict(zip(names, point)), *[to_numpy(v) for v in inputs])
+        return tuple(from_numpy(asarray(v, dtype=d)) for v, d in zip(results, dtypes))
+
+    return call
+
+
+def _no_input() -> None:
+    raise TimeRLError("internal error: no input of a merge is active at this point (a scheduling bug)")
+
+
+def failure(graph: Graph) -> Callable[[int | None, tuple, Exception], None]:
+    """A kernel failing is a shape mistake the rules could not see before running: name the op and point."""
+
+    def fail(node_id: int | None, point: tuple, error: Exception) -> None:
+        if node_id is None:
+            raise error
+        node = graph.nodes[node_id]
+        raise ShapeError(f"{node.label()} failed at {point_dict(node.domain, point)}: {error}") from error
+
+    return fail
+
+
+def namespace(graph: Graph, bounds: Mapping[Symbol, int], backend: Any, seed: int) -> dict:
+    """The globals every generated group function shares; the pool's methods are bound at each run."""
+    return {"TimeRLError": TimeRLError, "SKIP": SKIP, "evaluate": evaluate, "SEED": seed, "BOUNDS": dict(bounds),
+            "BACKEND": backend, "fail": failure(graph), "NO_INPUT": _no_input}
