@@ -18,22 +18,11 @@ import islpy as isl
 
 from timerl.errors import ScheduleError
 from timerl.pdg.graph import Graph
-from timerl.rt.symbolic import (
-    Cond,
-    Expr,
-    Symbol,
-    compare,
-    conjunction,
-    const,
-    disjunction,
-    floordiv,
-    maximum,
-    minimum,
-    mod,
-)
+from timerl.rt.symbolic import Expr, Symbol, const
 from timerl.sched import ast
 from timerl.sched.demand import Demand, analyze
 from timerl.sched.group import Group, group_nodes, is_internal, rename_relation
+from timerl.sched.isl_expr import guarded, isl_cond, isl_expr, pieces_of_all
 from timerl.sched.timeline import READER, Timeline, deallocation_program, freed_units, upfront_groups
 
 # Scheduling each weakly connected component whole (rather than SCC by SCC and then clustering) lets the
@@ -343,27 +332,27 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_g
         name = node.for_get_iterator().get_id().get_name()
         var = Symbol(name)
         inner = dict(loop_vars, **{name: var})
-        step = _expr(node.for_get_inc(), loop_vars).constant_value()
+        step = isl_expr(node.for_get_inc(), loop_vars).constant_value()
         body = _convert(node.for_get_body(), inner, frees, freed_groups, verb)
-        bounds = _pieces_of_all([node.for_get_init(), _stop_bound(node.for_get_cond(), name)], inner)
-        return _guarded([(guard, ast.Loop(var, start, stop, int(step), body)) for guard, (start, stop) in bounds])
+        bounds = pieces_of_all([node.for_get_init(), _stop_bound(node.for_get_cond(), name)], inner)
+        return guarded([(guard, ast.Loop(var, start, stop, int(step), body)) for guard, (start, stop) in bounds])
     if kind == isl.ast_node_type.if_:
         then = _convert(node.if_get_then_node(), loop_vars, frees, freed_groups, verb)
         orelse = (_convert(node.if_get_else_node(), loop_vars, frees, freed_groups, verb)
                   if node.if_has_else_node() else None)
-        return ast.If(_cond(node.if_get_cond(), loop_vars), then, orelse)
+        return ast.If(isl_cond(node.if_get_cond(), loop_vars), then, orelse)
     if kind == isl.ast_node_type.user:
         call = node.user_get_expr()
         name = call.get_op_arg(0).get_id().get_name()
         node_id = int(name[1:])
-        pieces = _pieces_of_all([call.get_op_arg(k) for k in range(1, call.get_op_n_arg())], loop_vars)
+        pieces = pieces_of_all([call.get_op_arg(k) for k in range(1, call.get_op_n_arg())], loop_vars)
         if name[0] == "F":
             target = freed_groups[node_id]
             if isinstance(target, tuple):  # a deallocation of some outputs of a group (`timeline.Freed`)
-                return _guarded([(guard, ast.Deallocate(target[0], point, target[1])) for guard, point in pieces])
-            return _guarded([(guard, verb(target, point)) for guard, point in pieces])
+                return guarded([(guard, ast.Deallocate(target[0], point, target[1])) for guard, point in pieces])
+            return guarded([(guard, verb(target, point)) for guard, point in pieces])
         site = int(node.get_annotation().get_name()[1:])
-        return _guarded([(guard, _after(ast.Execute(node_id, point), frees.get(site), loop_vars))
+        return guarded([(guard, _after(ast.Execute(node_id, point), frees.get(site), loop_vars))
                          for guard, point in pieces])
     if kind == isl.ast_node_type.mark:
         return _convert(node.mark_get_node(), loop_vars, frees, freed_groups, verb)
@@ -380,98 +369,3 @@ def _stop_bound(cond: isl.AstExpr, name: str) -> isl.AstExpr:
         if op == isl.ast_expr_op_type.lt:
             return right
     raise ScheduleError(f"unexpected loop condition {cond.to_C_str()}")
-
-
-_ARITH = {
-    isl.ast_expr_op_type.add: lambda a, b: a + b,
-    isl.ast_expr_op_type.sub: lambda a, b: a - b,
-    isl.ast_expr_op_type.mul: lambda a, b: a * b,
-    isl.ast_expr_op_type.div: floordiv,
-    isl.ast_expr_op_type.fdiv_q: floordiv,
-    isl.ast_expr_op_type.pdiv_q: floordiv,
-    isl.ast_expr_op_type.pdiv_r: mod,
-    isl.ast_expr_op_type.zdiv_r: mod,
-}
-_COMPARE = {
-    isl.ast_expr_op_type.le: "<=", isl.ast_expr_op_type.lt: "<", isl.ast_expr_op_type.ge: ">=",
-    isl.ast_expr_op_type.gt: ">", isl.ast_expr_op_type.eq: "==",
-}
-
-
-def _expr(expr: isl.AstExpr, loop_vars) -> Expr:
-    """An isl expression without selects (loop bounds, conditions) as ours."""
-    pieces = _pieces(expr, loop_vars)
-    if len(pieces) > 1:
-        raise ScheduleError(f"unsupported conditional isl expression {expr.to_C_str()}")
-    return pieces[0][1]
-
-
-# A piecewise expression: ``(guard, value)`` pairs, the value of the first whose guard (a conjunction) holds.
-# The last guard is always empty, so some piece applies.
-Pieces = list[tuple[tuple[Cond, ...], Expr]]
-
-
-def _pieces_of_all(exprs: list[isl.AstExpr], loop_vars) -> list[tuple[tuple[Cond, ...], tuple[Expr, ...]]]:
-    """The pieces of a statement's point (one expression per dimension): the product of each one's pieces,
-    in an order that keeps the first-match rule."""
-    result: list[tuple[tuple[Cond, ...], tuple[Expr, ...]]] = [((), ())]
-    for expr in exprs:
-        result = [(guard + own_guard, point + (value,)) for guard, point in result
-                  for own_guard, value in _pieces(expr, loop_vars)]
-    return result
-
-
-def _guarded(cases: list[tuple[tuple[Cond, ...], ast.AstNode]]) -> ast.AstNode:
-    """``if guard1: node1 elif guard2: node2 ... else: nodeN`` (the last guard is empty)."""
-    guard, result = cases[-1]
-    assert not guard, "the last piece of a piecewise expression is unguarded"
-    for guard, node in reversed(cases[:-1]):
-        result = ast.If(conjunction(*guard), node, result)
-    return result
-
-
-def _pieces(expr: isl.AstExpr, loop_vars) -> Pieces:
-    """isl's expression as ours, split into pieces where it selects (``c ? a : b``: isl writes the point of a
-    statement that way when one loop runs two pieces of its domain, e.g. an epoch's last minibatch whose
-    successor is the next epoch's first)."""
-    kind = expr.get_type()
-    if kind == isl.ast_expr_type.int:
-        return [((), const(expr.get_val().to_python()))]
-    if kind == isl.ast_expr_type.id:
-        return [((), loop_vars[expr.get_id().get_name()])]
-    op = expr.get_op_type()
-    args = [expr.get_op_arg(k) for k in range(expr.get_op_n_arg())]
-    if op in (isl.ast_expr_op_type.select, isl.ast_expr_op_type.cond):
-        condition = _cond(args[0], loop_vars)
-        chosen = [((condition, *guard), value) for guard, value in _pieces(args[1], loop_vars)]
-        return chosen + _pieces(args[2], loop_vars)
-    if op == isl.ast_expr_op_type.minus:
-        return [(guard, -value) for guard, value in _pieces(args[0], loop_vars)]
-    if op in (isl.ast_expr_op_type.min, isl.ast_expr_op_type.max):
-        combine = minimum if op == isl.ast_expr_op_type.min else maximum
-        return _combine(combine, args, loop_vars)
-    if op in _ARITH:
-        return _combine(_ARITH[op], args, loop_vars)
-    raise ScheduleError(f"unsupported isl expression {expr.to_C_str()}")
-
-
-def _combine(combine, args: list[isl.AstExpr], loop_vars) -> Pieces:
-    """``combine`` folded over the arguments, piece by piece."""
-    result = _pieces(args[0], loop_vars)
-    for arg in args[1:]:
-        result = [(left_guard + right_guard, combine(left, right)) for left_guard, left in result
-                  for right_guard, right in _pieces(arg, loop_vars)]
-    return result
-
-
-def _cond(expr: isl.AstExpr, loop_vars) -> Cond:
-    op = expr.get_op_type()
-    args = [expr.get_op_arg(k) for k in range(expr.get_op_n_arg())]
-    if op in _COMPARE:
-        return compare(_expr(args[0], loop_vars), _COMPARE[op], _expr(args[1], loop_vars))
-    if op in (isl.ast_expr_op_type.and_, isl.ast_expr_op_type.and_then):
-        return conjunction(*(_cond(a, loop_vars) for a in args))
-    if op in (isl.ast_expr_op_type.or_, isl.ast_expr_op_type.or_else):
-        return disjunction(*(_cond(a, loop_vars) for a in args))
-    raise ScheduleError(f"unsupported isl condition {expr.to_C_str()}")
-
