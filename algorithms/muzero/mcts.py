@@ -169,6 +169,15 @@ def _rows(array: RT, node: RT) -> RT:
     return F.where(hot, array, F.zeros((), array.dtype)).sum(dim=1)
 
 
+def _of_nodes(array: RT, node: RT) -> RT:
+    """``array[b, node[b, n]]`` for every (b, n): (B, N, C) and (B, N) -> (B, N, C), as one selection of rows of
+    the flattened array (XLA's CPU gather along an inner dimension recomputes its fused operand per element)."""
+    batch, nodes, width = (int(d) for d in array.shape)
+    offsets = F.tensor((np.arange(batch) * nodes).reshape(batch, 1))
+    rows = (node + offsets).reshape((batch * nodes,))
+    return F.index_select(array.reshape((batch * nodes, width)), 0, rows).reshape((batch, nodes, width))
+
+
 def _at(row: RT, action: RT) -> RT:
     """``row[b, action[b]]``: (B, A) and (B,) -> (B,)."""
     return F.where(_hot(action, int(row.shape[1])), row, F.zeros((), row.dtype)).sum(dim=-1)
@@ -197,8 +206,7 @@ def _select(tree: Tree, invalid: RT, config: SearchConfig, nodes: int, actions: 
     is_root = F.tensor(np.arange(nodes) == 0).unsqueeze(0)  # (1, N)
     up = F.where(is_root, 0, F.maximum(tree.parents, 0))  # (B, N): the parent, the root its own
     # one gather of the parent's row: its rewards (B, N, A) and its chosen action
-    parent_rows = F.gather(F.cat([tree.children_rewards, chosen.astype("float32").unsqueeze(-1)], dim=-1), 1,
-                           up.unsqueeze(-1).expand(batch, nodes, actions + 1))
+    parent_rows = _of_nodes(F.cat([tree.children_rewards, chosen.astype("float32").unsqueeze(-1)], dim=-1), up)
     incoming = _hot(tree.action_from_parent, actions)
     reward_in = F.where(incoming, parent_rows.spatial[:, :, 0:actions], 0.0).sum(dim=-1)
     followed = is_root | (parent_rows.spatial[:, :, actions].astype("int64") == tree.action_from_parent)
@@ -211,8 +219,7 @@ def _select(tree: Tree, invalid: RT, config: SearchConfig, nodes: int, actions: 
                      up.astype("float32")], dim=-1)
     deepest = max(1, min(config.depth, config.num_simulations))
     for _ in range((deepest - 1).bit_length()):  # after round r, the ancestor is the 2^(r+1)-th
-        index = chain.spatial[:, :, 4].astype("int64").unsqueeze(-1).expand(batch, nodes, 5)
-        above = F.gather(chain, 1, index)
+        above = _of_nodes(chain, chain.spatial[:, :, 4].astype("int64"))
         chain = F.stack([chain.spatial[:, :, 0] * above.spatial[:, :, 0],
                          chain.spatial[:, :, 1] + above.spatial[:, :, 1],
                          above.spatial[:, :, 2] + above.spatial[:, :, 3] * chain.spatial[:, :, 2],
