@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 
 from algorithms.mmap.baselines import AGENTS
 from algorithms.muzero.bench import MUZERO_AGENTS
@@ -22,6 +24,7 @@ def main(argv=None) -> None:
     bench.add_argument("--seconds", type=float, default=None,
                        help="budget as wall clock per agent and workload (random play's moves in that time)")
     bench.add_argument("--curves", default=None, help="PNG of the learning agents' curves")
+    bench.add_argument("--json", default=None, help="write the reports as JSON")
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--jobs", type=int, default=2, help="workloads benchmarked in parallel")
     bench.add_argument("--reference", default="msa", choices=list(EVERY_AGENT),
@@ -44,6 +47,9 @@ def main(argv=None) -> None:
 
         reports = run_bench(args.workloads, args.budget or DEFAULT_BUDGET, args.seed, args.agents, args.jobs,
                             EVERY_AGENT, args.seconds)
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump([dataclasses.asdict(report) for report in reports], handle, indent=1)
         print(markdown(reports, args.agents, args.reference))
         if args.curves:
             from algorithms.mmap.plot import plot_curves
