@@ -171,20 +171,18 @@ def _hot(index: RT, size: int) -> RT:
 
 def _rows(array: RT, node: RT) -> RT:
     """``array[b, node[b]]`` for every b: (B, N, ...) and (B,) -> (B, ...)."""
-    nodes = int(array.shape[1])
-    hot = _hot(node, nodes).reshape((int(node.shape[0]), nodes) + (1,) * (len(array.shape) - 2))
-    return F.where(hot, array, F.zeros((), array.dtype)).sum(dim=1)
+    return _of_nodes(array, node.unsqueeze(-1)).squeeze(1)
 
 
 def _of_nodes(array: RT, node: RT) -> RT:
-    """``array[b, node[b, n]]`` for every (b, n): (B, N, ...) and (B, N) -> (B, N, ...), as one selection of rows
+    """``array[b, node[b, k]]`` for every (b, k): (B, N, ...) and (B, K) -> (B, K, ...), as one selection of rows
     of the flattened array (XLA's CPU gather along an inner dimension recomputes its fused operand per element)."""
     batch, nodes = (int(d) for d in array.shape[:2])
-    rest = tuple(int(d) for d in array.shape[2:])
+    rest, picks = tuple(int(d) for d in array.shape[2:]), int(node.shape[1])
     offsets = F.tensor((np.arange(batch) * nodes).reshape(batch, 1))
-    rows = (node + offsets).reshape((batch * nodes,))
+    rows = (node + offsets).reshape((batch * picks,))
     flat = array.reshape((batch * nodes,) + (rest or (1,)))
-    return F.index_select(flat, 0, rows).reshape((batch, nodes) + rest)
+    return F.index_select(flat, 0, rows).reshape((batch, picks) + rest)
 
 
 def _at(row: RT, action: RT) -> RT:
