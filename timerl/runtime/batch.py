@@ -287,8 +287,11 @@ class BatchedGroup:
             except KeyError:
                 stacked = None
         if stacked is None:
-            stacked = self.backend.stack([load((edge.producer, before + (k,) + after))[edge.output]
-                                          for k in range(low, high)])
+            keys = [(edge.producer, before + (k,) + after) for k in range(low, high)]
+            batch = getattr(self.executable.pool, "batch", None)
+            stacked = None if batch is None else batch(keys, edge.output)
+            if stacked is None:
+                stacked = self.backend.stack([load(key)[edge.output] for key in keys])
         offsets = np.arange(longest, dtype=np.int64)
         valid = offsets[None, :] < lengths[:, None]
         index = np.where(valid, starts[:, None] - low + offsets[None, :], 0)
@@ -346,10 +349,9 @@ class _BatchedFree:
 
     def run(self, points: Sequence[tuple[int, ...]]) -> None:
         if self.parts is not None:
-            free_outputs = self.executable.pool.free_outputs
+            free_outputs_many = self.executable.pool.free_outputs_many
             for member_id, outputs, count in self.parts:
-                for point in points:
-                    free_outputs((member_id, point), outputs, count)
+                free_outputs_many([(member_id, point) for point in points], outputs, count)
             return
         free_many = getattr(self.executable.pool, "free_many", None)
         for member_id in self.members:
