@@ -84,13 +84,12 @@ class StackedPool(MemoryPool):
     def has(self, key: Key) -> bool:
         return key in self.stacked or MemoryPool.has(self, key)
 
-    def free(self, key: Key) -> None:
+    def _drop(self, key: Key) -> None:
         entry = self.stacked.pop(key, None)
         if entry is None:
-            MemoryPool.free(self, key)
-            return
-        self.device_bytes -= entry[2]
-        self.timeline.add(self.device_bytes, self.host_bytes)
+            MemoryPool._drop(self, key)
+        else:
+            self.device_bytes -= entry[2]
 
     def _release(self, key: Key, outputs: tuple[int, ...]) -> None:
         entry = self.stacked.get(key)
@@ -102,18 +101,6 @@ class StackedPool(MemoryPool):
         released = sum(self.backend.nbytes(stack.values[k]) // rows for k in outputs)
         self.stacked[key] = (entry[0], entry[1], entry[2] - released)
         self.device_bytes -= released
-
-    def free_many(self, keys: Sequence[Key]) -> None:
-        """`free` at every key, with one entry in the timeline."""
-        stacked, freed = self.stacked, 0
-        for key in keys:
-            entry = stacked.pop(key, None)
-            if entry is None:
-                MemoryPool.free(self, key)
-            else:
-                freed += entry[2]
-        self.device_bytes -= freed
-        self.timeline.add(self.device_bytes, self.host_bytes)
 
     def live_points(self) -> int:
         return MemoryPool.live_points(self) + len(self.stacked)
