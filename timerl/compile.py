@@ -23,6 +23,7 @@ from timerl.runtime.reference import ReferenceExecutable
 from timerl.sched.schedule import schedule_graph
 
 BACKENDS = ("reference", "torch", "jax")
+_NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda self: "True"})()  # optimize's default, told apart
 
 
 def resolve_bounds(ctx, bounds: dict) -> dict:
@@ -52,7 +53,7 @@ def resolve_bounds(ctx, bounds: dict) -> dict:
 
 
 def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_memory: int | None = None,
-                    swap: bool = False, optimize: bool | None = None, vectorize: bool | None = None,
+                    swap: bool = False, optimize: bool = _NOT_GIVEN, vectorize: bool | None = None,
                     incrementalize: bool | None = None, scan_loops: bool | None = None,
                     options: CompileOptions | None = None, **unknown: Any):
     """``options``: a `CompileOptions` (every switch documented there). The loose flags are shorthands for
@@ -63,9 +64,10 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     if unknown:
         raise TimeRLError(f"{user_location()}: unknown compile options {sorted(unknown)}")
     flags = dict(zip(FLAGS, (vectorize, incrementalize, scan_loops)))
-    device_memory = _check_options(bounds, seed, device_memory, swap, optimize, **flags)
+    device_memory = _check_options(bounds, seed, device_memory, swap, True if optimize is _NOT_GIVEN else optimize,
+                                   **flags)
     flags = {name: None if flag is None else bool(flag) for name, flag in flags.items()}
-    optimize = None if optimize is None else bool(optimize)
+    optimize = None if optimize is _NOT_GIVEN else bool(optimize)
     chosen = from_call(options, optimize, flags).resolved(device_memory)
     started = time.perf_counter()
     phases: dict[str, float] = {}
@@ -104,9 +106,9 @@ def _check_options(bounds: Any, seed: Any, device_memory: Any, swap: Any, optimi
         raise TimeRLError(f"{user_location()}: bounds= is a dict from bound (or its name) to int, got {bounds!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TimeRLError(f"{user_location()}: seed= is an int, got {seed!r}")
-    flags = (("swap", swap),) + tuple(
-        (name, flag) for name, flag in (("optimize", optimize), ("vectorize", vectorize),
-                                        ("incrementalize", incrementalize), ("scan_loops", scan_loops))
+    flags = (("swap", swap), ("optimize", optimize)) + tuple(
+        (name, flag) for name, flag in (("vectorize", vectorize), ("incrementalize", incrementalize),
+                                        ("scan_loops", scan_loops))
         if flag is not None)
     for name, flag in flags:
         if not isinstance(flag, (bool, np.bool_)):
