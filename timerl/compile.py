@@ -2,7 +2,7 @@
 `CompileOptions`: freeze and verify the PDG, the PDG passes (`timerl.pdg.pipeline`), dataflow grouping and
 isl's schedule (`timerl.sched.schedule`), swaps chosen against the memory budget (`timerl.runtime.dryrun`),
 and lowering for the backend (`timerl.runtime.executor.Executable`). ``exe.stats["compile_phases"]`` has the
-seconds of each step."""
+seconds of each step (and the scheduler's own steps, ``"schedule: isl"`` among them)."""
 
 from __future__ import annotations
 
@@ -88,6 +88,7 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     if scheduled_swaps:
         schedule = choose_swaps(schedule, graph, {g.id: g for g in result.groups}, device_memory)
     phases["schedule"] = time.perf_counter() - clock
+    phases.update((f"schedule: {step}", seconds) for step, seconds in result.phases.items())  # CPU seconds
     clock = time.perf_counter()
     array_backend = get_backend(backend)  # its first use imports torch or jax
     phases["backend"] = time.perf_counter() - clock
