@@ -68,6 +68,12 @@ class Repair:
         return self.epsilon == 0.0
 
 
+@dataclass(frozen=True)
+class Assessment:
+    repair: Repair
+    latency: float | None  # noise-free seconds when the repair left the mapping unchanged, else None
+
+
 class Chip:
     """The simulator for one workload: everything that does not depend on the mapping is computed once."""
 
@@ -127,16 +133,29 @@ class Chip:
         np.add.at(memory, consumers, w.act_bytes[producers] * seconds_per_byte[acts[producers]])
         memory = memory + (~self.has_producer) * w.input_bytes * seconds_per_byte[DRAM]
         total = float(np.maximum(self.compute_seconds, memory).sum())
-        if noisy and self.noise:
+        return self._measured(total) if noisy else total
+
+    def _measured(self, total: float) -> float:
+        if self.noise:
             total *= 1.0 + self.noise * self.rng.standard_normal()
         return total
 
-    def evaluate(self, weights: np.ndarray, acts: np.ndarray) -> tuple[Repair, float | None]:
-        """One simulator evaluation: the compiler's repair, and the measured latency when the mapping was valid
-        (the paper runs no inference for an invalid one)."""
-        self.evaluations += 1
+    def assess(self, weights: np.ndarray, acts: np.ndarray) -> Assessment:
+        """The compiler's repair and, for a valid mapping, its noise-free latency: no random draw and no count,
+        so a copy of the chip in another process gives the same answer (`workers`)."""
         repair = self.repair(weights, acts)
-        return repair, (self.latency(repair.weights, repair.acts) if repair.valid else None)
+        return Assessment(repair, self.latency(repair.weights, repair.acts, noisy=False) if repair.valid else None)
+
+    def measure(self, assessment: Assessment) -> tuple[Repair, float | None]:
+        """One simulator evaluation of an assessed mapping: the measured (noisy) latency when it was valid (the
+        paper runs no inference for an invalid one). The noise is drawn here, in the order of the calls."""
+        self.evaluations += 1
+        latency = assessment.latency
+        return assessment.repair, (None if latency is None else self._measured(latency))
+
+    def evaluate(self, weights: np.ndarray, acts: np.ndarray) -> tuple[Repair, float | None]:
+        """One simulator evaluation: the compiler's repair, and the measured latency when the mapping was valid."""
+        return self.measure(self.assess(weights, acts))
 
 
 def compiler_mapping(chip: Chip) -> tuple[np.ndarray, np.ndarray]:
