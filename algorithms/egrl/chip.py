@@ -12,8 +12,8 @@ Spring Hill page; `algorithms/egrl/README.md` says why they matter):
   that peak; tensors are int8 (1 byte per element) and the batch is 1 (the paper's single-batch inference).
 
 Latency model (a roofline per layer): a layer's time is ``max(ops / compute, sum over the tensors it touches of
-bytes / bandwidth of the level the tensor lives in)``; it reads its weights, reads each producer's activation
-from where the producer's mapping put it (the network input comes from DRAM), and writes its own activation.
+bytes / bandwidth of the level the tensor lives in)``; it reads its weights (an embedding only the rows of its
+tokens), reads each producer's activation from where the producer's mapping put it (the network input comes from DRAM), and writes its own activation.
 The inference latency is the sum over layers (they run one after another) times ``1 + noise * N(0, 1)``, a
 measurement noise of 1 % by default.
 
@@ -51,10 +51,17 @@ class Workload:
     act_bytes: np.ndarray     # (N,) bytes of each layer's output activation
     input_bytes: float        # the network input, read from DRAM by the layers without a producer
     edges: np.ndarray         # (E, 2) int: (producer, consumer), producer < consumer
+    weight_reads: np.ndarray | None = None  # (N,) weight bytes a layer reads per inference; None: all of them
 
     @property
     def size(self) -> int:
         return int(self.ops.shape[0])
+
+    @property
+    def weight_read_bytes(self) -> np.ndarray:
+        """What a layer reads of its weights per inference: all of them, except an embedding table, which
+        gives one row per token (`workloads`); the whole table still occupies its level."""
+        return self.weight_bytes if self.weight_reads is None else self.weight_reads
 
 
 @dataclass(frozen=True)
@@ -128,7 +135,7 @@ class Chip:
         """Seconds for one inference with a valid mapping (see the module docstring)."""
         w = self.workload
         seconds_per_byte = 1.0 / self.bandwidth
-        memory = w.weight_bytes * seconds_per_byte[weights] + w.act_bytes * seconds_per_byte[acts]
+        memory = w.weight_read_bytes * seconds_per_byte[weights] + w.act_bytes * seconds_per_byte[acts]
         producers, consumers = w.edges[:, 0], w.edges[:, 1]
         np.add.at(memory, consumers, w.act_bytes[producers] * seconds_per_byte[acts[producers]])
         memory = memory + (~self.has_producer) * w.input_bytes * seconds_per_byte[DRAM]
