@@ -21,7 +21,6 @@ past 19 GB).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -78,9 +77,9 @@ def run(method: str, graph: WorkloadGraph, seed: int, settings: Settings = Setti
         _greedy(evaluator)
     elif method == "ea":
         population = _population(graph, settings, rng)
-        with _workers(graph, population, settings) as workers:
-            while not evaluator.exhausted:
-                population.generation(lambda *measured: _within_budget(evaluator, *measured), workers)
+        workers = _workers(graph, population, settings)
+        while not evaluator.exhausted:
+            population.generation(lambda *measured: _within_budget(evaluator, *measured), workers)
     elif method in ("egrl", "pg"):
         extra = _learn(method, graph, evaluator, rng, seed, settings)
     else:
@@ -95,11 +94,23 @@ def _population(graph: WorkloadGraph, settings: Settings, rng: np.random.Generat
                       settings.arch, rng)
 
 
-def _workers(graph: WorkloadGraph, population: Population | None, settings: Settings):
-    """The Ray actors for ``population``'s evaluations, or a context that yields None (in this process)."""
+_WORKERS: dict[tuple, Workers] = {}
+
+
+def _workers(graph: WorkloadGraph, population: Population | None, settings: Settings) -> Workers | None:
+    """The Ray actors for ``population``'s evaluations (None: in this process). One set at a time, started for a
+    workload and count and shared by its seeds and methods, as `learner_for` shares the learner: an actor's
+    start (a process that imports torch) costs seconds. A set of another workload, or of an earlier Ray
+    session, is ended first (the actors hold a CPU each)."""
     if population is None or settings.workers == 0:
-        return contextlib.nullcontext()
-    return Workers(settings.workers, graph.workload, population.context)
+        return None
+    key = (graph.workload.name, settings.workers, settings.arch)
+    if key not in _WORKERS or not _WORKERS[key].alive:
+        for stale in _WORKERS.values():
+            stale.close()
+        _WORKERS.clear()
+        _WORKERS[key] = Workers(settings.workers, graph.workload, population.context)
+    return _WORKERS[key]
 
 
 def _within_budget(evaluator: Evaluator, mapping: np.ndarray, assessment: Assessment | None = None) -> float:
@@ -178,6 +189,5 @@ def _learn(method: str, graph: WorkloadGraph, evaluator: Evaluator, rng: np.rand
     population = _population(graph, settings, rng) if method == "egrl" else None
     learner = learner_for(graph, settings)
     started = time.perf_counter()
-    with _workers(graph, population, settings) as workers:
-        learner.run(_Driver(method, evaluator, population, settings, rng, workers), seed)
+    learner.run(_Driver(method, evaluator, population, settings, rng, _workers(graph, population, settings)), seed)
     return {"compile_seconds": learner.compile_seconds, "run_seconds": time.perf_counter() - started}

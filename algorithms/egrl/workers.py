@@ -50,7 +50,13 @@ class Workers:
             raise ValueError(f"workers: need at least 1, got {count}")
         if not ray.is_initialized():
             ray.init(num_cpus=count, include_dashboard=False, log_to_driver=False)
+        self.session = ray.get_runtime_context().get_job_id()
         self.actors = [_RemoteActor.remote(workload, context) for _ in range(count)]
+
+    @property
+    def alive(self) -> bool:
+        """Whether the Ray session that started the actors is still the running one."""
+        return ray.is_initialized() and ray.get_runtime_context().get_job_id() == self.session
 
     def act_and_assess(self, members: list[Member], noises: list[np.ndarray]) -> list[tuple[np.ndarray, Assessment]]:
         is_gnn = [isinstance(member, GNN) for member in members]
@@ -65,8 +71,9 @@ class Workers:
         return results
 
     def close(self) -> None:
-        for actor in self.actors:
-            ray.kill(actor)
+        if self.alive:
+            for actor in self.actors:
+                ray.kill(actor)
         self.actors = []
 
     def __enter__(self) -> "Workers":
