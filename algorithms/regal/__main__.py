@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--eval-seeds", type=int, default=3,
                      help="BRKGA seeds per test graph; each (graph, seed) is one test case")
     run.add_argument("--transfer", action="store_true", help="also evaluate on the MMapGame workloads")
-    run.add_argument("--workers", type=int, default=1, help="processes running BRKGA")
+    run.add_argument("--workers", type=int, default=1, help="Ray workers running BRKGA (1: serial)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--weights", default=None, help="folder to save (or, with --reuse, load) trained weights")
     run.add_argument("--reuse", action="store_true", help="load weights from --weights instead of training")
