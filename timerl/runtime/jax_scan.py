@@ -291,16 +291,19 @@ class ScannedLoop:
             else:
                 for row, point in zip(self.backend.unstack(value), points[member]):
                     pool.store((member, point), (row,), size)
+        freed: dict[tuple, list] = {}  # (member, outputs, count) -> its points, freed in one pool call each
         for c in range(start, stop):
             for test, where, parts in self.frees:
                 if test is not None and not all(test(*outer, c)):
                     continue
                 point = tuple(where(*outer, c))
-                for member, outputs, count in parts:
-                    if outputs is None:
-                        pool.free((member, point))
-                    else:
-                        pool.free_outputs((member, point), outputs, count)
+                for part in parts:
+                    freed.setdefault(part, []).append((part[0], point))
+        for (_, outputs, count), keys in freed.items():
+            if outputs is None:
+                pool.free_many(keys)
+            else:
+                pool.free_outputs_many(keys, outputs, count)
 
     def _raise_first(self, outcome: tuple, prefixes: list[tuple], first: int, found: tuple) -> None:
         """Raise the error of the first check of input values that failed in a segment (`first_violation`'s
