@@ -6,5 +6,7 @@ One job per file: mcts (the batched search over a simulation dimension), network
 and prediction over one flat weight vector), support (categorical value/reward supports), features (the game
 state as the networks' input), replay (trajectories, n-step targets, Reanalyse), learner (the K-step unroll
 loss and Adam as one RT program over training iterations), selfplay (searching agents playing the game),
-agent (the bench entry point) and __main__ (the command line).
+actors (a round's games split over self-play actors, on local Ray for more than one), agent (one run on one
+workload), bench (MuZero and its ablations as agents of the MMapGame bench), speed (the search next to mctx) and
+__main__ (the command line).
 """
