@@ -135,6 +135,11 @@ class Executable:
             window = self._slice(reader, point, edge)
             if window is not None:
                 return window
+        if len(lengths) == 1 and len(keys) > 1:  # consecutive rows of one batched result: a slice of it
+            batch = getattr(pool, "batch", None)
+            window = None if batch is None else batch(keys, edge.output)
+            if window is not None:
+                return window
         try:
             values = [pool.load(k)[edge.output] for k in keys]
         except KeyError:

@@ -97,11 +97,15 @@ class GroupLowering:
         """A registry kernel whose shapes and attributes are the same at every point."""
         if node.op in _EVALUATED or node.op in ("const", "merge") or isinstance(OPS[node.op].impl, Unsupported):
             return False
-        if OPS[node.op].check_values is not None:  # checked on the host by `evaluate`, never inside a jit
+        if self._checked_on_host(node):
             return False
         if has_symbols(node.attrs.as_dict()) or static_bytes(node) is None:
             return False
         return not any(e.ranges() for e in node.inputs)
+
+    def _checked_on_host(self, node: Node) -> bool:
+        """An op whose input values `evaluate` checks on the host before its kernel (jax checks in the jit)."""
+        return OPS[node.op].check_values is not None
 
     # ---- the whole group ------------------------------------------------------------------------------------------
     def lower(self, group) -> Callable[[tuple], None]:
