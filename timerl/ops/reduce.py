@@ -12,6 +12,7 @@ from timerl.ops.registry import (
     is_float,
     promote,
     register,
+    same_dim,
 )
 
 
@@ -164,8 +165,6 @@ def _matmul_shape(inputs, attrs):
     a, b = inputs[0].shape, inputs[1].shape
     if len(a) < 2 or len(b) < 2:
         raise ShapeError("matmul primitive takes operands with at least 2 dimensions")
-    from timerl.ops.registry import same_dim
-
     if not same_dim(a[-1], b[-2]):
         if isinstance(a[-1], int) and isinstance(b[-2], int):
             raise ShapeError(f"matmul of shapes {tuple(a)} and {tuple(b)}: inner sizes {a[-1]} and {b[-2]} differ")

@@ -20,18 +20,23 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from timerl.errors import IndexOutOfRangeError, ShapeError
-from timerl.pdg.graph import Attrs, Dim, TensorType
-
-ELEMENTWISE = "elementwise"
-REDUCTION = "reduction"
-SCAN = "scan"
-MOVEMENT = "movement"
-CONTRACTION = "contraction"
-SOURCE = "source"
-SINK = "sink"
-MERGE = "merge"
-UDF = "udf"
-ACCUMULATE = "accumulate"
+from timerl.ops.categories import (  # noqa: F401  (the op files register with these)
+    ACCUMULATE,
+    CONST,
+    CONTRACTION,
+    DRAW,
+    ELEMENTWISE,
+    MERGE,
+    MOVEMENT,
+    REDUCTION,
+    SCAN,
+    SINK,
+    SOURCE,
+    UDF,
+    Category,
+)
+from timerl.ops.types import Attrs, Dim, TensorType
+from timerl.rt.symbolic import as_expr
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ DtypeRule = Callable[[Sequence[TensorType], Attrs], Sequence[str]]
 @dataclass(frozen=True)
 class OpDef:
     name: str
-    category: str
+    category: Category
     shape: ShapeRule | Unsupported
     dtype: DtypeRule | Unsupported
     impl: Callable[..., Any] | Unsupported
@@ -75,7 +80,7 @@ RULE_KINDS = ("shape", "dtype", "impl", "grad")
 OPS: dict[str, OpDef] = {}
 
 
-def register(name: str, category: str, *, shape: Any, dtype: Any, impl: Any, grad: Any,
+def register(name: str, category: Category, *, shape: Any, dtype: Any, impl: Any, grad: Any,
              check_values: Callable[..., None] | None = None) -> OpDef:
     if name in OPS:
         raise ValueError(f"op {name} registered twice")
@@ -94,8 +99,6 @@ def lookup(name: str) -> OpDef:
 def same_dim(a: Dim, b: Dim) -> bool:
     if isinstance(a, int) and isinstance(b, int):
         return a == b
-    from timerl.rt.symbolic import as_expr
-
     return as_expr(a).same(b)
 
 

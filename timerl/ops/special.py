@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from timerl.ops.registry import (
     ACCUMULATE,
+    CONST,
+    DRAW,
     EXECUTOR,
     MERGE,
     NOT_DIFFERENTIABLE,
@@ -24,10 +26,15 @@ def _declared_dtype(inputs, attrs):
     return [attrs["dtype"]]
 
 
-register("const", SOURCE, shape=_declared, dtype=_declared_dtype, impl=EXECUTOR, grad=NOT_DIFFERENTIABLE)
+register("const", CONST, shape=_declared, dtype=_declared_dtype, impl=EXECUTOR, grad=NOT_DIFFERENTIABLE)
 register("source", SOURCE, shape=_declared, dtype=_declared_dtype, impl=EXECUTOR, grad=NOT_DIFFERENTIABLE)
-register("rand", SOURCE, shape=_declared, dtype=_declared_dtype, impl=EXECUTOR, grad=NOT_DIFFERENTIABLE)
-register("randn", SOURCE, shape=_declared, dtype=_declared_dtype, impl=EXECUTOR, grad=NOT_DIFFERENTIABLE)
+def draws_normal(op: str) -> bool:
+    """Whether a draw op samples the standard normal distribution (``randn``) rather than uniform on [0, 1)."""
+    return op == "randn"
+
+
+register("rand", DRAW, shape=_declared, dtype=_declared_dtype, impl=EXECUTOR, grad=NOT_DIFFERENTIABLE)
+register("randn", DRAW, shape=_declared, dtype=_declared_dtype, impl=EXECUTOR, grad=NOT_DIFFERENTIABLE)
 register("sink", SINK, shape=lambda ins, a: [], dtype=lambda ins, a: [], impl=EXECUTOR,
          grad=unsupported("a sink has no output to differentiate"))
 register("merge", MERGE, shape=_declared, dtype=_declared_dtype, impl=EXECUTOR,

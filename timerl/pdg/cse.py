@@ -22,7 +22,6 @@ import numpy as np
 from timerl.pdg.graph import Edge, Graph, Node, Point, TensorType
 from timerl.rt.symbolic import Expr
 
-_NEVER = frozenset({"source", "sink", "udf", "rand", "randn", "merge", "grad_accumulate"})
 _SMALL = 4096  # constants up to this many elements are compared by value, larger ones by identity
 
 
@@ -41,7 +40,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         changed = False
         seen: dict[tuple, int] = {}
         for node in graph.nodes:
-            if node.op in _NEVER or node.id in masks or representative[node.id] != node.id:
+            if not node.category.pure or node.id in masks or representative[node.id] != node.id:
                 continue
             key = _node_key(node, find)
             if key is None:

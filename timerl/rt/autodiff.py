@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from timerl.errors import ShapeError, TimeRLError, user_location
-from timerl.ops.registry import OPS, Unsupported, is_float, same_dim
+from timerl.ops.registry import ACCUMULATE, MERGE, OPS, Unsupported, is_float, same_dim
 from timerl.pdg.graph import Attrs, Edge, IndexItem, Point, Range, TensorType
 from timerl.rt import functional as F
 from timerl.rt.context import Context, NodeDraft
@@ -136,12 +136,12 @@ def _differentiable_output(node: NodeDraft) -> bool:
 
 
 def _passes_gradient(node: NodeDraft) -> bool:
-    if node.op == "grad_accumulate":
+    if node.category is ACCUMULATE:
         raise TimeRLError(f"{node.location}: differentiating a gradient (second-order gradients) is not "
                           "supported; detach() it first")
     if not _differentiable_output(node):
         return False
-    return node.op == "merge" or not isinstance(OPS[node.op].grad, Unsupported)
+    return node.category is MERGE or not isinstance(OPS[node.op].grad, Unsupported)
 
 
 # ---- building the gradient graph ---------------------------------------------------------------------------
@@ -181,7 +181,7 @@ def _contribute(ctx: Context, consumer: NodeDraft, grads: dict[int, NodeDraft], 
         return
     start = len(ctx.nodes)
     grad_out = RT.of(ctx, grads[consumer.id])
-    if consumer.op == "merge":
+    if consumer.category is MERGE:
         vjps = [grad_out] * len(consumer.inputs)
     else:
         ins = [RT(ctx, ctx.nodes[e.producer], e.output, e.index) for e in consumer.inputs]

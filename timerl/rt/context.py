@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 from timerl.errors import ArgumentError, DomainError, TimeRLError, user_location
+from timerl.ops.registry import OPS, Category
 from timerl.pdg.graph import Attrs, Edge, Graph, Node, TensorType
 from timerl.rt.symbolic import TRUE, And, Cond, Expr, Symbol, as_cond, conjunction, non_affine_in, position
 
@@ -29,6 +30,10 @@ class NodeDraft:
     name: str = ""
     gradient_of: int | None = None  # set on nodes created by backward(): the forward node they serve
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def category(self) -> Category:
+        return OPS[self.op].category
 
     def freeze(self) -> Node:
         return Node(self.id, self.op, self.attrs, self.domain, self.condition, tuple(self.inputs), self.outputs,
@@ -94,7 +99,7 @@ class Context:
                  outputs: tuple[TensorType, ...], location: str, condition: Cond | None = None) -> NodeDraft:
         if condition is None:
             condition = self.current_condition()
-            if op != "sink":
+            if not OPS[op].category.root:
                 # a node that does not vary over a dim a `when` mentions (a scalar operand, a per-iteration
                 # tensor inside a per-step block) runs wherever some point of that dim may need it
                 condition = conjunction(TRUE, *(c for c in conjuncts(condition)

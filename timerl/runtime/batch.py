@@ -25,6 +25,7 @@ import numpy as np
 from timerl.errors import TimeRLError
 from timerl.pdg.graph import Graph, Node
 from timerl.ops.batching import batch_rule
+from timerl.ops.registry import ACCUMULATE, CONST, SINK
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
 from timerl.runtime.plan import static_bytes
 from timerl.rt.symbolic import compile_function
@@ -53,7 +54,7 @@ class BatchedGroup:
         self.compiled: dict = {}  # input layout -> the members as one function (`_members_function`)
         self.windowed = windowed_members(self.graph, group) or set()
         self.kernels = {n.id: self._kernel(n) for n in self.members
-                        if n.op not in ("const", "grad_accumulate", "sink")}
+                        if n.category.kernel}
         self.sizes = {n.id: static_bytes(n) for n in self.members}
 
     @staticmethod
@@ -178,13 +179,13 @@ class BatchedGroup:
             return len(arguments) - 1
 
         for node in self.members:
-            if node.op == "const":
+            if node.category is CONST:
                 refs[node.id] = (-1 - argument(self.executable.namespace[f"C{node.id}"]), False)
                 continue
-            if node.op == "grad_accumulate":
+            if node.category is ACCUMULATE:
                 refs[node.id] = (-1 - argument(self._accumulate(node, points)), True)
                 continue
-            if node.op == "sink":
+            if node.category is SINK:
                 sinks.append(node)
                 continue
             inputs, axes = [], []

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 
 from timerl.backends.base import get_backend
 from timerl.errors import DeviceOutOfMemoryError, TimeRLError
+from timerl.ops.registry import MERGE
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.pdg.pipeline import optimize_graph
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
@@ -169,7 +170,7 @@ def block_axes(graph: Graph) -> dict[int, int]:
             producer = graph.nodes[edge.producer]
             static = all(isinstance(d, int) for t in producer.outputs for d in t.shape)
             unit = all(edge.index[k].step == 1 for k in ranged)
-            if len(ranged) == 1 and static and unit and edge.masked_by is None and producer.op != "merge":
+            if len(ranged) == 1 and static and unit and edge.masked_by is None and producer.category is not MERGE:
                 axes.setdefault(edge.producer, set()).add(ranged[0])
             else:
                 axes.setdefault(edge.producer, set()).add(None)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from timerl.errors import ScheduleError
+from timerl.ops.registry import MERGE
 from timerl.pdg.graph import Edge, Graph, Node, Point
 from timerl.rt.symbolic import same_all
 from timerl.sched.demand import Demand
@@ -32,7 +33,7 @@ def _advances(edge: Edge, consumer: Node, producer: Node) -> bool:
     """A recurrence edge into a placeholder (``o[t + 1] = rhs``): the merge at ``p`` reads its right-hand side
     at a strictly earlier point. A path through it continues at a later point, so it cannot close a cycle at
     one point, and fusion may ignore it."""
-    if consumer.op != "merge":
+    if consumer.category is not MERGE:
         return False
     for item, dim in zip(edge.index, producer.domain):
         if not isinstance(item, Point):
