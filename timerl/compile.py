@@ -10,6 +10,8 @@ import numpy as np
 from timerl.errors import TimeRLError, user_location
 from timerl.pdg.verify import verify
 from timerl.rt.symbolic import Symbol
+from timerl.runtime.executor import build_executable
+from timerl.runtime.reference import ReferenceExecutable
 
 BACKENDS = ("reference", "torch", "jax")
 
@@ -63,11 +65,7 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     graph = ctx.graph()
     verify(graph, resolved)
     if backend == "reference":
-        from timerl.runtime.reference import ReferenceExecutable
-
         return ReferenceExecutable(graph, resolved, seed, time.perf_counter() - started)
-    from timerl.runtime.executor import build_executable
-
     return build_executable(graph, resolved, backend, seed=seed, device_memory=device_memory, swap=swap,
                             optimize=optimize, vectorize=optimize if vectorize is None else vectorize,
                             incrementalize=bool(incrementalize), started=started,

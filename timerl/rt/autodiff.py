@@ -37,9 +37,9 @@ from timerl.rt.symbolic import (
     same_all,
 )
 from timerl.rt.inversion import invert_read
-from timerl.rt.tensor import RecurrentTensor
+from timerl.rt.view import TensorView
 
-RT = RecurrentTensor
+RT = TensorView
 
 
 @dataclass
@@ -84,10 +84,10 @@ def gradient_of(x: RT) -> RT:
             produced = x.node.outputs[x.output]
             total = F.constant(ctx, np.zeros(_static(produced.shape, x.node)), produced.dtype, x.node.domain)
         else:
-            total = RT.of(ctx, nodes[0])
+            total = ctx.view(nodes[0])
             for node in nodes[1:]:
-                total = F.apply("add", total, RT.of(ctx, node))
-    return RT(ctx, total.node, 0, x.index)
+                total = F.apply("add", total, ctx.view(node))
+    return ctx.view(total.node, 0, x.index)
 
 
 @contextlib.contextmanager
@@ -180,12 +180,12 @@ def _contribute(ctx: Context, consumer: NodeDraft, grads: dict[int, NodeDraft], 
     if not any(e.producer in relevant for e in consumer.inputs):
         return
     start = len(ctx.nodes)
-    grad_out = RT.of(ctx, grads[consumer.id])
+    grad_out = ctx.view(grads[consumer.id])
     if consumer.category is MERGE:
         vjps = [grad_out] * len(consumer.inputs)
     else:
-        ins = [RT(ctx, ctx.nodes[e.producer], e.output, e.index) for e in consumer.inputs]
-        outs = [RT.of(ctx, consumer, k) for k in range(len(consumer.outputs))]
+        ins = [ctx.view(ctx.nodes[e.producer], e.output, e.index) for e in consumer.inputs]
+        outs = [ctx.view(consumer, k) for k in range(len(consumer.outputs))]
         try:
             vjps = list(OPS[consumer.op].grad(F, ins, outs, [grad_out], consumer.attrs))
         except ShapeError as error:
@@ -256,7 +256,7 @@ def _only_where(ctx: Context, condition: Cond, vjp: RT, domain: tuple[Symbol, ..
         branches.append(Edge(zero.node.id, zero.output, zero.index, negation(condition)))
     node = ctx.add_node("merge", Attrs.of(shape=tuple(vjp.shape), dtype=vjp.dtype), domain, branches,
                         (TensorType(tuple(vjp.shape), vjp.dtype),), user_location(), condition=TRUE)
-    return RT.of(ctx, node)
+    return ctx.view(node)
 
 
 def _over_domain(ctx: Context, vjp: RT, domain: tuple[Symbol, ...]) -> RT:

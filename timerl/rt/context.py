@@ -6,10 +6,12 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
+from timerl.compile import compile_program
 from timerl.errors import ArgumentError, DomainError, TimeRLError, user_location
 from timerl.ops.registry import OPS, Category
-from timerl.pdg.graph import Attrs, Edge, Graph, Node, TensorType
+from timerl.pdg.graph import Attrs, Edge, Graph, IndexItem, Node, Point, TensorType
 from timerl.rt.symbolic import TRUE, And, Cond, Expr, Symbol, as_cond, conjunction, non_affine_in, position
+from timerl.rt.view import TensorView
 
 _ACTIVE: list[Context] = []
 
@@ -41,7 +43,10 @@ class NodeDraft:
 
 
 class Context:
-    """``trl.Context(dims="b i t")``: dimensions outermost first, each with an upper bound symbol."""
+    """A program being recorded: its dimensions, outermost first, each with an upper bound symbol, and its nodes.
+    Users create `timerl.rt.tensor.Context`, whose tensors have operators (``tensor_class``)."""
+
+    tensor_class: type[TensorView] = TensorView
 
     def __init__(self, dims: str | Sequence[str]) -> None:
         if not isinstance(dims, (str, list, tuple)) or not all(isinstance(n, str) for n in dims):
@@ -144,13 +149,17 @@ class Context:
     def bound_of(self, dim: Symbol) -> Symbol:
         return self.bounds[position(dim, self.dims)]
 
+    def view(self, node: NodeDraft, output: int = 0, index: tuple[IndexItem, ...] | None = None) -> TensorView:
+        """A tensor of this program reading ``output`` of ``node`` through ``index`` (default: at its own point)."""
+        if index is None:
+            index = tuple(Point(d) for d in node.domain)
+        return self.tensor_class(self, node, output, index)
+
     def graph(self) -> Graph:
         return Graph(self.dims, self.bounds, tuple(n.freeze() for n in self.nodes))
 
     # ---- compiling ------------------------------------------------------------------------------------
     def compile(self, bounds: dict | None = None, backend: str = "torch", **options: Any):
-        from timerl.compile import compile_program
-
         return compile_program(self, bounds or {}, backend, **options)
 
 

@@ -61,7 +61,7 @@ def _leaf(op: str, shape: Sequence[int], dtype: str, domain: Sequence[Symbol], r
     node = ctx.add_node(op, Attrs.of(shape=shape, dtype=check_dtype(dtype), **attrs), domain, [],
                         (TensorType(shape, dtype),), user_location())
     node.requires_grad = _grad_flag(requires_grad, dtype)
-    return RT.of(ctx, node)
+    return ctx.view(node)
 
 
 def _grad_flag(requires_grad: bool, dtype: str) -> bool:

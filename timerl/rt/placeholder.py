@@ -18,9 +18,9 @@ from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt import functional as F
 from timerl.rt.context import conjuncts, current_context
 from timerl.rt.symbolic import TRUE, Cond, Expr, Symbol, affine_coefficient, as_expr, compare, conjunction
-from timerl.rt.tensor import RecurrentTensor
+from timerl.rt.view import TensorView
 
-RT = RecurrentTensor
+RT = TensorView
 
 
 def placeholder(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = (),
@@ -31,7 +31,7 @@ def placeholder(shape: Sequence[int] = (), dtype: str = "float32", domain: Seque
                         ctx.check_domain(domain, user_location()), [],
                         (TensorType(shape, dtype),), user_location())
     node.requires_grad = bool_argument("requires_grad", requires_grad)
-    return RT.of(ctx, node)
+    return ctx.view(node)
 
 
 def param(init: Any, domain: Sequence[Symbol] | None = None, dtype: str | None = None) -> RT:

@@ -17,7 +17,7 @@ import timerl.ops  # noqa: F401
 from timerl.ops.registry import MERGE
 from timerl.errors import DomainError, ScheduleError
 from timerl.pdg.graph import Graph, Node
-from timerl.backends.base import NumpyBackend
+from timerl.backends.numpy_backend import NumpyBackend
 from timerl.runtime.evaluate import evaluate
 from timerl.runtime.access import EdgeReader, condition_function, empty_stats, point_dict, stack_range
 from timerl.rt.symbolic import Symbol

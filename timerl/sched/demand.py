@@ -18,7 +18,7 @@ from timerl.errors import DomainError, ScheduleError
 from timerl.ops.registry import MERGE
 from timerl.pdg.graph import Graph, Node
 from timerl.rt.symbolic import Symbol, conjunction
-from timerl.sched.polyhedra import Polyhedra
+from timerl.sched.polyhedra import Polyhedra, isl_cond
 
 
 @dataclass
@@ -151,8 +151,6 @@ def _check_branches(poly: Polyhedra, node: Node) -> None:
     for first in range(len(conditions)):
         for second in range(first + 1, len(conditions)):
             both = conjunction(node.condition, conditions[first], conditions[second])
-            from timerl.sched.polyhedra import isl_cond
-
             text = f"{poly.params}{{ {poly.tuple_of(node)} : {poly.box(node)} and {isl_cond(both, poly.names(node))} }}"
             overlap = isl.Set(text).intersect(box).intersect_params(poly.context)
             if not overlap.is_empty():
