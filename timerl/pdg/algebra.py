@@ -17,8 +17,7 @@ from typing import Callable
 import numpy as np
 
 from timerl.ops.registry import CONST
-from timerl.pdg.graph import Graph, Node, TensorType
-from timerl.sched.group import identity_read
+from timerl.pdg.graph import Graph, Node, TensorType, identity_read
 
 
 def _constant(graph: Graph, node: Node, slot: int, value: float) -> bool:

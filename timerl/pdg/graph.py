@@ -18,7 +18,7 @@ from typing import Iterator, Mapping, Union
 from timerl.ops.categories import MERGE, Category
 from timerl.ops.registry import OPS
 from timerl.ops.types import Attrs, Dim, TensorType  # noqa: F401  (the types nodes carry)
-from timerl.rt.symbolic import TRUE, Cond, Expr, IntLike, Symbol, conjunction, disjunction, position
+from timerl.rt.symbolic import TRUE, Cond, Expr, IntLike, Symbol, conjunction, disjunction, position, same_all
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,13 @@ class Node:
         if self.category is MERGE:
             return conjunction(self.condition, disjunction(*(e.condition for e in self.inputs)))
         return self.condition
+
+
+def identity_read(edge: Edge, consumer: Node, producer: Node) -> bool:
+    """``x[b, i, t]`` read at ``[b, i, t]``, always, unmasked: a read that fusion keeps inside one group."""
+    return (edge.masked_by is None and edge.condition.key() == ("bool", True)
+            and same_all(consumer.domain, producer.domain)
+            and all(isinstance(item, Point) and item.expr.same(dim) for item, dim in zip(edge.index, producer.domain)))
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from timerl.errors import TimeRLError
-from timerl.pdg.graph import Graph, Node
+from timerl.pdg.graph import Graph, Node, identity_read
 from timerl.ops.batching import batch_rule
 from timerl.ops.registry import ACCUMULATE, CONST, SINK
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
 from timerl.runtime.plan import static_bytes
 from timerl.rt.symbolic import compile_function
 from timerl.sched import ast
-from timerl.sched.group import identity_read
 from timerl.runtime.statements import flatten, freed_parts, statement_major
 from timerl.runtime.windows import masked_reduction, windowed_members
 

@@ -24,11 +24,10 @@ from typing import Any, Callable
 from timerl.backends.jax_keys import Unhashable, freeze, shared
 from timerl.ops.registry import DRAW
 from timerl.ops.special import draws_normal
-from timerl.pdg.graph import Node
+from timerl.pdg.graph import Node, identity_read
 from timerl.runtime import jax_rng
 from timerl.runtime.evaluate import bound_kernel
 from timerl.runtime.plan import GroupLowering, static_bytes
-from timerl.sched.group import identity_read
 
 def signature(node: Node, seed: int) -> Any:
     """What a member computes, independent of its id: equal signatures, equal kernels. A draw's depends on

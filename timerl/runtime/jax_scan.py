@@ -39,7 +39,7 @@ import numpy as np
 from timerl.errors import TimeRLError
 from timerl.ops.registry import CONST, DRAW, MERGE, OPS
 from timerl.ops.special import draws_normal
-from timerl.pdg.graph import Node, Point
+from timerl.pdg.graph import Node, Point, identity_read
 from timerl.runtime import jax_rng
 from timerl.runtime.batch import batched_loop
 from timerl.runtime.evaluate import bound_kernel
@@ -49,7 +49,6 @@ from timerl.runtime.statements import flatten, freed_parts
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.rt.symbolic import TRUE, Symbol, compile_function
 from timerl.sched import ast
-from timerl.sched.group import identity_read
 
 LOCAL, CARRIED, INVARIANT = "local", "carried", "invariant"
 _log = logging.getLogger(__name__)

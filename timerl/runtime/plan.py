@@ -28,14 +28,13 @@ import numpy as np
 
 from timerl.ops.registry import CONST, DRAW, ELEMENTWISE, MERGE, OPS, UDF, Unsupported
 from timerl.ops.special import draws_normal
-from timerl.pdg.graph import Edge, Graph, Node, Point
+from timerl.pdg.graph import Edge, Graph, Node, Point, identity_read
 from timerl.runtime import rng
 from timerl.runtime.draws import DrawPrefetch
 from timerl.runtime.generated import udf_call
 from timerl.runtime.lifetimes import FRESH, free_after_last_use
 from timerl.runtime.evaluate import FLOAT_DTYPES, bound_kernel, has_symbols, point_kernel
 from timerl.rt.symbolic import TRUE, Symbol
-from timerl.sched.group import identity_read
 
 
 def static_bytes(node: Node) -> int | None:
