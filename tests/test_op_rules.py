@@ -33,6 +33,7 @@ def test_every_op_has_every_rule_kind_or_says_why_not():
                 assert callable(rule) or isinstance(rule, RECORDS.get(kind, ())), f"{name}.{kind} is a gap"
         for backend, lowering in op.lowering.items():
             assert backend in ("torch", "jax") and callable(lowering), (name, backend)
+        assert callable(op.window), name
 
 
 def test_categories_agree_with_the_rules():
@@ -42,6 +43,7 @@ def test_categories_agree_with_the_rules():
         assert kernel == op.category.kernel, name
         assert kernel == (not isinstance(op.vectorize, Unsupported)), name
         assert op.category.checked or not kernel, f"{name}: a kernel op's output types are always checked"
+        assert (op.category.batched == "rule") == kernel, name
 
 
 # ---- vectorized against a loop ------------------------------------------------------------------------------

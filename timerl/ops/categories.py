@@ -13,9 +13,11 @@ MERGE``, ``category.root``) instead of testing op names. The fields answer the q
 - ``pure``: equal inputs give equal outputs and nothing else happens, so common subexpression elimination may
   merge repeats (a draw is keyed by its stream, a user's function may have effects, a merge is a recurrence);
 - ``calls_user``: runs a user's Python function, on the host, point by point;
-- ``batched``: how a vectorized statement computes it at many points at once: ``"rule"`` (the op's
-  ``vectorize`` rule, or the array library's vmap of its kernel), ``"draws"`` (counter-based draws for many
-  points), ``"points"`` (called point by point once the batch is computed: sinks), ``"never"``.
+- ``batched``: how a vectorized statement (`timerl.runtime.batch`) computes it at many points at once:
+  ``"rule"`` (the op's ``vectorize`` rule, or the array library's vmap of its kernel), ``"shared"`` (the same
+  value at every point: a constant), ``"summed"`` (each point's contributions summed, stacked where they can
+  be), ``"points"`` (called point by point once the batch is computed: sinks), ``"never"`` (a statement holding
+  it runs point by point: merges, sources, draws, UDFs).
 """
 
 from __future__ import annotations
@@ -43,13 +45,13 @@ REDUCTION = Category("reduction", kernel=True)
 SCAN = Category("scan", kernel=True)  # along one axis, keeping its length: cumsum, softmax, discounted sums
 MOVEMENT = Category("movement", kernel=True)  # layout and indexing: reshape, permute, gather, scatter, ...
 CONTRACTION = Category("contraction", kernel=True)  # matmul
-CONST = Category("const", kernel=False, batched="never")
+CONST = Category("const", kernel=False, batched="shared")
 SOURCE = Category("source", kernel=False, pure=False, calls_user=True, batched="never")
-DRAW = Category("draw", kernel=False, pure=False, batched="draws")
+DRAW = Category("draw", kernel=False, pure=False, batched="never")
 SINK = Category("sink", kernel=False, root=True, stored=False, checked=False, pure=False, calls_user=True,
                 batched="points")
 MERGE = Category("merge", kernel=False, checked=False, pure=False, batched="never")
 UDF = Category("udf", kernel=False, checked=False, pure=False, calls_user=True, batched="never")
-ACCUMULATE = Category("accumulate", kernel=False, checked=False, pure=False, batched="never")
+ACCUMULATE = Category("accumulate", kernel=False, checked=False, pure=False, batched="summed")
 
 CATEGORIES = (ELEMENTWISE, REDUCTION, SCAN, MOVEMENT, CONTRACTION, CONST, SOURCE, DRAW, SINK, MERGE, UDF, ACCUMULATE)

@@ -11,6 +11,8 @@ from timerl.ops.registry import (
     NOT_DIFFERENTIABLE,
     REDUCTION,
     SCAN,
+    WINDOW_CARRIED,
+    WINDOW_REDUCED,
     RunningSum,
     ShapeError,
     broadcast_shapes,
@@ -18,6 +20,7 @@ from timerl.ops.registry import (
     promote,
     register,
     same_dim,
+    no_window,
     unsupported,
 )
 
@@ -45,10 +48,10 @@ def _float_dtype(inputs, attrs):
     return [inputs[0].dtype if is_float(inputs[0].dtype) else "float32"]
 
 
-def reduction(name, impl, grad, incrementalize, dtype=_dtype_of_input):
+def reduction(name, impl, grad, incrementalize, dtype=_dtype_of_input, window=no_window):
     """A reduction over the axes ``dims`` (sorted), keeping them as size 1 where ``keepdim``."""
     register(name, REDUCTION, shape=_reduced_shape, dtype=dtype, impl=impl, grad=grad, vectorize=shifted_axes,
-             incrementalize=incrementalize)
+             incrementalize=incrementalize, window=window)
 
 
 def _over_the_range(attrs, dtype) -> bool:
@@ -96,7 +99,8 @@ def _floating(xp, x):
 
 # fmt: off
 reduction("sum", lambda xp, x, dims, keepdim: xp.sum(x, axis=dims, keepdims=keepdim), _sum_grad,
-          RunningSum(_over_the_range), dtype=_accumulated_dtype)
+          RunningSum(_over_the_range), dtype=_accumulated_dtype,
+          window=lambda a: WINDOW_REDUCED if tuple(a["dims"] or ()) == (0,) and not a["keepdim"] else None)
 reduction("mean", lambda xp, x, dims, keepdim: xp.mean(_floating(xp, x), axis=dims, keepdims=keepdim), _mean_grad,
           unsupported(_NO_RUNNING_FORM.format("sum divided by the count")), dtype=_float_dtype)
 reduction("max", lambda xp, x, dims, keepdim: xp.max(x, axis=dims, keepdims=keepdim), _extreme_grad,
@@ -118,6 +122,7 @@ def _flip(F, x, dim):
 
 
 register("cumsum", SCAN, vectorize=shifted_axis, incrementalize=NOT_A_REDUCTION,
+         window=lambda a: WINDOW_CARRIED if a["dim"] == 0 else None,
          shape=_same, dtype=_accumulated_dtype, impl=_cumsum,
          grad=lambda F, ins, outs, g, a: [_flip(F, F.cumsum(_flip(F, g[0], a["dim"]), a["dim"]), a["dim"])])
 
@@ -177,7 +182,8 @@ def _discounted_spread(xp, g, like, gamma):
     return xp.reshape(weights, (n,) + (1,) * (like.ndim - 1)) * g[None, ...]
 
 
-register("discounted_sum", REDUCTION, vectorize=discounted, incrementalize=unsupported(
+register("discounted_sum", REDUCTION, vectorize=discounted, window=lambda a: WINDOW_REDUCED,
+         incrementalize=unsupported(
              "no running form written yet (r[t:T].discounted_sum as the backward recurrence g[t] = r[t] + "
              "gamma * g[t + 1], paper §5.3)"),
          shape=lambda ins, a: [ins[0].shape[1:]], dtype=_float_dtype,

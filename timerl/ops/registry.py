@@ -13,7 +13,10 @@ Rule kinds, for every op:
   (paper §5.3): a `RunningSum` or `RunningContributions` record that `timerl.pdg.incrementalize` rewrites;
 - ``lowering``: the backends' own kernels where one call replaces several array-API calls: backend name ->
   ``(backend's array module) -> (attributes) -> kernel`` (torch's fused ``log_softmax``); ``impl`` elsewhere.
-Optionally, ``check_values``: a check of concrete input values that no shape rule can see (an index out of
+Optionally, ``window``: how a vectorized statement passes a window (a range read, padded in a batch to its
+longest length, `timerl.runtime.windows`) through the op, by its attributes: `WINDOW_REDUCED` (a sum over the
+window's axis, the padding masked to zeros), `WINDOW_CARRIED` (the window's axis kept, position by position),
+or None (the default: a statement holding it is not batched over windows). And ``check_values``: a check of concrete input values that no shape rule can see (an index out of
 range), called like ``impl`` on the host before the kernel (so also before a jitted one) by every executor;
 it raises a `TimeRLError` that the executor completes with the op's line and point.
 A rule an op cannot have is `unsupported("why")`; ``tests/test_registry.py`` walks every op and rule kind.
@@ -82,6 +85,13 @@ class RunningContributions:
     they come, step by step, instead of all at the end."""
 
 
+WINDOW_REDUCED, WINDOW_CARRIED = "reduced", "carried"
+
+
+def no_window(attrs: Any) -> None:
+    return None
+
+
 NOT_A_REDUCTION = unsupported("reads no range it reduces: nothing to accumulate step by step")
 
 
@@ -96,6 +106,7 @@ class OpDef:
     vectorize: Callable[..., Any] | Unsupported
     incrementalize: RunningSum | RunningContributions | Unsupported
     lowering: Mapping[str, Callable[..., Any]]
+    window: Callable[[Any], str | None] = no_window
     check_values: Callable[..., None] | None = None
 
     def infer(self, inputs: Sequence[TensorType], attrs: Attrs) -> tuple[TensorType, ...]:
@@ -110,11 +121,11 @@ OPS: dict[str, OpDef] = {}
 
 def register(name: str, category: Category, *, shape: Any, dtype: Any, impl: Any, grad: Any, vectorize: Any,
              incrementalize: Any, lowering: Mapping[str, Callable[..., Any]] | None = None,
-             check_values: Callable[..., None] | None = None) -> OpDef:
+             window: Callable[[Any], str | None] = no_window, check_values: Callable[..., None] | None = None) -> OpDef:
     if name in OPS:
         raise ValueError(f"op {name} registered twice")
     op = OpDef(name, category, shape, dtype, impl, grad, vectorize, incrementalize, MappingProxyType(dict(lowering or {})),
-               check_values)
+               window, check_values)
     OPS[name] = op
     return op
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from timerl.ops.registry import ACCUMULATE, CONST, ELEMENTWISE, OPS, SINK, Unsupported
+from timerl.ops.registry import ACCUMULATE, CONST, OPS, SINK, WINDOW_CARRIED, WINDOW_REDUCED, Unsupported
 from timerl.pdg.graph import Graph
 from timerl.runtime.evaluate import has_symbols
 from timerl.runtime.plan import simple_read, static_bytes
@@ -46,7 +46,7 @@ def windowed_members(graph: Graph, group: Any) -> set[int] | None:
             if any(e.producer in windowed or not simple_read(e) for e in node.inputs):
                 return None
             continue  # called point by point once the batch is computed
-        if not category.kernel:  # merges, sources, draws and UDFs run point by point
+        if category.batched == "never":
             return None
         definition = OPS[node.op]
         if isinstance(definition.impl, Unsupported) or definition.check_values is not None:
@@ -65,12 +65,12 @@ def windowed_members(graph: Graph, group: Any) -> set[int] | None:
             if static_bytes(node) is None:
                 return None
             continue
-        if node.op == "discounted_sum" or (node.op == "sum" and tuple(node.attrs["dims"] or ()) == (0,)
-                                           and not node.attrs["keepdim"]):
+        window = definition.window(node.attrs)
+        if window == WINDOW_REDUCED:
             if static_bytes(node) is None:
                 return None
-            continue  # reduces the window away
-        if category is ELEMENTWISE or (node.op == "cumsum" and node.attrs["dim"] == 0):
+            continue
+        if window == WINDOW_CARRIED:
             if member_id in group.freed_later:
                 return None  # a window stored for other groups would need its padding undone
             windowed.add(member_id)
