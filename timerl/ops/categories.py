@@ -7,7 +7,6 @@ MERGE``, ``category.root``) instead of testing op names. The fields answer the q
   itself, one way per category (`timerl.runtime.evaluate`): a constant's value, a counter-based draw, a user's
   source, sink or UDF function, the branch a merge selects, the sum of gradient contributions;
 - ``root``: demanded on its whole definition domain whether or not anything reads it (sinks);
-- ``stored``: has outputs that readers keep (a sink has none);
 - ``checked``: the verifier recomputes its output types from the op's shape and dtype rules (a merge, a UDF, a
   gradient accumulation and a sink declare theirs);
 - ``pure``: equal inputs give equal outputs and nothing else happens, so common subexpression elimination may
@@ -30,7 +29,6 @@ class Category:
     name: str
     kernel: bool
     root: bool = False
-    stored: bool = True
     checked: bool = True
     pure: bool = True
     calls_user: bool = False
@@ -48,8 +46,7 @@ CONTRACTION = Category("contraction", kernel=True)  # matmul
 CONST = Category("const", kernel=False, batched="shared")
 SOURCE = Category("source", kernel=False, pure=False, calls_user=True, batched="never")
 DRAW = Category("draw", kernel=False, pure=False, batched="never")
-SINK = Category("sink", kernel=False, root=True, stored=False, checked=False, pure=False, calls_user=True,
-                batched="points")
+SINK = Category("sink", kernel=False, root=True, checked=False, pure=False, calls_user=True, batched="points")
 MERGE = Category("merge", kernel=False, checked=False, pure=False, batched="never")
 UDF = Category("udf", kernel=False, checked=False, pure=False, calls_user=True, batched="never")
 ACCUMULATE = Category("accumulate", kernel=False, checked=False, pure=False, batched="summed")
