@@ -15,7 +15,8 @@ import numpy as np
 
 from timerl.errors import DomainError, user_location
 from timerl.pdg.graph import IndexItem, Point, Range
-from timerl.rt import context, functional as F
+from timerl.rt import context
+from timerl.rt import functional as F
 from timerl.rt.autodiff import backward, gradient_of
 from timerl.rt.placeholder import assign
 from timerl.rt.symbolic import Expr, Symbol, as_expr, non_affine_part
