@@ -1,6 +1,6 @@
-"""Layers point down (shared/STYLE.md, example 13): symbolic expressions at the bottom, then ops, the PDG and
-its passes, sched, the backends, runtime, `compile.py`, the language (`timerl.rt`) and the libraries and tools
-on top. Read from the source (no import runs): no module imports a higher layer, no function-local import of a
+"""Layers point down (shared/STYLE.md, example 13): symbolic expressions (with the errors and the compile
+options, which import nothing else) at the bottom, then ops, the PDG and its passes, sched, the backends,
+runtime, `compile.py`, the language (`timerl.rt`) and the libraries and tools on top. Read from the source (no import runs): no module imports a higher layer, no function-local import of a
 timerl module dodges a cycle, and modules import one another without circles."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ PACKAGE = Path(timerl.__file__).parent
 
 # bottom to top; a module belongs to the first layer with a prefix of its name
 LAYERS = (
-    ("symbolic", ("timerl.errors", "timerl.rt.symbolic", "timerl.rt.structure", "timerl.rt.conditions")),
+    ("foundation", ("timerl.errors", "timerl.options", "timerl.rt.symbolic", "timerl.rt.structure",
+                    "timerl.rt.conditions")),
     ("ops", ("timerl.ops",)),
     ("pdg", ("timerl.pdg",)),
     ("sched", ("timerl.sched",)),

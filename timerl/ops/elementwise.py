@@ -11,6 +11,7 @@ from timerl.ops.registry import (
     NOT_DIFFERENTIABLE,
     WINDOW_CARRIED,
     ShapeError,
+    ValueCheck,
     broadcast_shapes,
     is_float,
     promote,
@@ -44,11 +45,16 @@ def elementwise(name: str, impl: Callable[..., Any], grad: Any, *, dtype=_promot
 unary = binary = elementwise  # the registrations below say their arity
 
 
-def _integer_power(xp, x, y) -> None:
+def _negative_integer_power(xp, x, y):
     """NumPy refuses an integer to a negative integer power; torch and jax returned 0 or garbage."""
     integers = all("int" in str(v.dtype) or "bool" in str(v.dtype) for v in (x, y))  # numpy, torch, jax names
-    if integers and bool(xp.any(y < 0)):
-        raise ShapeError("integers to negative integer powers are not allowed; make the base a float first")
+    if not integers:
+        return None
+    return xp.any(y < 0), ()
+
+
+_integer_power = ValueCheck(_negative_integer_power, lambda details: ShapeError(
+    "integers to negative integer powers are not allowed; make the base a float first"))
 
 
 def compare(name: str, impl: Callable[..., Any]) -> None:

@@ -9,7 +9,7 @@ from timerl.ops.registry import (
     NOT_A_REDUCTION,
     NOT_DIFFERENTIABLE,
     ShapeError,
-    check_index_range,
+    index_range,
     numel,
     promote,
     register,
@@ -196,7 +196,7 @@ def _gather_shape(inputs, attrs):
 register("gather", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
          shape=_gather_shape, dtype=_dtype0,
          impl=lambda xp, x, index, dim: xp.take_along_axis(x, index, axis=dim),
-         check_values=lambda xp, x, index, dim: check_index_range("gather", xp, index, x.shape[dim]),
+         check_values=index_range("gather", 1, "dim"),
          grad=lambda F, ins, outs, g, a: [F.apply("scatter_add", g[0], ins[1], dim=a["dim"],
                                                   size=ins[0].shape[a["dim"]]), None])
 register("scatter_add", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
@@ -223,7 +223,7 @@ def _index_add(xp, g, index, dim, size):
 register("index_select", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
          shape=_index_select_shape, dtype=_dtype0,
          impl=lambda xp, x, index, dim: xp.take(x, index, axis=dim),
-         check_values=lambda xp, x, index, dim: check_index_range("index_select", xp, index, x.shape[dim]),
+         check_values=index_range("index_select", 1, "dim"),
          grad=lambda F, ins, outs, g, a: [F.apply("index_add", g[0], ins[1], dim=a["dim"],
                                                   size=ins[0].shape[a["dim"]]), None])
 register("index_add", MOVEMENT, vectorize=shifted_axis, incrementalize=NOT_A_REDUCTION,
@@ -241,6 +241,6 @@ register("one_hot", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
          shape=_one_hot_shape,
          dtype=lambda ins, a: ["int64"],
          impl=lambda xp, x, num_classes: xp.astype(x[..., None] == xp.arange(num_classes), xp.int64),
-         check_values=lambda xp, x, num_classes: check_index_range("one_hot", xp, x, num_classes),
+         check_values=index_range("one_hot", 0),
          grad=NOT_DIFFERENTIABLE)
 
