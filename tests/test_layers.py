@@ -14,8 +14,8 @@ PACKAGE = Path(timerl.__file__).parent
 
 # bottom to top; a module belongs to the first layer with a prefix of its name
 LAYERS = (
-    ("foundation", ("timerl.errors", "timerl.options", "timerl.rt.symbolic", "timerl.rt.structure",
-                    "timerl.rt.conditions")),
+    ("foundation", ("timerl.errors", "timerl.options", "timerl.symbolic", "timerl.symbolic_structure",
+                    "timerl.symbolic_conditions")),
     ("ops", ("timerl.ops",)),
     ("pdg", ("timerl.pdg",)),
     ("sched", ("timerl.sched",)),
@@ -36,7 +36,7 @@ LATE_IMPORTS = {
 }
 
 # modules that are one module split in files, and import one another (re-exports at the bottom of symbolic)
-ONE_MODULE = {frozenset({"timerl.rt.symbolic", "timerl.rt.structure", "timerl.rt.conditions"})}
+ONE_MODULE = {frozenset({"timerl.symbolic", "timerl.symbolic_structure", "timerl.symbolic_conditions"})}
 
 
 def _modules() -> dict[str, Path]:

@@ -28,7 +28,7 @@ from timerl.errors import ArgumentError, TimeRLError, float_argument, user_locat
 from timerl.ops.registry import MERGE, is_float
 from timerl.rt import functional as F
 from timerl.rt.placeholder import placeholder
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 from timerl.rt.tensor import RecurrentTensor
 
 RT = RecurrentTensor

@@ -15,7 +15,7 @@ from timerl.ops.registry import (
     register,
     same_dim,
 )
-from timerl.rt.symbolic import as_expr, minimum
+from timerl.symbolic import as_expr, minimum
 
 
 def _dtype0(inputs, attrs):

@@ -49,7 +49,7 @@ from timerl.ops.categories import (  # noqa: F401  (the op files register with t
     Category,
 )
 from timerl.ops.types import Attrs, Dim, TensorType
-from timerl.rt.symbolic import as_expr
+from timerl.symbolic import as_expr
 
 
 @dataclass(frozen=True)

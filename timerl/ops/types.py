@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Union
 
-from timerl.rt.symbolic import Expr
+from timerl.symbolic import Expr
 
 Dim = Union[int, Expr]
 

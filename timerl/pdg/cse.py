@@ -2,7 +2,7 @@
 
 Two ops are the same when they have the same op, attributes, domain, definition condition, output types and
 inputs, their inputs read through the same dependence expressions from producers that are themselves the same
-(compared structurally, with the symbolic keys of `timerl.rt.symbolic`). Autodiff writes such repeats often (a
+(compared structurally, with the symbolic keys of `timerl.symbolic`). Autodiff writes such repeats often (a
 weight's transpose for each gradient that needs it, the same cast or constant in many places). Every reader of
 a repeat then reads the first op that computes it; the repeats are left without readers for dead code
 elimination to drop.
@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from timerl.pdg.graph import Edge, Graph, Node, Point, TensorType
-from timerl.rt.symbolic import Expr
+from timerl.symbolic import Expr
 
 _SMALL = 4096  # constants up to this many elements are compared by value, larger ones by identity
 

@@ -18,7 +18,7 @@ from typing import Iterator, Mapping, Union
 from timerl.ops.categories import MERGE, Category
 from timerl.ops.registry import OPS
 from timerl.ops.types import Attrs, Dim, TensorType  # noqa: F401  (the types nodes carry)
-from timerl.rt.symbolic import TRUE, Cond, Expr, IntLike, Symbol, conjunction, disjunction, position, same_all
+from timerl.symbolic import TRUE, Cond, Expr, IntLike, Symbol, conjunction, disjunction, position, same_all
 
 
 @dataclass(frozen=True)

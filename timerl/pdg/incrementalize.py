@@ -26,7 +26,7 @@ from typing import Callable
 
 from timerl.ops.registry import OPS, RunningContributions, RunningSum
 from timerl.pdg.graph import Attrs, Edge, Graph, Node, Point, Range
-from timerl.rt.symbolic import TRUE, Symbol, compare, const, position
+from timerl.symbolic import TRUE, Symbol, compare, const, position
 
 
 def incrementalize(graph: Graph) -> Graph:

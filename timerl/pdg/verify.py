@@ -7,7 +7,7 @@ from typing import Mapping
 from timerl.errors import DomainError, ShapeError, TimeRLError
 from timerl.ops.registry import MERGE, OPS, Unsupported, same_dim
 from timerl.pdg.graph import Graph, Point, Range, TensorType
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 
 
 def verify(graph: Graph, bounds: Mapping[Symbol, int] | None = None, after: str = "construction") -> None:

@@ -13,7 +13,7 @@ from timerl.ops import registry
 from timerl.ops.registry import OPS, is_float
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt.context import Context
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 from timerl.rt.view import TensorView, check_same_context
 
 RT = TensorView

@@ -27,7 +27,7 @@ from timerl.ops.registry import ACCUMULATE, MERGE, OPS, Unsupported, is_float, s
 from timerl.pdg.graph import Attrs, Edge, IndexItem, Point, Range, TensorType
 from timerl.rt import functional as F
 from timerl.rt.context import Context, NodeDraft
-from timerl.rt.symbolic import (
+from timerl.symbolic import (
     FALSE,
     TRUE,
     Cond,

@@ -10,7 +10,7 @@ from timerl.compile import compile_program
 from timerl.errors import ArgumentError, DomainError, TimeRLError, user_location
 from timerl.ops.registry import OPS, Category
 from timerl.pdg.graph import Attrs, Edge, Graph, IndexItem, Node, Point, TensorType
-from timerl.rt.symbolic import TRUE, And, Cond, Expr, Symbol, as_cond, conjunction, non_affine_in, position
+from timerl.symbolic import TRUE, And, Cond, Expr, Symbol, as_cond, conjunction, non_affine_in, position
 from timerl.rt.view import TensorView
 
 _ACTIVE: list[Context] = []

@@ -21,7 +21,7 @@ from timerl.rt.apply import (  # noqa: F401  (re-exported: F.apply, F.constant, 
     RT, _as_tensors, apply, check_dtype, constant, normalize_axes, normalize_axis, static_shape)
 from timerl.rt.arguments import forward_slices, inferred_size, shape_argument, tensor_argument, tensors_argument
 from timerl.rt.context import current_context
-from timerl.rt.symbolic import Expr, Symbol, same_all
+from timerl.symbolic import Expr, Symbol, same_all
 
 
 # ---- creation -------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from timerl.ops.registry import MERGE, is_float, same_dim
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt import functional as F
 from timerl.rt.context import conjuncts, current_context
-from timerl.rt.symbolic import TRUE, Cond, Expr, Symbol, affine_coefficient, as_expr, compare, conjunction
+from timerl.symbolic import TRUE, Cond, Expr, Symbol, affine_coefficient, as_expr, compare, conjunction
 from timerl.rt.view import TensorView
 
 RT = TensorView

@@ -19,7 +19,7 @@ from timerl.rt import context
 from timerl.rt import functional as F
 from timerl.rt.autodiff import backward, gradient_of
 from timerl.rt.placeholder import assign
-from timerl.rt.symbolic import Expr, Symbol, as_expr, non_affine_part
+from timerl.symbolic import Expr, Symbol, as_expr, non_affine_part
 from timerl.rt.view import TensorView
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from timerl.errors import ShapeError, TimeRLError, user_location
 from timerl.pdg.graph import IndexItem, Point, Range, TensorType
-from timerl.rt.symbolic import Expr, Symbol
+from timerl.symbolic import Expr, Symbol
 
 if TYPE_CHECKING:  # the context creates views; a view only reads its attributes
     from timerl.rt.context import Context, NodeDraft

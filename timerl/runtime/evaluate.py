@@ -18,7 +18,7 @@ from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
 from timerl.runtime import rng
 from timerl.runtime.access import point_dict
-from timerl.rt.symbolic import Expr, Symbol, compile_function
+from timerl.symbolic import Expr, Symbol, compile_function
 
 
 def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, bounds: Mapping[Symbol, int],

@@ -29,7 +29,7 @@ from timerl.runtime.plan import GroupLowering
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
 from timerl.runtime.stacks import StackedPool
-from timerl.rt.symbolic import Symbol, compile_function
+from timerl.symbolic import Symbol, compile_function
 from timerl.sched import ast
 
 

@@ -50,7 +50,7 @@ from timerl.runtime.jax_plan import JaxGroupLowering, checked
 from timerl.runtime.plan import static_bytes
 from timerl.runtime.statements import flatten, freed_parts
 from timerl.runtime.walk import AstInterpreter, Run
-from timerl.rt.symbolic import TRUE, Symbol, compile_function
+from timerl.symbolic import TRUE, Symbol, compile_function
 from timerl.sched import ast
 
 LOCAL, CARRIED, INVARIANT = "local", "carried", "invariant"

@@ -34,7 +34,7 @@ from timerl.runtime.draws import DrawPrefetch
 from timerl.runtime.generated import udf_call
 from timerl.runtime.lifetimes import FRESH, free_after_last_use
 from timerl.runtime.evaluate import FLOAT_DTYPES, bound_kernel, has_symbols, point_kernel
-from timerl.rt.symbolic import TRUE, Symbol
+from timerl.symbolic import TRUE, Symbol
 
 
 def static_bytes(node: Node) -> int | None:

@@ -20,7 +20,7 @@ from timerl.pdg.graph import Graph, Node
 from timerl.backends.numpy_backend import NumpyBackend
 from timerl.runtime.evaluate import evaluate
 from timerl.runtime.access import EdgeReader, condition_function, empty_stats, point_dict, stack_range
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 
 _EXPANDING = 1
 Key = tuple[int, tuple[int, ...]]

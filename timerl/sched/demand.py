@@ -17,7 +17,7 @@ import islpy as isl
 from timerl.errors import DomainError, ScheduleError
 from timerl.ops.registry import MERGE
 from timerl.pdg.graph import Graph, Node
-from timerl.rt.symbolic import Symbol, conjunction
+from timerl.symbolic import Symbol, conjunction
 from timerl.sched.polyhedra import Polyhedra, isl_cond
 
 
