@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--big-budget", type=int, default=5000)
     run.add_argument("--eval-seeds", type=int, default=3,
                      help="BRKGA seeds per test graph; each (graph, seed) is one test case")
+    run.add_argument("--greedy", action="store_true",
+                     help="propose each op's most likely action instead of one drawn from the policy")
     run.add_argument("--transfer", action="store_true", help="also evaluate on the MMapGame workloads")
     run.add_argument("--workers", type=int, default=1, help="Ray workers running BRKGA (1: serial)")
     run.add_argument("--seed", type=int, default=0)
@@ -94,13 +96,16 @@ def main(argv: list[str] | None = None) -> None:
                 np.save(path, trained.weights)
         # one search's luck moves a graph's cost by several percent (see `diagnose`): every graph is run
         # with several seeds (the same for all methods), and each (graph, seed) counts as one test case
-        actions = train.propose(trained, held_out) * args.eval_seeds
+        # REINFORCE maximizes the expected reward of actions drawn from the policy, so a test case gets one
+        # draw (its own); the argmax of each head alone was often an action training rarely drew (docs/REGAL.md)
+        actions = train.propose(trained, held_out * args.eval_seeds, greedy=args.greedy, seed=args.seed)
         start = time.perf_counter()
         outcomes.append(bench.evaluate(held_out * args.eval_seeds, actions, kind, args.budget, args.big_budget,
                                        args.seed, args.workers))
         print(f"{kind}: evaluated in {time.perf_counter() - start:.0f} s", flush=True)
         if workloads:
-            transfer.append(bench.evaluate(workloads, train.propose(trained, workloads), kind, args.budget,
+            transfer.append(bench.evaluate(workloads, train.propose(trained, workloads, greedy=args.greedy,
+                                                                    seed=args.seed), kind, args.budget,
                                            args.big_budget, args.seed, args.workers))
     print(bench.markdown(outcomes))
     if transfer:
