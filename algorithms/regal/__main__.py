@@ -1,11 +1,13 @@
 """Command line: ``python -m algorithms.regal bench`` trains one policy per objective on the synthetic
 training graphs, then compares REGAL with BRKGA on the test graphs (tables on stdout, Fig. 2 as a PNG).
 
-Defaults fit a 2-core machine: 48 training topologies and 10 test topologies of 12-28 ops, 2 variants
-each; 100 REINFORCE iterations of 16 episodes (4 graphs x 4 sampled actions, sharing their BRKGA seeds)
-with BRKGA-500 inside the reward (the test budget, as the paper trains), averaged over 2 seeds;
-evaluation at 500 and 5,000 evaluations. The paper's 5,000 / 50,000 are scaled by 1/10 because our graphs are small: on them BRKGA-5K mostly already finds what BRKGA-30K finds, while 500 evaluations
-leave gaps of up to 19% (as 5,000 do on the paper's graphs of hundreds of ops). ``--transfer`` adds the
+Defaults fit a 2-core machine: 48 training, 10 validation and 10 test topologies of 12-28 ops, 2
+variants each; 100 REINFORCE iterations of 16 episodes (4 graphs x 4 sampled actions, sharing their BRKGA
+seeds) with BRKGA-500 inside the reward (the test budget, as the paper trains), averaged over 2 seeds;
+evaluation at 500 and 5,000 evaluations, each test case with one action per op drawn from the policy. The
+paper's 5,000 / 50,000 are scaled by 1/10 because our graphs are small: on them BRKGA-5K mostly already
+finds what BRKGA-30K finds, while 500 evaluations leave gaps of up to 19% (as 5,000 do on the paper's
+graphs of hundreds of ops). ``--transfer`` adds the
 six smallest MMapGame workloads (59-153 ops) as a second test set, never trained on. ``diagnose`` prints
 what known proposals gain (`diagnose.py`)."""
 
