@@ -151,6 +151,7 @@ class GameTables:
         self.rows = F.tensor(buffer_rows(arrays, self.layout).reshape(-1), dtype="int64")
         self.group_key = F.tensor(arrays.group_key, dtype="int64")
         self.width = F.tensor(arrays.width, dtype="int64")
+        self.wide = F.tensor(arrays.width > 0, dtype="bool")  # a buffer of no columns takes no space
         self.latency = F.tensor(arrays.latency, dtype="float64")
         self.supply = F.tensor(arrays.supply, dtype="int64")
         self.buffers = F.arange(arrays.num_buffers)
