@@ -31,6 +31,7 @@ from algorithms.mmap.rt.tables import (
     TARGET,
     WIDTH,
     GameTables,
+    flat_gather,
     gather_fill,
 )
 from timerl.rt import functional as F
@@ -199,6 +200,5 @@ def plan(tables: GameTables, records, book, supply, edges, position, done) -> Pl
 def benefit(tables: GameTables, target, fast_set, slot_bit):
     """L_I(B') - L_I(B' + {b}) for the instruction I = target of b, B' = its buffers already in fast memory."""
     row = target * tables.table_width + fast_set
-    latency = F.expand(F.unsqueeze(tables.latency, 0), (target.shape[0], tables.latency.shape[0]))
-    before_after = gather_fill(latency, F.stack([row, row + slot_bit], 1), 0.0)
+    before_after = flat_gather(tables.latency, F.stack([row, row + slot_bit], 1), 0.0)
     return column(before_after, 0) - column(before_after, 1)
