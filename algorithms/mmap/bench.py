@@ -191,12 +191,10 @@ def markdown(reports: list, agents=tuple(AGENTS), reference: str = "heuristic") 
         lines.append(f"| {report.name} | " + " | ".join(f"{report.scores[a].seconds:.0f}" for a in agents) + " |")
     if reports and reference in agents:
         for label, field in (("cost model", "latency"), ("simulated", "simulated")):
-            means = ", ".join(f"{a} {np.mean([getattr(r.scores[reference], field) / getattr(r.scores[a], field) for r in reports]):.4f}"
-                              for a in searchers)
-            prod = ", ".join(f"{a} {np.mean([getattr(r.scores[reference], field) / min(getattr(r.scores[a], field), getattr(r.scores[reference], field)) for r in reports]):.4f}"
-                             for a in searchers)
-            faster = ", ".join(f"{a} {sum(getattr(r.scores[reference], field) > getattr(r.scores[a], field) for r in reports)}"
-                               f"/{len(reports)}" for a in searchers)
+            speedups = {a: np.array([_speedup(r, reference, a, field) for r in reports]) for a in searchers}
+            means = ", ".join(f"{a} {np.mean(v):.4f}" for a, v in speedups.items())
+            prod = ", ".join(f"{a} {np.mean(np.maximum(v, 1.0)):.4f}" for a, v in speedups.items())
+            faster = ", ".join(f"{a} {int((v > 1).sum())}/{len(reports)}" for a, v in speedups.items())
             lines += ["", f"Mean speedup vs {reference} ({label}): {means}",
                       f"Mean 'prod' speedup vs {reference} (best of agent and {reference}, {label}): {prod}",
                       f"Workloads where the agent is faster than {reference} ({label}): {faster}"]
@@ -207,3 +205,8 @@ def markdown(reports: list, agents=tuple(AGENTS), reference: str = "heuristic") 
     if reports:
         lines += ["", f"Mean reward-latency correlation: {np.nanmean([r.correlation for r in reports]):.3f}"]
     return "\n".join(lines)
+
+
+def _speedup(report: WorkloadReport, reference: str, agent: str, field: str) -> float:
+    """latency(reference) / latency(agent) by ``field`` ("latency": the cost model, or "simulated")."""
+    return getattr(report.scores[reference], field) / getattr(report.scores[agent], field)

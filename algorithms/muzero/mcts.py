@@ -141,9 +141,9 @@ def _tree_placeholders(batch: int, nodes: int, actions: int, hidden: int, domain
                 trl.placeholder(per_node, "int64", domain), trl.placeholder(per_node, "int64", domain),
                 trl.placeholder(per_edge, "int64", domain), trl.placeholder(per_edge, "float32", domain),
                 trl.placeholder(per_edge, "float32", domain), trl.placeholder(per_edge, "float32", domain),
-                trl.placeholder(per_edge, "float32", domain), trl.placeholder((batch, nodes, hidden), "float32", domain),
-                trl.placeholder(per_node, "int64", domain), trl.placeholder(per_node, "float32", domain),
-                trl.placeholder(per_node, "float32", domain))
+                trl.placeholder(per_edge, "float32", domain),
+                trl.placeholder((batch, nodes, hidden), "float32", domain), trl.placeholder(per_node, "int64", domain),
+                trl.placeholder(per_node, "float32", domain), trl.placeholder(per_node, "float32", domain))
 
 
 def _initial_tree(root: Root, batch: int, nodes: int, actions: int, hidden: int) -> Tree:
@@ -259,7 +259,8 @@ def _expand(tree: Tree, parent: RT, action: RT, leaf: RT, step: Step, nodes: int
     parent_decay = _at(tree.node_decay, parent)
     return tree._replace(
         node_depth=F.where(leaf_mask, (_at(tree.node_depth, parent) + 1).unsqueeze(-1), tree.node_depth),
-        node_reward_sum=F.where(leaf_mask, (_at(tree.node_reward_sum, parent) + parent_decay * step.reward).unsqueeze(-1),
+        node_reward_sum=F.where(leaf_mask,
+                                (_at(tree.node_reward_sum, parent) + parent_decay * step.reward).unsqueeze(-1),
                                 tree.node_reward_sum),
         node_decay=F.where(leaf_mask, (parent_decay * discount).unsqueeze(-1), tree.node_decay),
         node_visits=F.where(leaf_mask, tree.node_visits + 1.0, tree.node_visits),
