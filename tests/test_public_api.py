@@ -52,6 +52,8 @@ def _calls(ctx, x, index):
     normal = trl.distributions.Normal(x, 1.0)
     calls = {
         "timerl.Context": (trl.Context, {"dims": "i t"}, {"wrong"}),
+        "timerl.CompileOptions": (trl.CompileOptions, {"cse": False, "incrementalize": None, "vectorize": True},
+                                  set()),
         "timerl.Symbol": (trl.Symbol, {"name": "s", "is_bound": False}, {"wrong"}),
         "timerl.min": (trl.min, {"left": t, "right": 3}, set()),
         "timerl.max": (trl.max, {"left": t, "right": 3}, set()),
@@ -178,3 +180,9 @@ def test_compile_refuses_wrong_options(options):
     with pytest.raises(trl.TimeRLError):
         ctx.compile(**arguments)
 
+
+
+def test_tensor_methods_are_the_functional_ones():
+    """``x.sum()`` is ``F.sum(x)``: the methods `RecurrentTensor` defines in its class are functional's list."""
+    for name in F.METHODS:
+        assert getattr(trl.RecurrentTensor, name) is getattr(F, name), name

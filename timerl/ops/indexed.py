@@ -12,7 +12,8 @@ one row leave one of the two values (as torch.scatter).
 
 from __future__ import annotations
 
-from timerl.ops.registry import INT_DTYPES, MOVEMENT, ShapeError, register, same_dim
+from timerl.ops.batching import indexed
+from timerl.ops.registry import INT_DTYPES, MOVEMENT, NOT_A_REDUCTION, ShapeError, register, same_dim
 
 
 def _same_layout(op, x, index, dim):
@@ -39,20 +40,20 @@ def _along(dim, part):
 
 
 def _scatter(xp, x, index, src, dim):
-    size = x.shape[dim]
+    x, size = xp.asarray(x), x.shape[dim]
     index = xp.where((index >= 0) & (index < size), index, size)
     src = xp.astype(src, x.dtype)
+    if hasattr(x, "at"):  # jax: a scatter that drops the writes out of range (in place inside a jitted loop)
+        return xp.put_along_axis(x, index, src, axis=dim, inplace=False, mode="drop")
     # one spare position at the end of the axis takes the writes out of range, then is cut off
+    if hasattr(x, "scatter_"):  # torch: x copied once into the padded buffer
+        padded = x.new_empty(x.shape[:dim] + (size + 1,) + x.shape[dim + 1:])
+        padded.narrow(dim, 0, size).copy_(x)
+        return padded.scatter_(dim, index, src).narrow(dim, 0, size)
     spare = x[_along(dim, slice(0, 1))] if size else xp.zeros(x.shape[:dim] + (1,) + x.shape[dim + 1:], dtype=x.dtype)
     padded = xp.concat([x, spare], axis=dim)
-    if hasattr(padded, "at"):  # jax: immutable arrays
-        written = xp.put_along_axis(padded, index, src, axis=dim, inplace=False)
-    elif hasattr(padded, "scatter_"):  # torch
-        written = padded.scatter_(dim, index, src)
-    else:
-        xp.put_along_axis(padded, index, src, axis=dim)
-        written = padded
-    return written[_along(dim, slice(0, size))]
+    xp.put_along_axis(padded, index, src, axis=dim)
+    return padded[_along(dim, slice(0, size))]
 
 
 def _scatter_grad(F, ins, outs, g, a):
@@ -61,7 +62,8 @@ def _scatter_grad(F, ins, outs, g, a):
     return [kept, None, F.apply("gather_fill", g[0], ins[1], dim=dim, fill=0)]
 
 
-register("scatter", MOVEMENT, shape=_scatter_shape, dtype=lambda ins, a: [ins[0].dtype], impl=_scatter,
+register("scatter", MOVEMENT, vectorize=indexed, incrementalize=NOT_A_REDUCTION,
+         shape=_scatter_shape, dtype=lambda ins, a: [ins[0].dtype], impl=_scatter,
          grad=_scatter_grad)
 
 
@@ -81,7 +83,8 @@ def _gather_fill(xp, x, index, dim, fill):
     return xp.where(inside, values, fill)
 
 
-register("gather_fill", MOVEMENT, shape=_gather_fill_shape, dtype=lambda ins, a: [ins[0].dtype],
+register("gather_fill", MOVEMENT, vectorize=indexed, incrementalize=NOT_A_REDUCTION,
+         shape=_gather_fill_shape, dtype=lambda ins, a: [ins[0].dtype],
          impl=_gather_fill,
          # reads outside give a constant: they pass no gradient, and scatter_add drops such indices
          grad=lambda F, ins, outs, g, a: [F.apply("scatter_add", g[0], ins[1], dim=a["dim"],

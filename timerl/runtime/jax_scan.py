@@ -13,6 +13,9 @@ arguments are the values read from before the loop (``reset[i]``, the parameters
 one row per iteration, are the values read after the loop. Those are stored in the pool as stacks
 (`timerl.runtime.stacks`), so the learning phase that follows reads them as the batched arrays they are.
 
+Checks of input values (``gather``'s indices) run inside the scan: each iteration returns the first check that
+failed there, and the host raises that check's error, at its member's point, before storing the segment's values.
+
 Conditions are resolved before tracing, not traced: at each run, the conditions of the body are evaluated at
 every iteration (plain Python over the counters), and consecutive iterations with the same outcomes form a
 segment, one scan each (``t == 0``, ``1 <= t < T - 1``, ``t == T - 1``). Each distinct segment compiles once
@@ -20,7 +23,7 @@ segment, one scan each (``t == 0``, ``1 <= t < T - 1``, ``t == T - 1``). Each di
 
 The loop qualifies when: it is not vectorized (`timerl.runtime.batch` runs such loops statement by statement);
 its body has no inner loops; every member of every statement is a pure jax kernel with static shapes (no
-source, sink, UDF, host-checked op or range read), a merge or a constant; each group runs in no other statement
+source, sink, UDF or range read), a merge or a constant; each group runs in no other statement
 of the program; and every read of a value the loop computes is at the same iteration or the one before, at the
 same outer point. Reads of values computed before the loop must not depend on the loop's counter. At run time,
 a read that would need a value the loop never computed (an error the point-by-point program reports with its
@@ -37,18 +40,18 @@ from typing import Any, Callable
 import numpy as np
 
 from timerl.errors import TimeRLError
-from timerl.ops.registry import OPS
-from timerl.pdg.graph import Node, Point
+from timerl.ops.registry import CONST, DRAW, MERGE
+from timerl.ops.special import draws_normal
+from timerl.pdg.graph import Node, Point, identity_read
 from timerl.runtime import jax_rng
 from timerl.runtime.batch import batched_loop
-from timerl.runtime.evaluate import bound_kernel
-from timerl.runtime.jax_plan import JaxGroupLowering
+from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
+from timerl.runtime.jax_plan import JaxGroupLowering, checked
 from timerl.runtime.plan import static_bytes
 from timerl.runtime.statements import flatten, freed_parts
 from timerl.runtime.walk import AstInterpreter, Run
-from timerl.rt.symbolic import TRUE, Symbol, compile_function
+from timerl.symbolic import TRUE, Symbol, compile_function
 from timerl.sched import ast
-from timerl.sched.group import identity_read
 
 LOCAL, CARRIED, INVARIANT = "local", "carried", "invariant"
 _log = logging.getLogger(__name__)
@@ -175,10 +178,10 @@ class ScannedLoop:
         for member in members:
             if len(member.domain) != len(leaf.point):
                 raise _Unsupported("a member over fewer dimensions")
-            if member.op == "merge":
+            if member.category is MERGE:
                 if len(member.outputs) != 1 or static_bytes(member) is None:
                     raise _Unsupported("a merge with dynamic shapes")
-            elif member.op != "const" and not (self.is_pure(member) and len(member.outputs) == 1):
+            elif member.category is not CONST and not (self.is_pure(member) and len(member.outputs) == 1):
                 raise _Unsupported(f"{member.label()} is no pure jax kernel")
             reads.append(tuple(self._read(member, edge, leaf) for edge in member.inputs))
         body = set(self.group_of)
@@ -274,7 +277,9 @@ class ScannedLoop:
         for (outcome, first, count) in segments:
             function, arguments = self._compiled(outcome, count)
             values = tuple(with_values[(r.producer, r.output, tuple(r.key(*outer)))] for r in arguments)
-            carry, rows = function(traced_prefixes, np.int64(first), carry, values)
+            carry, rows, found = function(traced_prefixes, np.int64(first), carry, values)
+            if found is not None:
+                self._raise_first(outcome, prefixes, first, found)
             for member, row in zip(self._stored(outcome), rows):
                 pieces.setdefault(member, []).append(row)
                 points.setdefault(member, []).extend(prefix_of[member] + (c,) for c in range(first, first + count))
@@ -287,16 +292,32 @@ class ScannedLoop:
             else:
                 for row, point in zip(self.backend.unstack(value), points[member]):
                     pool.store((member, point), (row,), size)
+        freed: dict[tuple, list] = {}  # (member, outputs, count) -> its points, freed in one pool call each
         for c in range(start, stop):
             for test, where, parts in self.frees:
                 if test is not None and not all(test(*outer, c)):
                     continue
                 point = tuple(where(*outer, c))
-                for member, outputs, count in parts:
-                    if outputs is None:
-                        pool.free((member, point))
-                    else:
-                        pool.free_outputs((member, point), outputs, count)
+                for part in parts:
+                    freed.setdefault(part, []).append((part[0], point))
+        for (_, outputs, count), keys in freed.items():
+            if outputs is None:
+                pool.free_many(keys)
+            else:
+                pool.free_outputs_many(keys, outputs, count)
+
+    def _raise_first(self, outcome: tuple, prefixes: list[tuple], first: int, found: tuple) -> None:
+        """Raise the error of the first check of input values that failed in a segment (`first_violation`'s
+        rows, one per iteration), at its member's point, before the segment's values are stored."""
+        codes = np.asarray(found[0])
+        if not codes.any():
+            return
+        k = int(np.argmax(codes != 0))
+        checks = [(member, statement) for statement in self._executed(outcome) for member in statement.members
+                  if checked(member)]
+        member, statement = checks[int(codes[k]) - 1]
+        point = prefixes[self.statements.index(statement)] + (first + k,)
+        raise_violation(member, point, np.asarray(found[1])[k])
 
     def _zeros(self, producer: int, output: int) -> Any:
         produced = self.graph.nodes[producer].outputs[output]
@@ -324,7 +345,7 @@ class ScannedLoop:
     def _inputs(self, member: Node, reads: tuple[_Read, ...], outcome: tuple) -> list[_Read]:
         """The reads a member makes at an iteration with these outcomes (a merge: its first active input)."""
         active = [r for r in reads if self._active(r, outcome)]
-        return active[:1] if member.op == "merge" else active
+        return active[:1] if member.category is MERGE else active
 
     def _plan(self, shape: tuple) -> bool | None:
         """Whether every read of a run of segments finds its value (checked once per sequence of outcomes)."""
@@ -336,7 +357,7 @@ class ScannedLoop:
             for statement in self._executed(outcome):
                 for member, reads in zip(statement.members, statement.reads):
                     inputs = self._inputs(member, reads, outcome)
-                    if member.op == "merge" and not inputs or member.op not in ("merge", "const") and len(
+                    if member.category is MERGE and not inputs or member.category not in (MERGE, CONST) and len(
                             inputs) != len(reads):
                         ok = False  # a kernel missing an input: the point-by-point program says what is wrong
                     for read in inputs:
@@ -375,6 +396,7 @@ class ScannedLoop:
         def body(state, c):
             prefixes, carry, invariants = state
             values: dict[tuple[int, int], Any] = {}
+            found = []  # the members' checks of input values, in the order they run
             for statement in executed:
                 point = tuple(prefixes[position[statement.group]]) + (c,)
                 for member, reads in zip(statement.members, statement.reads):
@@ -386,35 +408,37 @@ class ScannedLoop:
                             inputs.append(carry[carried[(read.producer, read.output)]])
                         else:
                             inputs.append(invariants[slot[(read.producer, read.output, read.key)]])
-                    if member.op == "merge":
+                    if member.category is MERGE:
                         value = xp.asarray(inputs[0], member.outputs[0].dtype)
-                    elif member.op in ("rand", "randn"):
+                    elif member.category is DRAW:
                         value = kernels[member.id](*point)
                     else:
                         value = kernels[member.id](*inputs)
+                        if checked(member):
+                            found.append(find_violation(member, xp, inputs))
                     values[(member.id, 0)] = value
             following = tuple(xp.asarray(values[key], carry[k].dtype) if key in values else carry[k]
                               for key, k in carried.items())
-            return (prefixes, following, invariants), tuple(values[(m, 0)] for m in stored)
+            return (prefixes, following, invariants), (tuple(values[(m, 0)] for m in stored),
+                                                       first_violation(xp, found))
 
         def segment(prefixes, first, carry, invariants):
-            (_, carry, _), rows = jax.lax.scan(body, (prefixes, carry, invariants), first + xp.arange(count))
-            return carry, rows
+            (_, carry, _), (rows, found) = jax.lax.scan(body, (prefixes, carry, invariants),
+                                                        first + xp.arange(count))
+            return carry, rows, found
 
         return jax.jit(segment), arguments
 
     def _kernel(self, member: Node) -> Callable:
-        if member.op == "const":
+        if member.category is CONST:
             value = np.asarray(member.attrs["value"])
             return lambda: self.backend.xp.asarray(value)
-        if member.op == "merge":
+        if member.category is MERGE:
             return lambda *inputs: inputs[0]
-        if member.op in ("rand", "randn"):
+        if member.category is DRAW:
             attrs = member.attrs
             return jax_rng.drawer(self.backend.xp, self.seed, attrs["stream"], attrs["shape"], attrs["dtype"],
-                                  member.op == "randn")
-        if OPS[member.op].check_values is not None:
-            raise _Unsupported(f"{member.label()} is checked on the host")
+                                  draws_normal(member.op))
         return bound_kernel(member, self.backend)
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import islpy as isl
 
 from timerl.errors import ScheduleError
-from timerl.pdg.graph import Edge, Graph, Node, Point
-from timerl.rt.symbolic import same_all
+from timerl.ops.registry import MERGE
+from timerl.pdg.graph import Edge, Graph, Node, Point, identity_read
 from timerl.sched.demand import Demand
 
 
@@ -32,7 +32,7 @@ def _advances(edge: Edge, consumer: Node, producer: Node) -> bool:
     """A recurrence edge into a placeholder (``o[t + 1] = rhs``): the merge at ``p`` reads its right-hand side
     at a strictly earlier point. A path through it continues at a later point, so it cannot close a cycle at
     one point, and fusion may ignore it."""
-    if consumer.op != "merge":
+    if consumer.category is not MERGE:
         return False
     for item, dim in zip(edge.index, producer.domain):
         if not isinstance(item, Point):
@@ -45,20 +45,13 @@ def _advances(edge: Edge, consumer: Node, producer: Node) -> bool:
     return False
 
 
-def identity_read(edge: Edge, consumer: Node, producer: Node) -> bool:
-    """``x[b, i, t]`` read at ``[b, i, t]``, always, unmasked: a read that fusion keeps inside one group."""
-    return (edge.masked_by is None and edge.condition.key() == ("bool", True)
-            and same_all(consumer.domain, producer.domain)
-            and all(isinstance(item, Point) and item.expr.same(dim) for item, dim in zip(edge.index, producer.domain)))
-
-
 def group_nodes(graph: Graph, demand: Demand, fuse: bool = True,
                 per_iteration: bool = True) -> tuple[list[Group], dict[int, int]]:
     """Greedy fusion along identity edges. Two groups merge only when every edge between them is an identity
     edge and no path leads from one to the other through a third group at the same point (that path would
     become a cycle); paths through recurrence edges move to another point and do not count. With
-    ``per_iteration``, groups that run once per outer iteration also merge with each other
-    (`_fuse_per_iteration`)."""
+    ``per_iteration`` (with or without ``fuse``), groups that run once per outer iteration also merge with each
+    other (`_fuse_per_iteration`)."""
     running = [n.id for n in graph.nodes if n.id in demand.demand and not demand.demand[n.id].is_empty()]
     running_set = set(running)
     parent = {n: n for n in running}
@@ -125,7 +118,7 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True,
             continue
         if not reaches(a, b) and not reaches(b, a):
             merge(a, b)
-    if fuse and per_iteration:
+    if per_iteration:
         _fuse_per_iteration(graph, running, points, find, merge, successors, blocked)
     members: dict[int, list[int]] = {}
     for node_id in running:
