@@ -19,7 +19,7 @@ from timerl.pdg.dce import eliminate_dead_code
 from timerl.pdg.graph import Graph
 from timerl.pdg.incrementalize import incrementalize as incrementalize_reductions
 from timerl.pdg.verify import verify
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 
 PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
     ("algebra", simplify),
@@ -29,10 +29,10 @@ PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
 )
 
 
-def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int],
-                   options: CompileOptions = CompileOptions()) -> Graph:
-    """Run the `PASSES` whose switch is on in ``options`` (``incrementalize=None`` counts as off), in order."""
-    for name, transform in PASSES:
+def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int], options: CompileOptions = CompileOptions(),
+                   passes: tuple[tuple[str, Callable[[Graph], Graph]], ...] = PASSES) -> Graph:
+    """Run the ``passes`` whose switch is on in ``options`` (``incrementalize=None`` counts as off), in order."""
+    for name, transform in passes:
         if not getattr(options, name):
             continue
         graph = transform(graph)
