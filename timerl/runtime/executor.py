@@ -59,6 +59,10 @@ class Executable:
         lowering = lowering_class(graph, self.bounds, backend, self.namespace, self._reader,
                                  jit_groups=backend.name == "jax", prefetch_draws=device_memory is None)
         self.group_functions = {g.id: lowering.lower(g) for g in groups}
+        self.transient = lowering.transient
+        if swap and device_memory is not None:  # which scheduled swaps run: against the budget, by dry runs
+            self.schedule = schedule = choose_swaps(schedule, graph, self.groups, device_memory, self.bounds,
+                                                    self.transient)
         self.prefetchers = lowering.prefetchers
         self.constants = lowering.constants
         interpreter = _Interpreter(self)
@@ -85,8 +89,10 @@ class Executable:
             try:
                 self._program([])
             except DeviceOutOfMemoryError as error:
-                required = None if self.swap else required_device_bytes(self.schedule, self.graph, self.groups)
-                if required is None or not hasattr(error, "in_use"):
+                if self.swap or not hasattr(error, "in_use"):
+                    raise
+                required = required_device_bytes(self.schedule, self.graph, self.groups, self.bounds, self.transient)
+                if required <= self.device_memory:  # the count disagrees with the pool's: keep its message
                     raise
                 raise DeviceOutOfMemoryError(
                     f"{str(error).split(': the program needs')[0]}: the program needs at least {required} bytes of "
@@ -255,8 +261,5 @@ def build_executable(graph: Graph, bounds: Mapping[Symbol, int], backend_name: s
     scheduled_swaps = swap and device_memory is not None
     result = schedule_graph(graph, bounds, fuse=optimize, memory_aware=optimize and incrementalize,
                             swaps=scheduled_swaps)
-    schedule = result.schedule
-    if scheduled_swaps:
-        schedule = choose_swaps(schedule, graph, {g.id: g for g in result.groups}, device_memory)
-    return Executable(graph, bounds, backend, schedule, result.groups, seed, device_memory, swap,
+    return Executable(graph, bounds, backend, result.schedule, result.groups, seed, device_memory, swap,
                       time.perf_counter() - started, vectorize=vectorize, scan_loops=scan_loops)
