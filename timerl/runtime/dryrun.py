@@ -34,41 +34,54 @@ def required_device_bytes(schedule: ast.Schedule, graph: Any, groups: dict, boun
     return counter.peak
 
 
+SWAP_FRACTION = 4096  # points smaller than budget / SWAP_FRACTION bytes are never swapped (paper §6.2's threshold)
+
+
 def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int, bounds: Mapping[Symbol, int],
                  transient: Transient) -> ast.Schedule:
-    """Keep the scheduled offloads and fetches (paper §6.2) of the fewest groups, largest points first, that
-    bring the schedule's peak within ``budget``; all of them when even that does not fit (the pool's reactive
-    swapping is the fallback), none when it fits without. Decided at compile time by dry runs."""
-    swapped = _swapped_groups(schedule.root)
-    if not swapped:
-        return schedule
-    sizes = _ByteCounter(graph, groups, bounds, transient)
-    swapped = sorted(swapped, key=lambda g: (-sizes.largest(g), g))
+    """Keep the scheduled offloads and fetches (paper §6.2) of the fewest swap units that bring the schedule's
+    peak within ``budget``, none when it fits without, and every unit that lowers the peak alone when even all
+    of them do not fit (the pool's reactive swapping is the fallback). Units are tried in the order of how much
+    each one alone lowers the peak (then the others, largest points first); the smallest prefix that fits is
+    found by bisection. Units of points smaller than
+    ``budget / SWAP_FRACTION`` bytes are dropped (copies cost more than they save). Decided at compile time by
+    dry runs, so a program whose swapped peak fits never runs out of device memory."""
 
-    def peak(kept: int) -> int:
+    def peak(kept: set[int]) -> int:
         trial = _ByteCounter(graph, groups, bounds, transient)
-        trial.swapping = set(swapped[:kept])
+        trial.swapping = kept
         trial.build(schedule.root, ())([])
         return trial.peak
 
-    if peak(0) <= budget:
-        kept = 0
-    elif peak(len(swapped)) > budget:
-        kept = len(swapped)
-    else:  # the peak only falls as more groups swap: the smallest prefix that fits, by bisection
-        low, high = 0, len(swapped)
+    base = peak(set())
+    if base <= budget:
+        return ast.Schedule(_only_swaps_of(schedule.root, set()), schedule.labels)
+    sizes = _ByteCounter(graph, groups, bounds, transient)
+    units = {unit: group for unit, group in _swap_units(schedule.root).items()
+             if sizes.largest(group) * SWAP_FRACTION >= budget}
+    gains = {unit: base - peak({unit}) for unit in units}
+    helping = sorted((unit for unit in units if gains[unit] > 0), key=lambda unit: (-gains[unit], unit))
+    order = helping + sorted((unit for unit in units if gains[unit] <= 0),
+                             key=lambda unit: (-sizes.largest(units[unit]), unit))  # may help together
+    if peak(set(order)) > budget:
+        kept = len(helping) if helping else len(order)
+    else:  # the peak falls as more units swap: the smallest prefix that fits, by bisection
+        low, high = 0, len(order)
         while high - low > 1:
             middle = (low + high) // 2
-            low, high = (low, middle) if peak(middle) <= budget else (middle, high)
+            low, high = (low, middle) if peak(set(order[:middle])) <= budget else (middle, high)
         kept = high
-    return ast.Schedule(_only_swaps_of(schedule.root, set(swapped[:kept])), schedule.labels)
+    return ast.Schedule(_only_swaps_of(schedule.root, set(order[:kept])), schedule.labels)
 
 
-def _swapped_groups(node: ast.AstNode) -> set[int]:
+def _swap_units(node: ast.AstNode) -> dict[int, int]:
+    """Swap unit -> its group, for every offload and fetch in the program."""
     if isinstance(node, (ast.Offload, ast.Fetch)):
-        return {node.node}
-    children = _children(node)
-    return set().union(*(_swapped_groups(child) for child in children)) if children else set()
+        return {node.unit: node.node}
+    found: dict[int, int] = {}
+    for child in _children(node):
+        found.update(_swap_units(child))
+    return found
 
 
 def _children(node: ast.AstNode) -> tuple:
@@ -82,17 +95,17 @@ def _children(node: ast.AstNode) -> tuple:
 
 
 def _only_swaps_of(node: ast.AstNode, kept: set[int]) -> ast.AstNode:
-    """The program without the offloads and fetches of groups outside ``kept``."""
+    """The program without the offloads and fetches of swap units outside ``kept``."""
     if isinstance(node, ast.Sequence):
         body = tuple(_only_swaps_of(child, kept) for child in node.body
-                     if not isinstance(child, (ast.Offload, ast.Fetch)) or child.node in kept)
+                     if not isinstance(child, (ast.Offload, ast.Fetch)) or child.unit in kept)
         return replace(node, body=body)
     if isinstance(node, ast.Loop):
         return replace(node, body=_only_swaps_of(node.body, kept))
     if isinstance(node, ast.If):
         orelse = None if node.orelse is None else _only_swaps_of(node.orelse, kept)
         return replace(node, then=_only_swaps_of(node.then, kept), orelse=orelse)
-    if isinstance(node, (ast.Offload, ast.Fetch)) and node.node not in kept:
+    if isinstance(node, (ast.Offload, ast.Fetch)) and node.unit not in kept:
         return ast.Sequence(())
     return node
 
@@ -104,7 +117,7 @@ class _ByteCounter(AstInterpreter):
         self.graph, self.groups, self.transient = graph, groups, transient
         self.bounds = {bound: int(value) for bound, value in bounds.items()}
         self.live = self.peak = 0
-        self.swapping: set[int] | None = None  # groups whose offloads and fetches count (None: all)
+        self.swapping: set[int] | None = None  # swap units whose offloads and fetches count (None: all)
 
     # ---- sizes --------------------------------------------------------------------------------------------
     def _bytes(self, parts: tuple[tuple[int, tuple[int, ...]], ...]) -> tuple[tuple[Symbol, ...], Size]:
@@ -171,7 +184,7 @@ class _ByteCounter(AstInterpreter):
         return deallocate
 
     def _offload(self, node: ast.Offload, scope) -> Run:
-        if self.swapping is not None and node.node not in self.swapping:
+        if self.swapping is not None and node.unit not in self.swapping:
             return lambda counters: None
         moved = self._at(self._whole(self.groups[node.node].freed_later), node.point, scope)
 
@@ -181,7 +194,7 @@ class _ByteCounter(AstInterpreter):
         return offload
 
     def _fetch(self, node: ast.Fetch, scope) -> Run:
-        if self.swapping is not None and node.node not in self.swapping:
+        if self.swapping is not None and node.unit not in self.swapping:
             return lambda counters: None
         moved = self._at(self._whole(self.groups[node.node].freed_later), node.point, scope)
 
