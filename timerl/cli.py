@@ -114,6 +114,13 @@ def plot_reinforce_memory(out: str, iterations: int, steps: int, n_step: int | N
     print(f"wrote {out}: peak device {kept['peak_device_bytes']} bytes")
 
 
+def bench_window_memory() -> None:
+    print("## Memory: the window program g = y[t:min(t+4, T)].sum(0) (target: flat from T = 64 to 1024 within 1.5x)")
+    ratios = _load("window_memory").main([])
+    print("target " + ("met" if all(ratio <= 1.5 for _, ratio in ratios) else "not met") + ": largest ratio "
+          f"{max(ratio for _, ratio in ratios):.2f}")
+
+
 def bench_ppo(iterations: int, quick: bool) -> None:
     """PPO's seconds per iteration and peak memory, one parameter swept at a time (benchmarks/ppo_sweep.py)."""
     _load("ppo_sweep").main(["--out", "ppo_sweep", "--iterations", str(iterations)] + (["--quick"] if quick else []))
@@ -125,8 +132,9 @@ def main(argv: list[str] | None = None) -> None:
     bench = commands.add_parser("bench", help="benchmarks against baselines measured in the same run")
     bench.add_argument("--iterations", type=int, default=5)
     bench.add_argument("--quick", action="store_true", help="16 envs x 200 steps, Monte Carlo only")
-    bench.add_argument("suite", nargs="?", default="all", choices=("all", "ppo"),
-                       help="ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/")
+    bench.add_argument("suite", nargs="?", default="all", choices=("all", "ppo", "memory"),
+                       help="ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/; "
+                            "memory: the window program and the large-observation experiment (paper Fig. 10, 11)")
     plot = commands.add_parser("plot-memory", help="draw REINFORCE's memory timeline next to its schedule (PNG)")
     plot.add_argument("--out", default="memory.png")
     plot.add_argument("--iterations", type=int, default=3)
@@ -140,6 +148,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "bench" and args.suite == "ppo":
         bench_ppo(args.iterations, args.quick)
         return
+    if args.command == "bench" and args.suite == "memory":
+        bench_window_memory()
+        print()
+        print("## Large observations: pixel REINFORCE under a 10 MB device budget (paper Fig. 10, 11)")
+        _load("large_observations").main(["--sizes", "32", "64"] if args.quick else [])
+        return
     if args.command == "bench":
         print("## Scheduler: a 48-op program over (b, i, t)")
         bench_program50()
@@ -150,6 +164,8 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print("## REINFORCE with the RT CartPole (simulator='rt') on jax")
         bench_rt_cartpole(args.iterations)
+        print()
+        bench_window_memory()
         print()
         print("The MMapGame baselines have their own benchmark: python -m algorithms.mmap bench")
 
