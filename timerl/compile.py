@@ -42,20 +42,23 @@ def resolve_bounds(ctx, bounds: dict) -> dict:
 
 def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_memory: int | None = None,
                     swap: bool = False, optimize: bool = True, vectorize: bool | None = None,
-                    incrementalize: bool | None = None, scan_loops: bool | None = None, **options: Any):
+                    incrementalize: bool | None = None, scan_loops: bool | None = None, recompute: bool = False,
+                    **options: Any):
     """``vectorize`` (default: ``optimize``) runs loops statement by statement with batched kernels where the
     dependences allow (`timerl.runtime.batch`); results are the same either way. ``incrementalize`` (default:
     ``optimize`` with ``device_memory`` set) turns sums over a whole dimension into running sums
     (`timerl.pdg.incrementalize`): memory then follows ``n``-step windows, not ``T``, but the loops holding a
     running sum no longer batch, so without a memory budget it is off unless asked for. ``scan_loops`` (default:
     ``optimize``; jax only, without ``device_memory``) compiles a loop whose statements are all array kernels
-    into one `jax.lax.scan` (`timerl.runtime.jax_scan`); results are the same either way."""
+    into one `jax.lax.scan` (`timerl.runtime.jax_scan`); results are the same either way. ``recompute``
+    (default off; with ``optimize``) computes values that wait for a late reader again before it, where the
+    flops are few for the bytes freed (`timerl.pdg.recompute`); results are the same either way."""
     if backend not in BACKENDS:
         raise TimeRLError(f"{user_location()}: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if options:
         raise TimeRLError(f"{user_location()}: unknown compile options {sorted(options)}")
     device_memory = _check_options(bounds, seed, device_memory, swap, optimize, vectorize, incrementalize,
-                                   scan_loops)
+                                   scan_loops, recompute)
     if incrementalize is None:
         incrementalize = optimize and device_memory is not None
     started = time.perf_counter()
@@ -70,18 +73,19 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
 
     return build_executable(graph, resolved, backend, seed=seed, device_memory=device_memory, swap=swap,
                             optimize=optimize, vectorize=optimize if vectorize is None else vectorize,
-                            incrementalize=bool(incrementalize), started=started,
+                            incrementalize=bool(incrementalize), recompute=bool(recompute), started=started,
                             scan_loops=optimize if scan_loops is None else bool(scan_loops))
 
 
 def _check_options(bounds: Any, seed: Any, device_memory: Any, swap: Any, optimize: Any,
-                   vectorize: Any = None, incrementalize: Any = None, scan_loops: Any = None) -> int | None:
+                   vectorize: Any = None, incrementalize: Any = None, scan_loops: Any = None,
+                   recompute: Any = False) -> int | None:
     """Options are checked when compiling, so a bad one names the user's `compile` line, not a later run."""
     if not isinstance(bounds, dict):
         raise TimeRLError(f"{user_location()}: bounds= is a dict from bound (or its name) to int, got {bounds!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TimeRLError(f"{user_location()}: seed= is an int, got {seed!r}")
-    flags = (("swap", swap), ("optimize", optimize)) + tuple(
+    flags = (("swap", swap), ("optimize", optimize), ("recompute", recompute)) + tuple(
         (name, flag) for name, flag in (("vectorize", vectorize), ("incrementalize", incrementalize),
                                         ("scan_loops", scan_loops))
         if flag is not None)

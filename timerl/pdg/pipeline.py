@@ -7,7 +7,11 @@ and follows the same ``optimize`` switch.
 ``incrementalize`` (paper §5.3, `timerl.pdg.incrementalize`) is switchable on its own: a running sum is a
 recurrence, which keeps the executor from batching the loop it sits in (`timerl.runtime.batch`), so it pays
 off when memory is the constraint and costs time otherwise; `timerl.compile` turns it on by default only
-when ``device_memory`` is set."""
+when ``device_memory`` is set.
+
+``recompute`` (`timerl.pdg.recompute`, default off) runs last: values that wait for a late reader are
+computed again before it, where that costs few flops for the bytes it frees; after CSE, which would merge
+the copies back."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from timerl.pdg.cse import eliminate_common_subexpressions
 from timerl.pdg.dce import eliminate_dead_code
 from timerl.pdg.graph import Graph
 from timerl.pdg.incrementalize import incrementalize as incrementalize_reductions
+from timerl.pdg.recompute import recompute as recompute_values
 from timerl.pdg.verify import verify
 from timerl.rt.symbolic import Symbol
 
@@ -30,12 +35,17 @@ PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
 
 
 def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int], checks: bool = True,
-                   incrementalize: bool = False) -> Graph:
-    """Run `PASSES` in order; ``incrementalize=False`` skips that pass (the others always run)."""
+                   incrementalize: bool = False, recompute: bool = False) -> Graph:
+    """Run `PASSES` in order; ``incrementalize=False`` skips that pass (the others always run); then, with
+    ``recompute``, `timerl.pdg.recompute` (its cost model needs the bounds)."""
     for name, transform in PASSES:
         if name == "incrementalize" and not incrementalize:
             continue
         graph = transform(graph)
         if checks:
             verify(graph, bounds, after=name)
+    if recompute:
+        graph = recompute_values(graph, bounds)
+        if checks:
+            verify(graph, bounds, after="recompute")
     return graph

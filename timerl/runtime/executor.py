@@ -254,10 +254,11 @@ class _Interpreter(AstInterpreter):
 
 def build_executable(graph: Graph, bounds: Mapping[Symbol, int], backend_name: str, *, seed: int,
                      device_memory: int | None, swap: bool, optimize: bool, started: float,
-                     vectorize: bool = True, incrementalize: bool = False, scan_loops: bool = False) -> Executable:
+                     vectorize: bool = True, incrementalize: bool = False, scan_loops: bool = False,
+                     recompute: bool = False) -> Executable:
     backend = get_backend(backend_name)
     if optimize:
-        graph = optimize_graph(graph, bounds, incrementalize=incrementalize)
+        graph = optimize_graph(graph, bounds, incrementalize=incrementalize, recompute=recompute)
     scheduled_swaps = swap and device_memory is not None
     result = schedule_graph(graph, bounds, fuse=optimize, memory_aware=optimize and incrementalize,
                             swaps=scheduled_swaps)
