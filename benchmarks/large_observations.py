@@ -124,8 +124,8 @@ def plot(rows: list[dict[str, Any]], budget: int, path: str) -> None:
                     label=f"eager PyTorch, {returns}")
         memory.plot(sizes, [r["timerl"]["peak"] / 1e6 for r in chosen], style, marker="o", color="tab:blue",
                     label=f"timerl device, {returns}")
-        memory.plot(sizes, [r["timerl"]["host"] / 1e6 for r in chosen], style, marker="s", color="tab:orange",
-                    label=f"timerl host (swapped), {returns}")
+        memory.plot(sizes, [r["timerl"]["host"] / 1e6 or float("nan") for r in chosen], style, marker="s",
+                    color="tab:orange", label=f"timerl host (swapped), {returns}")  # none: no point
         seconds.plot(sizes, [r["timerl"]["seconds"] for r in chosen], style, marker="o", color="tab:blue",
                      label=f"with the budget (swapping), {returns}")
         seconds.plot(sizes, [r["no_swap"]["seconds"] for r in chosen], style, marker="o", color="tab:green",
