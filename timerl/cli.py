@@ -101,16 +101,26 @@ def bench_rt_cartpole(iterations: int, num_envs: int = 64, steps: int = 100) -> 
               f"{last:.2f} |")
 
 
-def plot_reinforce_memory(out: str, iterations: int, steps: int, n_step: int | None, backend: str) -> None:
-    """Run a small REINFORCE and draw its memory timeline next to its schedule."""
+def plot_reinforce_memory(out: str, iterations: int, steps: int, n_step: int | None, backend: str,
+                          pixels: int | None = None, device_memory: int | None = None) -> None:
+    """Run a small REINFORCE and draw its memory timeline next to its schedule. ``pixels``: on 3 x pixels x
+    pixels frames (`algorithms.pixel_cartpole`, 2 envs); ``device_memory``: with that budget and swapping."""
     from algorithms.reinforce import train
     from timerl.memplot import plot_memory
 
     kept: dict = {}
-    train("CartPole-v1", iterations=iterations, num_envs=4, steps=steps, n_step=n_step, backend=backend,
-          stats=kept, compile_options={"vectorize": False})
+    options: dict = {"vectorize": False}
+    if device_memory is not None:
+        options.update(device_memory=device_memory, swap=True)
+    env, num_envs, env_options, frames = "CartPole-v1", 4, None, ""
+    if pixels is not None:
+        env, num_envs, env_options = "algorithms.pixel_cartpole:PixelCartPole-v0", 2, {"size": pixels}
+        frames = f", 3x{pixels}x{pixels}"
+    train(env, iterations=iterations, num_envs=num_envs, steps=steps, n_step=n_step, backend=backend,
+          stats=kept, compile_options=options, env_options=env_options)
     returns = "Monte Carlo" if n_step is None else f"{n_step}-step"
-    plot_memory(kept["executable"], out, title=f"REINFORCE ({returns}), {iterations} x {steps} steps, {backend}")
+    budget = "" if device_memory is None else f", {device_memory / 1e6:g} MB, swap=True"
+    plot_memory(kept["executable"], out, title=f"{returns}{frames}, {iterations} x {steps} steps, {backend}{budget}")
     print(f"wrote {out}: peak device {kept['peak_device_bytes']} bytes")
 
 
@@ -141,9 +151,12 @@ def main(argv: list[str] | None = None) -> None:
     plot.add_argument("--steps", type=int, default=50)
     plot.add_argument("--n-step", type=int, default=None)
     plot.add_argument("--backend", default="torch", choices=("torch", "jax"))
+    plot.add_argument("--pixels", type=int, default=None, help="image observations, 3 x PIXELS x PIXELS")
+    plot.add_argument("--device-memory", type=int, default=None, help="a budget in bytes, with swap=True")
     args = parser.parse_args(argv)
     if args.command == "plot-memory":
-        plot_reinforce_memory(args.out, args.iterations, args.steps, args.n_step, args.backend)
+        plot_reinforce_memory(args.out, args.iterations, args.steps, args.n_step, args.backend, args.pixels,
+                              args.device_memory)
         return
     if args.command == "bench" and args.suite == "ppo":
         bench_ppo(args.iterations, args.quick)
