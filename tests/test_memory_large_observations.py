@@ -5,6 +5,7 @@ the point (windows ``r[t:T]``)."""
 
 from __future__ import annotations
 
+import gymnasium
 import numpy as np
 import pytest
 import torch
@@ -44,8 +45,6 @@ def test_patch_embedding_equals_a_torch_convolution_with_kernel_and_stride_the_p
 def test_pixel_frames_show_the_cart_and_the_pole():
     env = trl.rl.make_env(ENV, num_envs=1, size=16)
     assert env.observation_shape == (3, 16, 16)
-    import gymnasium
-
     frames = gymnasium.make(ENV, size=16)
     first, _ = frames.reset(seed=0)
     second, *_ = frames.step(0)
