@@ -47,16 +47,18 @@ def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int, 
     ``budget / SWAP_FRACTION`` bytes are dropped (copies cost more than they save). Decided at compile time by
     dry runs, so a program whose swapped peak fits never runs out of device memory."""
 
+    counter = _ByteCounter(graph, groups, bounds, transient)
+    replay = counter.build(schedule.root, ())  # built once, run once per trial
+
     def peak(kept: set[int]) -> int:
-        trial = _ByteCounter(graph, groups, bounds, transient)
-        trial.swapping = kept
-        trial.build(schedule.root, ())([])
-        return trial.peak
+        counter.swapping, counter.live, counter.peak = kept, 0, 0
+        replay([])
+        return counter.peak
 
     base = peak(set())
     if base <= budget:
         return ast.Schedule(_only_swaps_of(schedule.root, set()), schedule.labels)
-    sizes = _ByteCounter(graph, groups, bounds, transient)
+    sizes = counter
     units = {unit: group for unit, group in _swap_units(schedule.root).items()
              if sizes.largest(group) * SWAP_FRACTION >= budget}
     gains = {unit: base - peak({unit}) for unit in units}
@@ -117,7 +119,8 @@ class _ByteCounter(AstInterpreter):
         self.graph, self.groups, self.transient = graph, groups, transient
         self.bounds = {bound: int(value) for bound, value in bounds.items()}
         self.live = self.peak = 0
-        self.swapping: set[int] | None = None  # swap units whose offloads and fetches count (None: all)
+        self.swapping: set[int] | None = None  # swap units whose offloads and fetches count (None: all),
+        # read as the replay runs: one built replay serves every trial of `choose_swaps`
 
     # ---- sizes --------------------------------------------------------------------------------------------
     def _bytes(self, parts: tuple[tuple[int, tuple[int, ...]], ...]) -> tuple[tuple[Symbol, ...], Size]:
@@ -184,22 +187,22 @@ class _ByteCounter(AstInterpreter):
         return deallocate
 
     def _offload(self, node: ast.Offload, scope) -> Run:
-        if self.swapping is not None and node.unit not in self.swapping:
-            return lambda counters: None
         moved = self._at(self._whole(self.groups[node.node].freed_later), node.point, scope)
+        unit = node.unit
 
         def offload(counters: list) -> None:
-            self.live -= moved(counters)
+            if self.swapping is None or unit in self.swapping:
+                self.live -= moved(counters)
 
         return offload
 
     def _fetch(self, node: ast.Fetch, scope) -> Run:
-        if self.swapping is not None and node.unit not in self.swapping:
-            return lambda counters: None
         moved = self._at(self._whole(self.groups[node.node].freed_later), node.point, scope)
+        unit = node.unit
 
         def fetch(counters: list) -> None:
-            self.live += moved(counters)
-            self.peak = max(self.peak, self.live)
+            if self.swapping is None or unit in self.swapping:
+                self.live += moved(counters)
+                self.peak = max(self.peak, self.live)
 
         return fetch
