@@ -204,31 +204,17 @@ class Timeline:
             sites = sites.union(site_at[reader])
         return uses, sites
 
-    def _uses(self, freed: list[Freed | None], pick, where: isl.UnionMap | None = None) -> isl.UnionMap:
+    def _uses(self, freed: list[Freed], pick) -> isl.UnionMap:
         """``{ N<k>[q] -> F<j>[p] }`` for the use of each point of ``freed[j]`` that ``pick`` selects from the
-        map of its uses ``{ S<g>[p] -> [time] }`` (its write and every read); ``where``: only points it also
-        maps."""
+        map of its uses ``{ S<g>[p] -> [time] }`` (its write and every read)."""
         time_of, site_at = self._tables()
         last = isl.UnionMap.empty(self.params.get_space())
         for index, unit in enumerate(freed):
-            if unit is None:
-                continue
             statement = f"S{unit.group}"
             if statement not in time_of:  # no site: it runs at no point of these bounds
                 continue
             uses, sites = self._uses_of(statement, unit.readers, time_of, site_at)
-            chosen = isl.UnionMap.from_map(pick(uses))
-            if where is not None:
-                pieces: list[isl.Map] = []
-                where.foreach_map(lambda piece: pieces.append(piece) if piece.get_tuple_name(
-                    isl.dim_type.out) == f"F{index}" else None)
-                if not pieces:
-                    continue
-                points = isl.UnionSet.empty(chosen.get_space().params())
-                for piece in pieces:
-                    points = points.union(isl.UnionSet.from_set(piece.range().set_tuple_name(statement)))
-                chosen = chosen.intersect_domain(points)
-            latest = chosen.apply_range(sites)
+            latest = isl.UnionMap.from_map(pick(uses)).apply_range(sites)
             last = last.union(_rename(latest.reverse(), isl.dim_type.out, f"F{index}"))
         return last
 
