@@ -137,13 +137,14 @@ def from_call(options: Any, optimize: Any, flags: Mapping[str, Any]) -> CompileO
             if differs:
                 contradictions.append(f"optimize={optimize!r} (options= sets {', '.join(differs)} otherwise)")
         if contradictions:
-            raise TimeRLError(f"{user_location()}: {' and '.join(contradictions)} contradict{'s' if len(contradictions) == 1 else ''} "
-                              f"options=; give each switch once, in options=")
-        explicit |= set(given) | (set(TRANSFORMATIONS) if optimize is not None else set())
+            verb = "contradicts" if len(contradictions) == 1 else "contradict"
+            raise TimeRLError(f"{user_location()}: {' and '.join(contradictions)} {verb} options=; give each "
+                              "switch once, in options=")
+        explicit |= set(given)
     else:
         options = DEFAULT if optimize is None or optimize else CompileOptions.preset("unoptimized")
         options = dataclasses.replace(options, **given)
-        explicit = set(given) | (set(TRANSFORMATIONS) if optimize is not None and not optimize else set())
+        explicit = set(given)  # optimize=False has every transformation off already
     return options.switched_off([name for name in passes_off() if name not in explicit])
 
 

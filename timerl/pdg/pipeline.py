@@ -24,7 +24,7 @@ from timerl.pdg.graph import Graph
 from timerl.pdg.incrementalize import incrementalize as incrementalize_reductions
 from timerl.pdg.recompute import recompute as recompute_values
 from timerl.pdg.verify import verify
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 
 PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
     ("algebra", simplify),
@@ -34,11 +34,11 @@ PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
 )
 
 
-def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int],
-                   options: CompileOptions = CompileOptions()) -> Graph:
-    """Run the `PASSES` whose switch is on in ``options`` (``incrementalize=None`` counts as off), in order;
+def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int], options: CompileOptions = CompileOptions(),
+                   passes: tuple[tuple[str, Callable[[Graph], Graph]], ...] = PASSES) -> Graph:
+    """Run the ``passes`` whose switch is on in ``options`` (``incrementalize=None`` counts as off), in order;
     then, with ``options.recompute``, `timerl.pdg.recompute`."""
-    for name, transform in PASSES:
+    for name, transform in passes:
         if not getattr(options, name):
             continue
         graph = transform(graph)

@@ -31,7 +31,7 @@ import numpy as np
 
 from timerl.ops.registry import CONTRACTION, ELEMENTWISE, MOVEMENT, OPS, REDUCTION
 from timerl.pdg.graph import Edge, Graph, Node, Point, Range
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 
 FLOPS_PER_BYTE = 256  # a GPU computes hundreds of flops in the time it moves a byte to host memory and back
 _PURE = frozenset({ELEMENTWISE, MOVEMENT, CONTRACTION, REDUCTION})

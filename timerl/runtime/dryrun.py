@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from timerl.rt.symbolic import Expr, Symbol, compile_function
+from timerl.symbolic import Expr, Symbol, compile_function
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.sched import ast
 
