@@ -38,6 +38,11 @@ class CompileOptions:
     """Running sums instead of sums over a whole dimension (`timerl.pdg.incrementalize`, paper §5.3): memory
     follows n-step windows, not ``T``, but the loops holding a running sum no longer batch. ``None``: on when
     ``device_memory`` is set."""
+    recompute: bool = False
+    """Values that wait for a late reader (after a read of a later step: a Monte Carlo return) are computed
+    again right before it from values kept anyway, where the flops per byte freed are few
+    (`timerl.pdg.recompute`; beyond the paper, like ``jax.checkpoint`` chosen automatically). Off by default:
+    it costs time and pays only where memory is the constraint."""
     # ---- scheduling (`timerl.sched`) ---------------------------------------------------------------------------
     fusion: bool = True
     """Dataflow groups (paper §5.4): ops on the same points joined by identity reads become one statement."""
@@ -112,7 +117,7 @@ PRESETS: Mapping[str, Mapping[str, Any]] = {
 }
 
 # The loose keyword flags of `ctx.compile` and the fields they set.
-FLAGS = ("vectorize", "incrementalize", "scan_loops")
+FLAGS = ("vectorize", "incrementalize", "scan_loops", "recompute")
 
 
 def from_call(options: Any, optimize: Any, flags: Mapping[str, Any]) -> CompileOptions:
