@@ -7,6 +7,8 @@ import importlib.util
 import pathlib
 import time
 
+from timerl.options import CompileOptions
+
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -102,7 +104,6 @@ def bench_passes(iterations: int, backends: tuple[str, ...] = ("torch", "jax"), 
     import torch
 
     from algorithms.reinforce import train
-    from timerl.options import CompileOptions
 
     torch.set_num_threads(1)
     print("| backend | compile options | compile s | isl s | first iteration s | s / iteration | vs defaults | "
