@@ -144,7 +144,7 @@ def test_ops_write_into_the_buffer_of_an_input_that_dies_there(keep_middle):
             middle = (x * 0.5).exp()
             final = collect(middle.tanh())
             kept = collect(middle) if keep_middle else None
-        exe = ctx.compile({T: 4}, backend=backend)
+        exe = ctx.compile({T: 4}, backend=backend, options=trl.CompileOptions())  # donation on: pinned
         exe.execute()
         results[backend] = (dict(final), None if kept is None else dict(kept))
         if backend == "torch":
