@@ -180,3 +180,9 @@ def test_compile_refuses_wrong_options(options):
     with pytest.raises(trl.TimeRLError):
         ctx.compile(**arguments)
 
+
+
+def test_tensor_methods_are_the_functional_ones():
+    """``x.sum()`` is ``F.sum(x)``: the methods `RecurrentTensor` defines in its class are functional's list."""
+    for name in F.METHODS:
+        assert getattr(trl.RecurrentTensor, name) is getattr(F, name), name

@@ -232,9 +232,7 @@ def test_argmax_of_a_window_runs(backend):
 
 
 def test_a_backend_that_cannot_load_fails_its_tests(pytester):
-    """With the torch and jax backends unimportable, the shared fixtures must fail torch and jax, never skip.
-    (`timerl.compile` imports the executor with itself, so blocking the executor module no longer isolates
-    the compiled backends; their modules load on first use.)"""
+    """With the compiled backends unimportable, the shared fixtures must fail torch and jax, never skip."""
     from pathlib import Path
 
     pytester.makeconftest(Path(__file__).with_name("conftest.py").read_text())
@@ -245,7 +243,7 @@ def test_a_backend_that_cannot_load_fails_its_tests(pytester):
         from conftest import collect, run
 
         @pytest.fixture(autouse=True)
-        def no_backends(monkeypatch):
+        def no_compiled_backends(monkeypatch):
             monkeypatch.setitem(sys.modules, "timerl.backends.torch_backend", None)
             monkeypatch.setitem(sys.modules, "timerl.backends.jax_backend", None)
 

@@ -16,7 +16,7 @@ from timerl.errors import TimeRLError, user_location
 from timerl.options import FLAGS, CompileOptions, from_call
 from timerl.pdg.pipeline import optimize_graph
 from timerl.pdg.verify import verify
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 from timerl.runtime.dryrun import choose_swaps
 from timerl.runtime.executor import Executable
 from timerl.runtime.reference import ReferenceExecutable

@@ -25,7 +25,7 @@ from timerl.errors import ArgumentError, TimeRLError, bool_argument, int_argumen
 from timerl.rt import functional as F
 from timerl.rt.context import current_context
 from timerl.rt.placeholder import param
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 from timerl.rt.tensor import RecurrentTensor
 
 RT = RecurrentTensor

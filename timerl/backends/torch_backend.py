@@ -8,6 +8,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from timerl.ops.registry import OPS
+
 _DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "int64": torch.int64,
            "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
            "bfloat16": torch.bfloat16}
@@ -29,12 +31,11 @@ class TorchBackend:
     def compile(self, kernel):
         return kernel
 
-    # torch's own kernels for ops whose array-API lowering takes several calls: (attributes) -> kernel, used
-    # where the inputs already have the result's floating-point type (`timerl.runtime.evaluate.point_kernel`)
-    native_kernels = {
-        "log_softmax": lambda dim: functools.partial(torch.log_softmax, dim=dim),
-        "softmax": lambda dim: functools.partial(torch.softmax, dim=dim),
-    }
+    # torch's own kernels for ops whose array-API lowering takes several calls (the registry's ``lowering``):
+    # (attributes) -> kernel, used where the inputs already have the result's floating-point type
+    # (`timerl.runtime.evaluate.point_kernel`)
+    native_kernels = {name: functools.partial(op.lowering["torch"], torch) for name, op in OPS.items()
+                      if "torch" in op.lowering}
 
     # the kernels of ops that can write into a given buffer (``out=``): buffer donation, where an input dies at
     # the op and has the result's type (`timerl.runtime.plan.GroupLowering._donations`)

@@ -19,7 +19,7 @@ from timerl.pdg.dce import eliminate_dead_code
 from timerl.pdg.graph import Graph
 from timerl.pdg.incrementalize import incrementalize as incrementalize_reductions
 from timerl.pdg.verify import verify
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 
 PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
     ("algebra", simplify),

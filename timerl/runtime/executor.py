@@ -12,6 +12,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from timerl.errors import DeviceOutOfMemoryError, TimeRLError
+from timerl.ops.registry import MERGE
 from timerl.options import CompileOptions
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
@@ -28,7 +29,7 @@ from timerl.runtime.plan import GroupLowering
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
 from timerl.runtime.stacks import StackedPool
-from timerl.rt.symbolic import Symbol, compile_function
+from timerl.symbolic import Symbol, compile_function
 from timerl.sched import ast
 
 
@@ -178,7 +179,7 @@ def block_axes(graph: Graph) -> dict[int, int]:
             producer = graph.nodes[edge.producer]
             static = all(isinstance(d, int) for t in producer.outputs for d in t.shape)
             unit = all(edge.index[k].step == 1 for k in ranged)
-            if len(ranged) == 1 and static and unit and edge.masked_by is None and producer.op != "merge":
+            if len(ranged) == 1 and static and unit and edge.masked_by is None and producer.category is not MERGE:
                 axes.setdefault(edge.producer, set()).add(ranged[0])
             else:
                 axes.setdefault(edge.producer, set()).add(None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from timerl.rt.symbolic import Cond, Expr, Symbol
+from timerl.symbolic import Cond, Expr, Symbol
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import islpy as isl
 
 from timerl.errors import ScheduleError
 from timerl.pdg.graph import Graph
-from timerl.rt.symbolic import Expr, Symbol, const
+from timerl.symbolic import Expr, Symbol, const
 from timerl.sched import ast
 from timerl.sched.demand import Demand, analyze
 from timerl.sched.group import Group, group_nodes, is_internal, rename_relation
