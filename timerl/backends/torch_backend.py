@@ -102,12 +102,17 @@ class TorchBackend:
         return torch.zeros(tuple(shape), dtype=_DTYPES[dtype], device=self.device)
 
     def to_host(self, value: torch.Tensor) -> torch.Tensor:
-        if self.device.type == "cpu":
+        """A swapped-out copy. On a GPU: into pinned host memory, without waiting for the copy (the host
+        copy is only ever read by `to_device`, a copy on the same stream, so it comes after this one);
+        on a CPU-only machine (the simulated device): a copy in the same memory."""
+        if self.on_cpu:
             return value.clone()
-        return value.to("cpu", non_blocking=False)
+        host = torch.empty(value.shape, dtype=value.dtype, device="cpu", pin_memory=True)
+        return host.copy_(value, non_blocking=True)
 
     def to_device(self, value: torch.Tensor) -> torch.Tensor:
-        return value.to(self.device)
+        """Back to the device: from pinned memory, ``non_blocking`` lets the CPU go on issuing work."""
+        return value.to(self.device, non_blocking=True)
 
     def cast(self, value: Any, dtype: str) -> torch.Tensor:
         if not isinstance(value, torch.Tensor):

@@ -78,6 +78,9 @@ class GroupLowering:
         self.donation = donation and not jit_groups
         self.constants: dict[str, np.ndarray] = {}
         self.prefetchers: list[DrawPrefetch] = []  # reset by the executor at every run
+        # group -> (most bytes of static-size values it reads only inside, alive at once; members whose values
+        # have sizes known only at run time): what the group adds to the peak while it runs (the dry run's)
+        self.transient: dict[int, tuple[int, tuple[int, ...]]] = {}
 
     # ---- the pieces of one member -------------------------------------------------------------------------------
     def _coordinates(self, node: Node) -> dict[Symbol, Symbol]:
@@ -116,6 +119,7 @@ class GroupLowering:
             body.append(f"{', '.join(f'p{k}' for k in range(len(first.domain)))}, = point")
         transient_sizes: dict[str, int] = {}  # local variable -> bytes, for values only the group reads
         transient_dynamic: list[str] = []
+        dynamic_members: list[int] = []
         pure = [m for m in members if self._pure(m)] if self.jit_groups else []
         fused = self._fuse(group, pure, inside) if len(pure) > 1 else set()
         fused_at = next((m.id for m in members if m.id in fused), None)
@@ -177,8 +181,10 @@ class GroupLowering:
                                         for name, produced in zip(outputs, member.outputs)})
             else:
                 transient_dynamic.append(f"nbytes_of({values})")
+                dynamic_members.append(n)
         donors = {f"v{n}_0": self._plain_items(graph.nodes[n], inside)[slot] for n, (slot, _) in donations.items()}
         body, transient_static = free_after_last_use(body, transient_sizes, donors)
+        self.transient[group.id] = (transient_static, tuple(dynamic_members))
         donated = sum(static_bytes(graph.nodes[n]) for n in donations)
         if transient_static or transient_dynamic or donated:
             total = " + ".join([str(transient_static)] + transient_dynamic)
