@@ -1,4 +1,5 @@
-"""The PDG passes, in order: algebraic simplification (`timerl.pdg.algebra`), common subexpression elimination
+"""The PDG passes, in order: gradient nodes whose contributions are always there become plain sums
+(`timerl.pdg.contributions`), algebraic simplification (`timerl.pdg.algebra`), common subexpression elimination
 (`timerl.pdg.cse`), dead code elimination (`timerl.pdg.dce`, which drops what the first two left without
 readers) and, when asked for, incrementalization. With ``checks`` on (always in tests), the verifier runs after
 every pass and an error names the pass that broke the graph. Dataflow fusion for the scheduler lives in `timerl.sched.group`
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from timerl.pdg.algebra import simplify
+from timerl.pdg.contributions import fold_contributions
 from timerl.pdg.cse import eliminate_common_subexpressions
 from timerl.pdg.dce import eliminate_dead_code
 from timerl.pdg.graph import Graph
@@ -22,6 +24,7 @@ from timerl.pdg.verify import verify
 from timerl.rt.symbolic import Symbol
 
 PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
+    ("contributions", fold_contributions),  # needs the bounds: which consumers are evaluable everywhere
     ("algebra", simplify),
     ("cse", eliminate_common_subexpressions),
     ("dce", eliminate_dead_code),
@@ -35,7 +38,7 @@ def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int], checks: bool = Tr
     for name, transform in PASSES:
         if name == "incrementalize" and not incrementalize:
             continue
-        graph = transform(graph)
+        graph = transform(graph, bounds) if transform is fold_contributions else transform(graph)
         if checks:
             verify(graph, bounds, after=name)
     return graph
