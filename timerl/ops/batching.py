@@ -9,6 +9,7 @@ millisecond a call on torch). Rules by category:
   the widest operand, so broadcasting lines every point's operands up as it would for one point;
 - reductions and scans over named axes (``dims``, ``dim``): the axes move by one;
 - ``reshape``, ``expand``, ``permute``, ``flip``: the target shape or permutation gains the batch axis;
+- ``spatial_index`` and its gradient ``spatial_scatter`` (basic indexing): the key gains a full slice in front;
 - ``discounted_sum`` (a sum over axis 0 weighted by powers of gamma): the weights multiply axis 1;
 - ``scatter`` and ``gather_fill`` (index, src and x share every axis but the indexed one): operands the same
   at every point are broadcast along the batch axis, and the indexed axis moves by one.
@@ -24,6 +25,7 @@ from timerl.ops.registry import CONTRACTION, ELEMENTWISE, OPS, REDUCTION, SCAN
 
 _AXIS_SCANS = frozenset({"cumsum", "softmax", "log_softmax"})
 _INDEXED = frozenset({"scatter", "gather_fill"})
+_SPATIAL = frozenset({"spatial_index", "spatial_scatter"})
 
 
 def batch_rule(op: str, attrs: dict, ranks: Sequence[int], axes: Sequence[int | None], xp: Any,
@@ -51,6 +53,11 @@ def batch_rule(op: str, attrs: dict, ranks: Sequence[int], axes: Sequence[int | 
         return lambda x: xp.broadcast_to(aligned(x), (x.shape[0], *attrs["shape"]))
     if op == "permute":
         return kernel_with({**attrs, "perm": (0, *(p + 1 for p in attrs["perm"]))})
+    if op in _SPATIAL:  # basic indexing: a full slice for the batch axis in front of the key
+        key = (slice(None), *(attrs["key"] if isinstance(attrs["key"], tuple) else (attrs["key"],)))
+        if op == "spatial_index":
+            return kernel_with({**attrs, "key": key})
+        return lambda g: kernel_with({**attrs, "key": key, "shape": (g.shape[0], *attrs["shape"])})(g)
     if op == "discounted_sum":
         gamma = attrs["gamma"]
 

@@ -76,8 +76,12 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True,
     blocked: dict[int, set[int]] = {n: set() for n in running}
     successors: dict[int, set[int]] = {n: set() for n in running}
     predecessors: dict[int, set[int]] = {n: set() for n in running}
+    # A recurrence edge (`_advances`) does not keep two groups apart: it reads an earlier point, which the
+    # merged group's statement computed at an earlier step (a rollout's step and the observation it feeds back)
+    advancing = {(e.producer, n.id) for n in graph.nodes if n.id in running_set for e in n.inputs
+                 if e.producer in running_set and _advances(e, n, graph.nodes[e.producer])}
     for u, v, identity in edges:
-        if not identity and u != v:
+        if not identity and u != v and (u, v) not in advancing:
             blocked[u].add(v)
             blocked[v].add(u)
     for node in graph.nodes:
