@@ -24,6 +24,25 @@ class _Row:
         self.live: set[int] = set()
 
 
+class _PointOutputs:
+    """The outputs of one point, each sliced from its row's buffer when read: a read wants one output of
+    several (an environment step's observation, reward, end and order token), and slicing costs a call each."""
+
+    __slots__ = ("buffers", "slot")
+
+    def __init__(self, buffers: list[Any], slot: int) -> None:
+        self.buffers, self.slot = buffers, slot
+
+    def __getitem__(self, output: int) -> Any:
+        return self.buffers[output][self.slot]
+
+    def __len__(self) -> int:
+        return len(self.buffers)
+
+    def __iter__(self):
+        return (buffer[self.slot] for buffer in self.buffers)
+
+
 class BlockStore:
     def __init__(self, axis: int, types: Sequence[TensorType], backend: Any) -> None:
         self.axis = axis
@@ -48,12 +67,12 @@ class BlockStore:
             row.buffers[slot] = self.backend.write(row.buffers[slot], k - row.base, values[slot])
         row.live.add(k)
 
-    def get(self, point: tuple[int, ...]) -> tuple[Any, ...]:
+    def get(self, point: tuple[int, ...]) -> _PointOutputs:
         outer, k = self._split(point)
         row = self.rows[outer]
         if k not in row.live:
             raise KeyError(point)
-        return tuple(buffer[k - row.base] for buffer in row.buffers)
+        return _PointOutputs(row.buffers, k - row.base)
 
     def has(self, point: tuple[int, ...]) -> bool:
         outer, k = self._split(point)
