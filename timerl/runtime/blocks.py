@@ -3,7 +3,7 @@ dimension, so that a range read is a slice of one buffer instead of a stack of m
 
 A store keeps one growable buffer per value of the other dimensions ("row"). Writing point ``k`` fills slot
 ``k - base``; when a row runs out of room it is copied once into a buffer twice as large that starts at its
-lowest live point, which also drops the freed prefix. Slices handed out stay valid: a buffer is only ever
+lowest live point, which also drops the freed prefix (or, for a row written downwards, ends at its highest). Slices handed out stay valid: a buffer is only ever
 written at slots nobody has read yet, and a full buffer is replaced, not overwritten.
 """
 
@@ -102,6 +102,8 @@ class BlockStore:
         low = min(row.live | {k})
         high = max(row.live | {k}) + 1
         capacity = max(8, 2 * (high - low))
+        if k < row.base:  # written downwards (a backward recurrence): the room goes below, points are >= 0
+            low = max(0, high - capacity)
         fresh = self._allocate(capacity)
         kept = [j for j in row.live]
         for slot, old in enumerate(row.buffers):
