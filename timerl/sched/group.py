@@ -223,6 +223,10 @@ def is_internal(graph: Graph, edge: Edge, consumer: Node, group_of: dict[int, in
 
 
 def _dataflow_order(graph: Graph, ids: list[int], group_of: dict[int, int], index: int) -> list[int]:
+    """A topological order of the members, depth first: the member made ready last runs next, so a chain of
+    ops runs to its end and its intermediate values die before the next chain starts. Breadth first, a fused
+    backward pass (PPO: 160 members) kept every layer's gradients of both networks alive at once (15 MB of
+    transients against 3 MB)."""
     inside = set(ids)
     pending = {n: 0 for n in ids}
     readers: dict[int, list[int]] = {n: [] for n in ids}
@@ -232,10 +236,10 @@ def _dataflow_order(graph: Graph, ids: list[int], group_of: dict[int, int], inde
             if edge.producer in inside and identity_read(edge, node, graph.nodes[edge.producer]):
                 pending[node_id] += 1
                 readers[edge.producer].append(node_id)
-    ready = sorted(n for n, count in pending.items() if count == 0)
+    ready = sorted((n for n, count in pending.items() if count == 0), reverse=True)
     order = []
     while ready:
-        node_id = ready.pop(0)
+        node_id = ready.pop()
         order.append(node_id)
         for reader in readers[node_id]:
             pending[reader] -= 1
