@@ -9,7 +9,11 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
-.PHONY: venv demo test bench
+# Each compile switch off in turn (TIMERL_PASS_OFF, `timerl/options.py`), the whole suite once per switch:
+# for CI (about 15 runs of `make test`), not part of `make test`.
+PASSES := algebra cse dce fusion per_iteration_fusion vectorize scan_loops jit_groups matmul_add donation prefetch_draws
+
+.PHONY: venv demo test test-passes bench
 venv: $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -17,6 +21,12 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest tests -p no:cacheprovider
+
+test-passes: $(VENV)/.installed
+	@failed=""; for pass in $(PASSES); do \
+		echo "== TIMERL_PASS_OFF=$$pass"; \
+		TIMERL_PASS_OFF=$$pass $(PY) -m pytest tests -p no:cacheprovider -q || failed="$$failed $$pass"; \
+	done; if [ -n "$$failed" ]; then echo "failed with these passes off:$$failed"; exit 1; fi
 
 bench: $(VENV)/.installed
 	$(PY) -m timerl.cli bench

@@ -5,6 +5,8 @@ the backend's row access. Values are always compared with the reference interpre
 from __future__ import annotations
 
 import logging
+import re
+import sys
 
 import jax
 import numpy as np
@@ -15,7 +17,7 @@ from timerl.backends import jax_keys
 from timerl.backends.jax_backend import JaxBackend
 from timerl.runtime import jax_rng, rng
 
-from conftest import collect, run
+from conftest import assert_values, collect, run
 
 
 @pytest.mark.parametrize("op, dtype, shape", [("rand", "float32", (16, 2)), ("rand", "float64", (5,)),
@@ -37,8 +39,8 @@ def test_float64_normals_stay_on_the_host():
 
 
 def mixed_group():
-    """One group per point: two sources, a uniform draw, elementwise ops, a host-checked ``index_select``
-    in the middle, and sinks."""
+    """One group per point: two sources, a uniform draw, elementwise ops, an ``index_select`` (its indices
+    checked) in the middle, and sinks."""
     ctx = trl.Context(dims="t")
     (t,), (T,) = ctx.dims, ctx.bounds
     with ctx:
@@ -81,9 +83,76 @@ def test_impure_members_move_before_the_jitted_part():
     for source in sources:
         evaluated = next(k for k, line in enumerate(lines) if f"evaluate(N{source}," in line)
         assert evaluated < fused
-    # the sink of u reads the jitted part's result; the index_select is checked on the host after it
+    # the index_select, whose indices are checked inside the jit, is part of it; the host raises after the call
     select = next(n.id for n in exe.graph.nodes if n.op == "index_select")
-    assert next(k for k, line in enumerate(lines) if f"evaluate(N{select}," in line) > fused
+    assert not any(f"evaluate(N{select}," in line for line in lines)
+    assert f"raise_first(V{group.__name__[1:]}, found, point)" in [line.strip() for line in lines[fused + 1:]]
+
+
+def next_line() -> str:
+    """``file:line`` of the caller's next line: where an error under test must point."""
+    return f"test_jax_plan.py:{sys._getframe(1).f_lineno + 1}"
+
+
+CHECKED = {"gather": 3, "index_select": 1, "one_hot": 2, "pow": 2}  # op -> the shift that breaks its input
+
+
+def checked_ops(bad: str = "", bad_at: int = -1):
+    """Every op with a check of input values, in one group per point, reading indices shifted by a source: in
+    range, except ``bad``'s at ``t == bad_at``."""
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    lines = {}
+
+    def shift(op: str):
+        value = lambda p: np.array(CHECKED[op] if op == bad and p["t"] == bad_at else 0)  # noqa: E731
+        return trl.source(value, shape=(), dtype="int64", domain=(t,))
+
+    with ctx:
+        x = trl.source(lambda p: np.arange(6, dtype=np.float32).reshape(2, 3) * (p["t"] + 1), shape=(2, 3),
+                       dtype="float32", domain=(t,))
+        lines["gather"] = next_line()
+        picked = x.gather(1, trl.tensor(np.array([[2, 0], [1, 1]])) + shift("gather"))
+        lines["index_select"] = next_line()
+        selected = picked.index_select(1, trl.tensor(np.array([1, 0])) - shift("index_select"))
+        lines["one_hot"] = next_line()
+        hot = (trl.tensor(np.array([1, 0])) + shift("one_hot")).one_hot(3)
+        lines["pow"] = next_line()
+        power = hot.sum(0) ** (trl.tensor(np.array([2, 1, 1])) - shift("pow"))
+        stores = [collect(selected * 0.5 + 1.0), collect(hot), collect(power)]
+    return ctx, T, stores, lines
+
+
+def test_value_checks_run_inside_the_jit():
+    ctx, T, stores, lines = checked_ops()
+    exe = ctx.compile(bounds={T: 4}, backend="jax")
+    exe.execute()
+    got = [dict(store) for store in stores]
+    for got_values, want_values in zip(got, run(ctx, {T: 4}, "reference")):
+        assert_values(got_values, want_values)
+    sources = "\n".join(f.source for f in exe.group_functions.values())
+    assert all(f"evaluate(N{node.id}," not in sources for node in exe.graph.nodes if node.op in lines)
+    assert all(f.source.count(" = F") <= 1 for f in exe.group_functions.values())  # one jitted call per group
+
+
+@pytest.mark.parametrize("bad, message", [("gather", "index 5 is out of range for a dimension of size 3"),
+                                          ("index_select", "index -1 is out of range for a dimension of size 2"),
+                                          ("one_hot", "index 3 is out of range for a dimension of size 3"),
+                                          ("pow", "negative integer powers")])
+def test_a_value_check_failing_inside_the_jit_raises_as_on_the_host(bad, message):
+    """The error, its message, the user's line and the point, as the reference and torch raise it before their
+    kernel, raised after the jitted call; at the first point and at a later one."""
+    for bad_at in (0, 2):
+        errors = []
+        for backend in ("reference", "torch", "jax"):
+            ctx, T, _, lines = checked_ops(bad, bad_at)
+            with pytest.raises(trl.TimeRLError) as info:
+                ctx.compile(bounds={T: 4}, backend=backend).execute()
+            errors.append(info.value)
+        kind = trl.ShapeError if bad == "pow" else trl.IndexOutOfRangeError
+        assert all(type(e) is kind for e in errors), errors
+        assert len({re.sub(r"%\d+", "%", str(e)) for e in errors}) == 1, errors  # the reference numbers nodes apart
+        assert lines[bad] in str(errors[0]) and f"{{'t': {bad_at}}}" in str(errors[0]) and message in str(errors[0])
 
 
 def test_user_calls_keep_their_order():

@@ -4,6 +4,9 @@ qualify (a host callback, a read two iterations back) keep the point-by-point pr
 
 from __future__ import annotations
 
+import re
+import sys
+
 import numpy as np
 import pytest
 
@@ -83,6 +86,54 @@ def test_inner_loop_reading_the_outer_point_matches():
         assert_values(got, want)
         assert_values(other, want)
     assert exe.stats["leaked_points"] == 0
+
+
+def walking_index(lines: dict | None = None):
+    """A carried integer k[t] = t indexes a table of 4 (``gather``) and a one-hot of 5 inside the loop: in range
+    for T <= 4; at T > 4 the gather fails first, at t = 4 (the one-hot would at t = 5)."""
+    lines = {} if lines is None else lines
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        k = trl.placeholder((1,), dtype="int64", domain=(t,))
+        k[0] = trl.tensor(np.array([0], dtype=np.int64))
+        k[t + 1] = k[t] + 1
+        table = trl.tensor(np.array([0.5, -1.0, 2.0, 4.0], dtype=np.float32))
+        lines["gather"] = next_line()
+        value = table.gather(0, k[t])
+        hot = k[t].one_hot(5)
+        stores = [collect(value[0:T]), collect(hot[0:T])]
+    return ctx, stores
+
+
+def next_line() -> str:
+    """``file:line`` of the caller's next line: where an error under test must point."""
+    return f"test_jax_scan_loops.py:{sys._getframe(1).f_lineno + 1}"
+
+
+def test_value_checks_run_inside_the_scan():
+    """In range: one scan, the reference's values. Out of range: the error the point-by-point program raises
+    (message, the user's line, the point of the first failing iteration), raised after the scan."""
+    (reference, scanned, plain), (exe, _) = run_three_ways(walking_index, lambda ctx: {ctx.bounds[0]: 4})
+    assert compiled_loops(exe)
+    for want, got, other in zip(reference, scanned, plain):
+        assert_values(got, want)
+        assert_values(other, want)
+    errors = []
+    for backend, options in (("reference", {}), ("jax", {}), ("jax", {"scan_loops": False})):
+        lines: dict = {}
+        ctx, stores = walking_index(lines)
+        exe = ctx.compile(bounds={ctx.bounds[0]: 7}, backend=backend, **options)
+        if backend == "jax":
+            assert bool(compiled_loops(exe)) == (options == {})
+        with pytest.raises(trl.IndexOutOfRangeError) as info:
+            exe.execute()
+        errors.append(re.sub(r"%\d+", "%", str(info.value)))  # the reference numbers its nodes apart
+        assert all(not store for store in stores)  # nothing read after the loop was used
+    assert errors[1] == errors[2]
+    assert lines["gather"] in errors[1] and "{'t': 4}" in errors[1]
+    assert "index 4 is out of range for a dimension of size 4" in errors[1]
+    assert lines["gather"] in errors[0]  # the reference interpreter evaluates in its own order: another point
 
 
 def host_callback_in_the_loop():

@@ -52,6 +52,8 @@ def _calls(ctx, x, index):
     normal = trl.distributions.Normal(x, 1.0)
     calls = {
         "timerl.Context": (trl.Context, {"dims": "i t"}, {"wrong"}),
+        "timerl.CompileOptions": (trl.CompileOptions, {"cse": False, "incrementalize": None, "vectorize": True},
+                                  set()),
         "timerl.Symbol": (trl.Symbol, {"name": "s", "is_bound": False}, {"wrong"}),
         "timerl.min": (trl.min, {"left": t, "right": 3}, set()),
         "timerl.max": (trl.max, {"left": t, "right": 3}, set()),

@@ -8,6 +8,7 @@ from timerl.errors import (  # noqa: F401
     ShapeError,
     TimeRLError,
 )
+from timerl.options import CompileOptions  # noqa: F401
 from timerl.rt.context import Context  # noqa: F401
 from timerl.rt.symbolic import Cond, Expr, Symbol  # noqa: F401
 from timerl.rt.symbolic import maximum as max  # noqa: F401
@@ -32,7 +33,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'timerl' has no attribute {name!r}")
 
 __all__ = [
-    "Context", "RecurrentTensor", "Symbol", "Expr", "Cond", "TimeRLError", "ShapeError", "DomainError",
+    "Context", "CompileOptions", "RecurrentTensor", "Symbol", "Expr", "Cond", "TimeRLError", "ShapeError", "DomainError",
     "ScheduleError", "DeviceOutOfMemoryError", "IndexOutOfRangeError", "min", "max", "tensor", "zeros", "ones", "full", "arange", "rand",
     "randn", "source", "placeholder", "param", "cat", "stack", "where", "gather", "index_select", "one_hot",
 ]

@@ -86,6 +86,46 @@ def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_st
                   f"{per_iteration / eager[case]:.2f}x | {peak} |")
 
 
+PASS_ROWS = {  # the switches that can change each backend's REINFORCE (`timerl.options.CompileOptions`)
+    "torch": ("contributions", "algebra", "cse", "dce", "fusion", "per_iteration_fusion", "vectorize", "matmul_add",
+              "donation", "prefetch_draws"),
+    "jax": ("contributions", "algebra", "cse", "dce", "fusion", "per_iteration_fusion", "vectorize", "scan_loops",
+            "jit_groups"),
+}
+
+
+def bench_passes(iterations: int, backends: tuple[str, ...] = ("torch", "jax"), num_envs: int = 16,
+                 steps: int = 200) -> None:
+    """Each compile switch's effect on REINFORCE (Monte Carlo, gymnasium CartPole): compile seconds, the first
+    iteration (it pays jax's XLA compiles) and seconds per iteration after it, with every switch at its default
+    and with each one off, plus running sums on (off by default). Ratios are against the defaults row of the same
+    backend, measured in this run."""
+    import torch
+
+    from algorithms.reinforce import train
+    from timerl.options import CompileOptions
+
+    torch.set_num_threads(1)
+    print("| backend | compile options | compile s | isl s | first iteration s | s / iteration | vs defaults | "
+          "live PDG nodes |")
+    print("|---|---|---|---|---|---|---|---|")
+    for backend in backends:
+        variants = [("defaults", CompileOptions()), ("incrementalize on", CompileOptions(incrementalize=True))] + [
+            (f"{name} off", CompileOptions(**{name: False})) for name in PASS_ROWS[backend]]
+        baseline = None
+        for label, options in variants:
+            stats: dict = {}
+            curve = train("CartPole-v1", iterations=iterations + 1, num_envs=num_envs, steps=steps,
+                          backend=backend, compile_options={"options": options}, stats=stats)
+            per_iteration = sum(row["iteration_seconds"] for row in curve[1:]) / iterations
+            baseline = per_iteration if baseline is None else baseline
+            executable = stats["executable"]
+            isl = executable.stats["compile_phases"].get("schedule: isl", 0.0)
+            print(f"| {backend} | {label} | {stats['compile_seconds']:.2f} | {isl:.2f} | "
+                  f"{curve[0]['iteration_seconds']:.2f} | {per_iteration:.3f} | {per_iteration / baseline:.2f}x | "
+                  f"{len(executable.graph.nodes)} |")
+
+
 def bench_rt_cartpole(iterations: int, num_envs: int = 64, steps: int = 100) -> None:
     """timerl jax with the RT CartPole (a whole iteration without host callbacks) against the hand-written
     `lax.scan` REINFORCE of benchmarks/jax_scan_reinforce.py, same sizes, measured in this run."""
@@ -125,8 +165,9 @@ def main(argv: list[str] | None = None) -> None:
     bench = commands.add_parser("bench", help="benchmarks against baselines measured in the same run")
     bench.add_argument("--iterations", type=int, default=5)
     bench.add_argument("--quick", action="store_true", help="16 envs x 200 steps, Monte Carlo only")
-    bench.add_argument("suite", nargs="?", default="all", choices=("all", "ppo"),
-                       help="ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/")
+    bench.add_argument("suite", nargs="?", default="all", choices=("all", "ppo", "passes"),
+                       help="ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/; "
+                            "passes: REINFORCE with each compile switch off")
     plot = commands.add_parser("plot-memory", help="draw REINFORCE's memory timeline next to its schedule (PNG)")
     plot.add_argument("--out", default="memory.png")
     plot.add_argument("--iterations", type=int, default=3)
@@ -140,6 +181,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "bench" and args.suite == "ppo":
         bench_ppo(args.iterations, args.quick)
         return
+    if args.command == "bench" and args.suite == "passes":
+        bench_passes(args.iterations, ("torch",) if args.quick else ("torch", "jax"))
+        return
     if args.command == "bench":
         print("## Scheduler: a 48-op program over (b, i, t)")
         bench_program50()
@@ -150,6 +194,9 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print("## REINFORCE with the RT CartPole (simulator='rt') on jax")
         bench_rt_cartpole(args.iterations)
+        print()
+        print("## Each compile switch's effect on REINFORCE (Monte Carlo, 16 envs x 200 steps)")
+        bench_passes(args.iterations, ("torch",) if args.quick else ("torch", "jax"))
         print()
         print("The MMapGame baselines have their own benchmark: python -m algorithms.mmap bench")
 

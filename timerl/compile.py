@@ -1,4 +1,8 @@
-"""`ctx.compile`: check the bounds and options, freeze and verify the PDG, hand it to a backend."""
+"""`ctx.compile`: check the bounds and options, then run the compile steps in order, each reading the
+`CompileOptions`: freeze and verify the PDG, the PDG passes (`timerl.pdg.pipeline`), dataflow grouping and
+isl's schedule (`timerl.sched.schedule`), swaps chosen against the memory budget (`timerl.runtime.dryrun`),
+and lowering for the backend (`timerl.runtime.executor.Executable`). ``exe.stats["compile_phases"]`` has the
+seconds of each step (and the scheduler's own steps, ``"schedule: isl"`` among them)."""
 
 from __future__ import annotations
 
@@ -7,11 +11,19 @@ from typing import Any
 
 import numpy as np
 
+from timerl.backends.base import get_backend
 from timerl.errors import TimeRLError, user_location
+from timerl.options import FLAGS, CompileOptions, from_call
+from timerl.pdg.pipeline import optimize_graph
 from timerl.pdg.verify import verify
 from timerl.rt.symbolic import Symbol
+from timerl.runtime.dryrun import choose_swaps
+from timerl.runtime.executor import Executable
+from timerl.runtime.reference import ReferenceExecutable
+from timerl.sched.schedule import schedule_graph
 
 BACKENDS = ("reference", "torch", "jax")
+_NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda self: "True"})()  # optimize's default, told apart
 
 
 def resolve_bounds(ctx, bounds: dict) -> dict:
@@ -41,37 +53,51 @@ def resolve_bounds(ctx, bounds: dict) -> dict:
 
 
 def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_memory: int | None = None,
-                    swap: bool = False, optimize: bool = True, vectorize: bool | None = None,
-                    incrementalize: bool | None = None, scan_loops: bool | None = None, **options: Any):
-    """``vectorize`` (default: ``optimize``) runs loops statement by statement with batched kernels where the
-    dependences allow (`timerl.runtime.batch`); results are the same either way. ``incrementalize`` (default:
-    ``optimize`` with ``device_memory`` set) turns sums over a whole dimension into running sums
-    (`timerl.pdg.incrementalize`): memory then follows ``n``-step windows, not ``T``, but the loops holding a
-    running sum no longer batch, so without a memory budget it is off unless asked for. ``scan_loops`` (default:
-    ``optimize``; jax only, without ``device_memory``) compiles a loop whose statements are all array kernels
-    into one `jax.lax.scan` (`timerl.runtime.jax_scan`); results are the same either way."""
+                    swap: bool = False, optimize: bool = _NOT_GIVEN, vectorize: bool | None = None,
+                    incrementalize: bool | None = None, scan_loops: bool | None = None,
+                    options: CompileOptions | None = None, **unknown: Any):
+    """``options``: a `CompileOptions` (every switch documented there). The loose flags are shorthands for
+    it: ``optimize=False`` is the "unoptimized" preset, ``vectorize``, ``incrementalize`` and ``scan_loops``
+    set their fields (and override ``optimize``); a flag that contradicts ``options=`` is an error."""
     if backend not in BACKENDS:
         raise TimeRLError(f"{user_location()}: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    if options:
-        raise TimeRLError(f"{user_location()}: unknown compile options {sorted(options)}")
-    device_memory = _check_options(bounds, seed, device_memory, swap, optimize, vectorize, incrementalize,
-                                   scan_loops)
-    if incrementalize is None:
-        incrementalize = optimize and device_memory is not None
+    if unknown:
+        raise TimeRLError(f"{user_location()}: unknown compile options {sorted(unknown)}")
+    flags = dict(zip(FLAGS, (vectorize, incrementalize, scan_loops)))
+    device_memory = _check_options(bounds, seed, device_memory, swap, True if optimize is _NOT_GIVEN else optimize,
+                                   **flags)
+    flags = {name: None if flag is None else bool(flag) for name, flag in flags.items()}
+    optimize = None if optimize is _NOT_GIVEN else bool(optimize)
+    chosen = from_call(options, optimize, flags).resolved(device_memory)
     started = time.perf_counter()
+    phases: dict[str, float] = {}
     resolved = resolve_bounds(ctx, bounds)
     graph = ctx.graph()
     verify(graph, resolved)
+    phases["graph"] = time.perf_counter() - started
     if backend == "reference":
-        from timerl.runtime.reference import ReferenceExecutable
-
         return ReferenceExecutable(graph, resolved, seed, time.perf_counter() - started)
-    from timerl.runtime.executor import build_executable
-
-    return build_executable(graph, resolved, backend, seed=seed, device_memory=device_memory, swap=swap,
-                            optimize=optimize, vectorize=optimize if vectorize is None else vectorize,
-                            incrementalize=bool(incrementalize), started=started,
-                            scan_loops=optimize if scan_loops is None else bool(scan_loops))
+    clock = time.perf_counter()
+    graph = optimize_graph(graph, resolved, chosen)
+    phases["pdg passes"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    scheduled_swaps = swap and device_memory is not None
+    result = schedule_graph(graph, resolved, fuse=chosen.fusion, memory_aware=chosen.memory_aware,
+                            swaps=scheduled_swaps, per_iteration=chosen.per_iteration_fusion)
+    schedule = result.schedule
+    if scheduled_swaps:
+        schedule = choose_swaps(schedule, graph, {g.id: g for g in result.groups}, device_memory)
+    phases["schedule"] = time.perf_counter() - clock
+    phases.update((f"schedule: {step}", seconds) for step, seconds in result.phases.items())  # CPU seconds
+    clock = time.perf_counter()
+    array_backend = get_backend(backend)  # its first use imports torch or jax
+    phases["backend"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    executable = Executable(graph, resolved, array_backend, schedule, result.groups, seed, device_memory, swap,
+                            chosen, 0.0)
+    phases["lowering"] = time.perf_counter() - clock
+    executable.stats.update(compile_seconds=time.perf_counter() - started, compile_phases=phases)
+    return executable
 
 
 def _check_options(bounds: Any, seed: Any, device_memory: Any, swap: Any, optimize: Any,

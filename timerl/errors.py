@@ -43,7 +43,8 @@ def user_location() -> str:
     frame = sys._getframe(1)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(_PACKAGE_ROOT + os.sep):
+        generated = frame.f_code.co_filename == "<string>" and frame.f_code.co_name == "__init__"  # a dataclass's
+        if not filename.startswith(_PACKAGE_ROOT + os.sep) and not generated:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"

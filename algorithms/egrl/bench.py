@@ -81,9 +81,12 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--generations-per-step", type=int, default=5,
                         help="population generations per gradient step of the RT learner")
     parser.add_argument("--backend", default="torch", choices=("reference", "torch", "jax"))
+    parser.add_argument("--workers", type=int, default=0,
+                        help="local Ray actors for the population's evaluations (0: in this process; same results)")
     parser.add_argument("--out", default="results/egrl", help="folder for the PNGs, table.txt, results.json")
     args = parser.parse_args(argv)
-    settings = Settings(budget=args.budget, generations_per_step=args.generations_per_step, backend=args.backend)
+    settings = Settings(budget=args.budget, generations_per_step=args.generations_per_step, backend=args.backend,
+                        workers=args.workers)
     text = bench(args.methods, args.workloads, args.seeds, settings, args.out)
     print(f"\nSpeedup over the compiler, mean ± std over {args.seeds} seeds, {args.budget} evaluations each")
     print(text)

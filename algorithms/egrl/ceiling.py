@@ -29,12 +29,13 @@ def latency_bound(chip: Chip) -> float:
     # layer l touches its weights, its activation and each producer's activation
     touched = [np.arange(n) + n, np.arange(n), w.edges[:, 0]]
     layer_of = [np.arange(n), np.arange(n), w.edges[:, 1]]
+    read = [w.weight_read_bytes, w.act_bytes, w.act_bytes[w.edges[:, 0]]]  # bytes the layer moves of each
     rows, cols, values = [], [], []
-    for tensor, layer in zip(touched, layer_of):
+    for tensor, layer, moved in zip(touched, layer_of, read):
         for level in range(3):
             rows.append(layer)
             cols.append(tensor * 3 + level)
-            values.append(chip.bytes[tensor] * seconds_per_byte[level])
+            values.append(moved * seconds_per_byte[level])
     rows.append(np.arange(n))
     cols.append(x_count + np.arange(n))
     values.append(-np.ones(n))

@@ -12,8 +12,8 @@ Spring Hill page; `algorithms/egrl/README.md` says why they matter):
   that peak; tensors are int8 (1 byte per element) and the batch is 1 (the paper's single-batch inference).
 
 Latency model (a roofline per layer): a layer's time is ``max(ops / compute, sum over the tensors it touches of
-bytes / bandwidth of the level the tensor lives in)``; it reads its weights, reads each producer's activation
-from where the producer's mapping put it (the network input comes from DRAM), and writes its own activation.
+bytes / bandwidth of the level the tensor lives in)``; it reads its weights (an embedding only the rows of its
+tokens), reads each producer's activation from where the producer's mapping put it (the network input comes from DRAM), and writes its own activation.
 The inference latency is the sum over layers (they run one after another) times ``1 + noise * N(0, 1)``, a
 measurement noise of 1 % by default.
 
@@ -51,10 +51,17 @@ class Workload:
     act_bytes: np.ndarray     # (N,) bytes of each layer's output activation
     input_bytes: float        # the network input, read from DRAM by the layers without a producer
     edges: np.ndarray         # (E, 2) int: (producer, consumer), producer < consumer
+    weight_reads: np.ndarray | None = None  # (N,) weight bytes a layer reads per inference; None: all of them
 
     @property
     def size(self) -> int:
         return int(self.ops.shape[0])
+
+    @property
+    def weight_read_bytes(self) -> np.ndarray:
+        """What a layer reads of its weights per inference: all of them, except an embedding table, which
+        gives one row per token (`workloads`); the whole table still occupies its level."""
+        return self.weight_bytes if self.weight_reads is None else self.weight_reads
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,12 @@ class Repair:
     @property
     def valid(self) -> bool:
         return self.epsilon == 0.0
+
+
+@dataclass(frozen=True)
+class Assessment:
+    repair: Repair
+    latency: float | None  # noise-free seconds when the repair left the mapping unchanged, else None
 
 
 class Chip:
@@ -122,21 +135,34 @@ class Chip:
         """Seconds for one inference with a valid mapping (see the module docstring)."""
         w = self.workload
         seconds_per_byte = 1.0 / self.bandwidth
-        memory = w.weight_bytes * seconds_per_byte[weights] + w.act_bytes * seconds_per_byte[acts]
+        memory = w.weight_read_bytes * seconds_per_byte[weights] + w.act_bytes * seconds_per_byte[acts]
         producers, consumers = w.edges[:, 0], w.edges[:, 1]
         np.add.at(memory, consumers, w.act_bytes[producers] * seconds_per_byte[acts[producers]])
         memory = memory + (~self.has_producer) * w.input_bytes * seconds_per_byte[DRAM]
         total = float(np.maximum(self.compute_seconds, memory).sum())
-        if noisy and self.noise:
+        return self._measured(total) if noisy else total
+
+    def _measured(self, total: float) -> float:
+        if self.noise:
             total *= 1.0 + self.noise * self.rng.standard_normal()
         return total
 
-    def evaluate(self, weights: np.ndarray, acts: np.ndarray) -> tuple[Repair, float | None]:
-        """One simulator evaluation: the compiler's repair, and the measured latency when the mapping was valid
-        (the paper runs no inference for an invalid one)."""
-        self.evaluations += 1
+    def assess(self, weights: np.ndarray, acts: np.ndarray) -> Assessment:
+        """The compiler's repair and, for a valid mapping, its noise-free latency: no random draw and no count,
+        so a copy of the chip in another process gives the same answer (`workers`)."""
         repair = self.repair(weights, acts)
-        return repair, (self.latency(repair.weights, repair.acts) if repair.valid else None)
+        return Assessment(repair, self.latency(repair.weights, repair.acts, noisy=False) if repair.valid else None)
+
+    def measure(self, assessment: Assessment) -> tuple[Repair, float | None]:
+        """One simulator evaluation of an assessed mapping: the measured (noisy) latency when it was valid (the
+        paper runs no inference for an invalid one). The noise is drawn here, in the order of the calls."""
+        self.evaluations += 1
+        latency = assessment.latency
+        return assessment.repair, (None if latency is None else self._measured(latency))
+
+    def evaluate(self, weights: np.ndarray, acts: np.ndarray) -> tuple[Repair, float | None]:
+        """One simulator evaluation: the compiler's repair, and the measured latency when the mapping was valid."""
+        return self.measure(self.assess(weights, acts))
 
 
 def compiler_mapping(chip: Chip) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from algorithms.egrl.chip import Chip, compiler_mapping
+from algorithms.egrl.chip import Assessment, Chip, compiler_mapping
 
 
 class Evaluator:
@@ -31,9 +31,12 @@ class Evaluator:
     def exhausted(self) -> bool:
         return self.used >= self.budget
 
-    def reward(self, mapping: np.ndarray) -> float:
-        """``mapping``: (N, 2) int levels, column 0 the weights, column 1 the activation."""
-        repair, latency = self.chip.evaluate(mapping[:, 0], mapping[:, 1])
+    def reward(self, mapping: np.ndarray, assessment: Assessment | None = None) -> float:
+        """``mapping``: (N, 2) int levels, column 0 the weights, column 1 the activation; ``assessment``: its
+        `Chip.assess`, when a worker made it already."""
+        if assessment is None:
+            assessment = self.chip.assess(mapping[:, 0], mapping[:, 1])
+        repair, latency = self.chip.measure(assessment)
         self.used += 1
         if latency is None:
             reward = -repair.epsilon

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from algorithms.egrl import sac
-from algorithms.egrl.chip import Chip, compiler_mapping
+from algorithms.egrl.chip import Assessment, Chip, compiler_mapping
 from algorithms.egrl.evaluate import Evaluator, Replay, sample_mapping
 from algorithms.egrl.policy import Architecture, coarsen
 from algorithms.egrl.population import Population
+from algorithms.egrl.workers import Workers
 from algorithms.egrl.workloads import WorkloadGraph
 
 METHODS = ("egrl", "ea", "pg", "greedy", "compiler")
@@ -50,6 +51,7 @@ class Settings:
     sac: sac.SACConfig = sac.SACConfig()
     backend: str = "torch"
     optimize: bool = True
+    workers: int = 0  # Ray actors for the population's evaluations (0: in this process); same results either way
 
 
 @dataclass
@@ -75,8 +77,9 @@ def run(method: str, graph: WorkloadGraph, seed: int, settings: Settings = Setti
         _greedy(evaluator)
     elif method == "ea":
         population = _population(graph, settings, rng)
+        workers = _workers(graph, population, settings)
         while not evaluator.exhausted:
-            population.generation(lambda mapping: _within_budget(evaluator, mapping))
+            population.generation(lambda *measured: _within_budget(evaluator, *measured), workers)
     elif method in ("egrl", "pg"):
         extra = _learn(method, graph, evaluator, rng, seed, settings)
     else:
@@ -91,9 +94,28 @@ def _population(graph: WorkloadGraph, settings: Settings, rng: np.random.Generat
                       settings.arch, rng)
 
 
-def _within_budget(evaluator: Evaluator, mapping: np.ndarray) -> float:
+_WORKERS: dict[tuple, Workers] = {}
+
+
+def _workers(graph: WorkloadGraph, population: Population | None, settings: Settings) -> Workers | None:
+    """The Ray actors for ``population``'s evaluations (None: in this process). One set at a time, started for a
+    workload and count and shared by its seeds and methods, as `learner_for` shares the learner: an actor's
+    start (a process that imports torch) costs seconds. A set of another workload, or of an earlier Ray
+    session, is ended first (the actors hold a CPU each)."""
+    if population is None or settings.workers == 0:
+        return None
+    key = (graph.workload.name, settings.workers, settings.arch)
+    if key not in _WORKERS or not _WORKERS[key].alive:
+        for stale in _WORKERS.values():
+            stale.close()
+        _WORKERS.clear()
+        _WORKERS[key] = Workers(settings.workers, graph.workload, population.context)
+    return _WORKERS[key]
+
+
+def _within_budget(evaluator: Evaluator, mapping: np.ndarray, assessment: Assessment | None = None) -> float:
     """The reward, or -inf (never selected, never stored) once the budget is spent mid-generation."""
-    return evaluator.reward(mapping) if not evaluator.exhausted else -np.inf
+    return evaluator.reward(mapping, assessment) if not evaluator.exhausted else -np.inf
 
 
 def _greedy(evaluator: Evaluator) -> None:
@@ -119,8 +141,9 @@ class _Driver:
     """The udf behind the RT learner: rollouts into the shared replay, then a minibatch for the update."""
 
     def __init__(self, method: str, evaluator: Evaluator, population: Population | None, settings: Settings,
-                 rng: np.random.Generator) -> None:
+                 rng: np.random.Generator, workers: Workers | None) -> None:
         self.evaluator, self.population, self.settings, self.rng = evaluator, population, settings, rng
+        self.workers = workers
         self.rollouts = 1 if method == "egrl" else settings.population
         self.replay = Replay(settings.replay, evaluator.chip.workload.size)
         self.generation = 0
@@ -135,11 +158,11 @@ class _Driver:
                 self.generation += 1
                 if self.generation % self.settings.migrate_every == 0:
                     self.population.migrate(weights)
-                self.population.generation(self._store)
+                self.population.generation(self._store, self.workers)
         return self.replay.sample(self.settings.sac.batch, self.rng)
 
-    def _store(self, mapping: np.ndarray) -> float:
-        reward = _within_budget(self.evaluator, mapping)
+    def _store(self, mapping: np.ndarray, assessment: Assessment | None = None) -> float:
+        reward = _within_budget(self.evaluator, mapping, assessment)
         if np.isfinite(reward):
             self.replay.add(mapping, reward)
         return reward
@@ -164,8 +187,7 @@ def learner_for(graph: WorkloadGraph, settings: Settings) -> sac.Learner:
 def _learn(method: str, graph: WorkloadGraph, evaluator: Evaluator, rng: np.random.Generator, seed: int,
            settings: Settings) -> dict:
     population = _population(graph, settings, rng) if method == "egrl" else None
-    driver = _Driver(method, evaluator, population, settings, rng)
     learner = learner_for(graph, settings)
     started = time.perf_counter()
-    learner.run(driver, seed)
+    learner.run(_Driver(method, evaluator, population, settings, rng, _workers(graph, population, settings)), seed)
     return {"compile_seconds": learner.compile_seconds, "run_seconds": time.perf_counter() - started}

@@ -17,10 +17,11 @@ worst GNN member by a copy of the PG policy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
+from algorithms.egrl.chip import Assessment
 from algorithms.egrl.policy import Architecture, Hierarchy, dram_bias, eager_forward, init_weights
 
 
@@ -29,7 +30,7 @@ class Boltzmann:
     prior: np.ndarray        # (N, 2, 3)
     temperature: np.ndarray  # (N, 2, 1)
 
-    def logits(self, context: "Population") -> np.ndarray:
+    def logits(self, context: "Context") -> np.ndarray:
         return self.prior / self.temperature
 
     def copy(self) -> "Boltzmann":
@@ -40,7 +41,7 @@ class Boltzmann:
 class GNN:
     weights: dict[str, np.ndarray]
 
-    def logits(self, context: "Population") -> np.ndarray:
+    def logits(self, context: "Context") -> np.ndarray:
         out = eager_forward(self.weights, context.features, context.hierarchy, context.arch)
         return out.reshape(-1, 2, 3)
 
@@ -49,6 +50,24 @@ class GNN:
 
 
 Member = Boltzmann | GNN
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a member needs to act: the workload's normalized features and pooling hierarchy, and the network."""
+
+    features: np.ndarray
+    hierarchy: Hierarchy
+    arch: Architecture
+
+    def act(self, member: Member, noise: np.ndarray) -> np.ndarray:
+        """A member's mapping (N, 2) for the Gumbel ``noise`` (N, 2, 3): a categorical draw per node and tensor."""
+        return np.argmax(member.logits(self) + noise, axis=-1)
+
+
+class Assessor(Protocol):
+    def act_and_assess(self, members: list[Member], noises: list[np.ndarray]) -> list[tuple[np.ndarray, Assessment]]:
+        """Per member, in order: its mapping for its noise, and the chip's `Chip.assess` of it."""
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -61,7 +80,7 @@ class Population:
                  arch: Architecture, rng: np.random.Generator, elite_fraction: float = 0.2,
                  mutation_probability: float = 0.9, prior_sigma: float = 10.0, weight_sigma: float = 1.0,
                  mutation_fraction: float = 0.1) -> None:
-        self.features, self.hierarchy, self.arch, self.rng = features, hierarchy, arch, rng
+        self.context, self.rng = Context(features, hierarchy, arch), rng
         self.elites = max(1, int(round(elite_fraction * size)))
         self.mutation_probability, self.mutation_fraction = mutation_probability, mutation_fraction
         self.prior_sigma, self.weight_sigma = prior_sigma, weight_sigma
@@ -73,10 +92,19 @@ class Population:
             for _ in range(boltzmann)]
         self.members += [GNN(init_weights(arch, int(rng.integers(2**31)), bias)) for _ in range(size - boltzmann)]
 
-    def generation(self, fitness_of: Callable[[np.ndarray], float]) -> np.ndarray:
+    def generation(self, fitness_of: Callable[..., float], workers: Assessor | None = None) -> np.ndarray:
         """Evaluate every member once through ``fitness_of(mapping)`` and breed the next generation; returns
-        the fitnesses (in the evaluated members' order)."""
-        fitness = np.array([fitness_of(self._act(member)) for member in self.members])
+        the fitnesses (in the evaluated members' order). Every member's Gumbel noise is drawn first, in member
+        order, so ``workers`` (`workers.Workers`) can act and assess the members elsewhere: then
+        ``fitness_of(mapping, assessment)`` is called in member order, and the results are the same."""
+        nodes = self.context.features.shape[0]
+        noises = [self.rng.gumbel(size=(nodes, 2, 3)) for _ in self.members]
+        if workers is None:
+            fitness = np.array([fitness_of(self.context.act(member, noise))
+                                for member, noise in zip(self.members, noises)])
+        else:
+            fitness = np.array([fitness_of(mapping, assessment)
+                                for mapping, assessment in workers.act_and_assess(self.members, noises)])
         ranked = [self.members[k] for k in np.argsort(-fitness, kind="stable")]
         elites = ranked[:self.elites]
         offspring = []
@@ -99,10 +127,6 @@ class Population:
                 self.members[k] = GNN({name: np.array(value, dtype=np.float32) for name, value in weights.items()})
                 return
 
-    def _act(self, member: Member) -> np.ndarray:
-        logits = member.logits(self)
-        return np.argmax(logits + self.rng.gumbel(size=logits.shape), axis=-1)
-
     def _cross(self, child: Member, partner: Member, partner_is_best: bool) -> Member:
         if isinstance(child, Boltzmann) and isinstance(partner, Boltzmann):
             cut = self.rng.integers(1, child.prior.shape[0])
@@ -113,7 +137,7 @@ class Population:
             for name in names[cut:]:
                 child.weights[name] = partner.weights[name].copy()
         elif isinstance(child, Boltzmann) and partner_is_best:
-            child.prior = _log_softmax(partner.logits(self))
+            child.prior = _log_softmax(partner.logits(self.context))
         return child
 
     def _mutate(self, member: Member) -> None:

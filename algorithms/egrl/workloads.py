@@ -9,7 +9,8 @@ How ops merge into layers (what a compiler would fuse, so that a layer is a tens
   theirs, and their other inputs become edges into it.
 This gives 57 layers for ResNet-50 (53 convs, max pool, average pool, fc and the input), 108 for ResNet-101,
 and 366 for BERT-large at sequence length 128 (24 x 15 per encoder layer, input, three embeddings, their
-layer norm, pooler), close to the paper's 57 / 108 / 376. Tensors are int8 and the batch is 1.
+layer norm, pooler), close to the paper's 57 / 108 / 376. Tensors are int8 and the batch is 1. An embedding
+layer stores its whole table but reads only the rows of its 128 tokens per inference (`Workload.weight_reads`).
 
 The 19 node features are the paper's Table 1, in its order: op id, weight bytes, ifm x / y / z, ofm x / y / z,
 ifm size, ofm size, ops after the node, weight bytes from the node to the last, groups, kernel x / y, stride,
@@ -51,6 +52,12 @@ class _Layer:
     ops: float
     weight_bytes: float
     module: nn.Module | None = None
+
+    @property
+    def weight_reads(self) -> float:
+        """Weight bytes read per inference: an embedding gathers one row per token (its output), or the whole table
+        when that is smaller (token types: 2 rows)."""
+        return min(float(_numel(self.out_shape)), self.weight_bytes) if self.kind == "embedding" else self.weight_bytes
 
 
 @dataclass(frozen=True)
@@ -166,7 +173,8 @@ def _graph(name: str, layers: list[_Layer], edges: set[tuple[int, int]]) -> Work
                      _first(module.stride) if conv or pool else 0, _first(module.padding) if conv or pool else 0,
                      _first(module.dilation) if conv or pool else 0, layer.out_shape[0]])
     edge_array = np.array(sorted(edges), dtype=np.int64).reshape(-1, 2)
-    workload = Workload(name, ops, weight_bytes, act_bytes, 0.0, edge_array)
+    weight_reads = np.array([layer.weight_reads for layer in layers])
+    workload = Workload(name, ops, weight_bytes, act_bytes, 0.0, edge_array, weight_reads)
     return WorkloadGraph(workload, tuple(layer.name for layer in layers), tuple(layer.kind for layer in layers),
                          np.array(rows, dtype=np.float64))
 

@@ -29,7 +29,10 @@ def main(argv: list[str] | None = None) -> None:
     run = commands.add_parser("bench", help="train REGAL and compare it with BRKGA on the test graphs")
     run.add_argument("--objectives", nargs="*", default=list(OBJECTIVES), choices=OBJECTIVES)
     run.add_argument("--train-topologies", type=int, default=48)
+    run.add_argument("--valid-topologies", type=int, default=10)
     run.add_argument("--test-topologies", type=int, default=10)
+    run.add_argument("--on", choices=("test", "valid"), default="test",
+                     help="the split to evaluate on (choose settings on valid, report test)")
     run.add_argument("--variants", type=int, default=2, help="noisy variants per topology")
     run.add_argument("--iterations", type=int, default=100, help="REINFORCE iterations")
     run.add_argument("--batch", type=int, default=16, help="episodes per iteration")
@@ -44,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--eval-seeds", type=int, default=3,
                      help="BRKGA seeds per test graph; each (graph, seed) is one test case")
     run.add_argument("--transfer", action="store_true", help="also evaluate on the MMapGame workloads")
-    run.add_argument("--workers", type=int, default=1, help="processes running BRKGA")
+    run.add_argument("--workers", type=int, default=1, help="Ray workers running BRKGA (1: serial)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--weights", default=None, help="folder to save (or, with --reuse, load) trained weights")
     run.add_argument("--reuse", action="store_true", help="load weights from --weights instead of training")
@@ -57,15 +60,16 @@ def main(argv: list[str] | None = None) -> None:
     check.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.command == "diagnose":
-        test = data.splits(train=48, valid=0, test=args.test_topologies, seed=args.seed).test
+        test = data.splits(train=48, valid=10, test=args.test_topologies, seed=args.seed).test
         for kind in args.objectives:
             print(diagnose.markdown(kind, args.budget, diagnose.gaps(test, kind, args.budget, args.seeds)), flush=True)
         return
 
-    splits = data.splits(train=args.train_topologies, valid=0, test=args.test_topologies, variants=args.variants,
-                         seed=args.seed)
-    print(f"{len(splits.train)} training and {len(splits.test)} test graphs x {args.eval_seeds} seeds "
-          f"({args.train_topologies} / {args.test_topologies} topologies)")
+    splits = data.splits(train=args.train_topologies, valid=args.valid_topologies, test=args.test_topologies,
+                         variants=args.variants, seed=args.seed)
+    held_out = splits.test if args.on == "test" else splits.valid
+    print(f"{len(splits.train)} training and {len(held_out)} {args.on} graphs x {args.eval_seeds} seeds "
+          f"({args.train_topologies} / {args.valid_topologies} / {args.test_topologies} topologies)")
     sizes = Sizes(rounds=args.rounds, uniform_logit=args.uniform_logit)
     outcomes, transfer = [], []
     workloads = [from_workload(name, args.seed) for name in SMALL] if args.transfer else []
@@ -90,9 +94,9 @@ def main(argv: list[str] | None = None) -> None:
                 np.save(path, trained.weights)
         # one search's luck moves a graph's cost by several percent (see `diagnose`): every graph is run
         # with several seeds (the same for all methods), and each (graph, seed) counts as one test case
-        actions = train.propose(trained, splits.test) * args.eval_seeds
+        actions = train.propose(trained, held_out) * args.eval_seeds
         start = time.perf_counter()
-        outcomes.append(bench.evaluate(splits.test * args.eval_seeds, actions, kind, args.budget, args.big_budget,
+        outcomes.append(bench.evaluate(held_out * args.eval_seeds, actions, kind, args.budget, args.big_budget,
                                        args.seed, args.workers))
         print(f"{kind}: evaluated in {time.perf_counter() - start:.0f} s", flush=True)
         if workloads:

@@ -10,14 +10,13 @@ is not larger (relative tolerance 1e-9).
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import ProcessPoolExecutor
 
 import matplotlib
 import matplotlib.ticker
 import numpy as np
 
 from algorithms.regal.graph import CompGraph
-from algorithms.regal.train import brkga_cost
+from algorithms.regal.parallel import run_jobs
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen before pyplot loads)
@@ -55,12 +54,7 @@ def evaluate(graphs: list[CompGraph], actions: list[np.ndarray], kind: str, budg
     for k, (graph, action) in enumerate(zip(graphs, actions)):
         jobs += [(graph, kind, budget, None, seed + k), (graph, kind, budget, action, seed + k),
                  (graph, kind, big_budget, None, seed + k)]
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            costs = np.array(list(pool.map(brkga_cost, jobs)))
-    else:
-        costs = np.array([brkga_cost(job) for job in jobs])
-    costs = costs.reshape(len(graphs), 3)
+    costs = run_jobs(jobs, workers).reshape(len(graphs), 3)
     return Outcome(kind, [g.name for g in graphs], costs[:, 0], costs[:, 1], costs[:, 2], budget, big_budget)
 
 

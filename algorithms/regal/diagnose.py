@@ -13,6 +13,10 @@ BRKGA-budget, the same seed, common random numbers):
 - ``priority by height`` / ``priority by depth``: a graph-general rule a GNN can express from its node
   features: op priority mean rising with the op's longest path to a sink (critical-path list scheduling)
   or with its longest path from a source, quantized to the 5 means, concentration 4; affinities uniform.
+- ``list schedule``: Betas centred on a HEFT list schedule (`features.list_schedule`, computed from the
+  graph alone, no search): each op's affinity for the list schedule's device mean 0.9, for the other 0.1,
+  its priority rising with how early it starts there (5 equal bins of the start rank), concentration 4
+  throughout. A proposal a policy can express from its node features (the list schedule is three of them).
 - ``transfers first``: every op priority Beta(3, 27) (mean 0.1), transfers uniform. The same Beta on every
   op keeps the ops' relative order (inversion sampling is monotone) and places them below the transfers,
   so a ready transfer runs before a ready op: a rule the first trained policies found on their own.
@@ -54,6 +58,15 @@ def rank_actions(graph: CompGraph, score: np.ndarray, concentration: float = 4.0
     return actions
 
 
+def list_schedule_actions(graph: CompGraph, concentration: float = 4.0) -> np.ndarray:
+    heuristic = features.list_schedule(graph)
+    actions = rank_actions(graph, -heuristic.start, concentration)
+    for device in range(DEVICES):
+        mean_index = np.where(heuristic.device == device, features.MEANS.size - 1, 0)
+        actions[:, device] = _actions(mean_index, concentration)
+    return actions
+
+
 def transfers_first(graph: CompGraph) -> np.ndarray:
     actions = np.full((graph.num_ops, features.HEADS), features.UNIFORM)
     actions[:, DEVICES] = _actions(np.zeros(graph.num_ops, int), 30.0)
@@ -80,13 +93,13 @@ def gaps(graphs: list[CompGraph], kind: str, budget: int = 500, seeds: int = 3,
          oracle_budget: int | None = None) -> list[Gap]:
     oracle_budget = oracle_budget or 10 * budget
     names = ["uniform, other seed", "oracle", "oracle, quantized", "priority by height", "priority by depth",
-             "transfers first"]
+             "list schedule", "transfers first"]
     result = np.zeros((len(names), len(graphs), seeds))
     for g, graph in enumerate(graphs):
         best = brkga.optimize(graph, kind, oracle_budget, seed=1_000_003).best
         depth, height = features.path_lengths(graph)
         actions = [quantized_actions(graph, best), rank_actions(graph, height), rank_actions(graph, depth),
-                   transfers_first(graph)]
+                   list_schedule_actions(graph), transfers_first(graph)]
         proposals = [None, oracle_proposal(graph, best)] + [features.proposal(graph, a) for a in actions]
         for seed in range(seeds):
             uniform = brkga.optimize(graph, kind, budget, seed=seed).best_cost

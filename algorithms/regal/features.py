@@ -1,9 +1,14 @@
 """What the REGAL networks see of a graph, and what their actions mean for BRKGA.
 
-Node attributes (7): runtime and output size (each over the graph's mean), log(1 + in-degree),
+Node attributes (10): runtime and output size (each over the graph's mean), log(1 + in-degree),
 log(1 + out-degree), the longest path (in ops) from any source and to any sink, each over the longest
 path of the graph, and output size over the memory limit (0 without one), so the network knows how tight
-memory is.
+memory is. Then three from a list schedule of the graph (`list_schedule`: critical-path order, each op on
+the device where it finishes first): the op's device there (0 or 1), its start over the schedule's
+makespan, and its upward rank over the largest. Without them nothing in a node's attributes tells two
+devices apart, so two structurally alike ops (the branches of a fork) get the same proposal and the
+policy can only learn a placement preference shared by all ops; the list schedule breaks that symmetry
+with a deterministic function of the graph, which the policy may follow, soften or ignore (docs/REGAL.md).
 Edge attributes (2) of edge u -> v (v reads tensor k of u): the size of k over the mean size, and
 1 / (number of readers of k).
 
@@ -27,7 +32,7 @@ from algorithms.regal.brkga import Proposal
 from algorithms.regal.graph import CompGraph
 from algorithms.regal.perfmodel import DEVICES, chromosome_length
 
-NODE_FEATURES = 7
+NODE_FEATURES = 10
 EDGE_FEATURES = 2
 MEANS = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
 CONCENTRATIONS = np.array([4.0, 10.0, 30.0])
@@ -58,15 +63,48 @@ def path_lengths(graph: CompGraph) -> tuple[np.ndarray, np.ndarray]:
     return depth, height
 
 
+@dataclasses.dataclass(frozen=True)
+class ListSchedule:
+    device: np.ndarray  # (ops,) int
+    start: np.ndarray  # (ops,)
+    makespan: float
+    upward_rank: np.ndarray  # (ops,): the op's runtime plus the longest runtime path after it
+
+
+def list_schedule(graph: CompGraph) -> ListSchedule:
+    """HEFT for d homogeneous devices and free transfers: ops by decreasing upward rank (a topological
+    order when runtimes are positive; ties keep the graph's order), each on the device where it can
+    finish first (earliest start after its producers and the device's previous op). Memory is ignored."""
+    reads = graph.op_adjacency() > 0
+    rank = np.zeros(graph.num_ops)
+    for u in graph.order[::-1]:
+        children = np.flatnonzero(reads[u])
+        rank[u] = graph.runtimes[u] + (rank[children].max() if children.size else 0.0)
+    position = np.empty(graph.num_ops, np.int64)
+    position[graph.order] = np.arange(graph.num_ops)
+    free, finish = np.zeros(DEVICES), np.zeros(graph.num_ops)
+    device, start = np.zeros(graph.num_ops, np.int64), np.zeros(graph.num_ops)
+    for v in np.lexsort((position, -rank)):
+        parents = np.flatnonzero(reads[:, v])
+        earliest = np.maximum(free, finish[parents].max() if parents.size else 0.0)
+        device[v] = int(np.argmin(earliest))
+        start[v] = earliest[device[v]]
+        finish[v] = free[device[v]] = start[v] + graph.runtimes[v]
+    return ListSchedule(device, start, float(finish.max()), rank)
+
+
 def node_features(graph: CompGraph) -> np.ndarray:
     adjacency = graph.op_adjacency()
     depth, height = path_lengths(graph)
     longest = depth.max()
     output = graph.produces.astype(float) @ graph.sizes
     tightness = output / graph.memory_limit if np.isfinite(graph.memory_limit) else np.zeros(graph.num_ops)
+    heuristic = list_schedule(graph)
     return np.stack([graph.runtimes / graph.runtimes.mean(), output / graph.sizes.mean(),
                      np.log1p(adjacency.sum(axis=0)), np.log1p(adjacency.sum(axis=1)), depth / longest,
-                     height / longest, tightness], axis=1)
+                     height / longest, tightness, heuristic.device.astype(float),
+                     heuristic.start / max(heuristic.makespan, 1e-12),
+                     heuristic.upward_rank / max(heuristic.upward_rank.max(), 1e-12)], axis=1)
 
 
 def edge_features(graph: CompGraph) -> np.ndarray:

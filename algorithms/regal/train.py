@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
 import torch
 
 import timerl as trl
-from algorithms.regal import brkga, features
+from algorithms.regal import features
+from algorithms.regal.parallel import run_jobs
 from algorithms.regal.graph import CompGraph
 from algorithms.regal.policy import Layout, Sizes, baseline, init_weights, policy_logits
 from timerl.pdg.graph import TensorType
@@ -46,7 +46,7 @@ class Config:
     sizes: Sizes = Sizes()
     seed: int = 0
     backend: str = "torch"
-    workers: int = 1  # processes running BRKGA inside the reward
+    workers: int = 1  # Ray workers running BRKGA inside the reward (1: serial, in this process)
     samples: int = 1  # actions sampled per graph in a batch (batch / samples distinct graphs)
     seeds: int = 1  # BRKGA runs (seeds) per episode; the reward is their mean ratio
 
@@ -59,21 +59,6 @@ class Trained:
     nodes: int  # ops every batch is padded to
     curve: list[dict[str, float]]  # per iteration: mean reward, mean baseline
     seconds: dict[str, float]  # compile, execute
-
-
-def brkga_cost(job: tuple[CompGraph, str, int, np.ndarray | None, int]) -> float:
-    """One BRKGA run; ``actions`` None is uniform BRKGA. A module-level function so worker processes can
-    run it."""
-    graph, kind, budget, actions, seed = job
-    proposal = None if actions is None else features.proposal(graph, actions)
-    return brkga.optimize(graph, kind, budget, proposal, seed).best_cost
-
-
-def run_jobs(jobs: list[tuple], workers: int) -> np.ndarray:
-    if workers <= 1:
-        return np.array([brkga_cost(job) for job in jobs])
-    with ProcessPoolExecutor(workers) as pool:
-        return np.array(list(pool.map(brkga_cost, jobs)))
 
 
 def single_threaded() -> None:

@@ -21,11 +21,13 @@ def valid_latencies(chip: Chip) -> list[float]:
     return latencies
 
 
-@pytest.mark.parametrize("weight_bytes,act_bytes", [((0.0, 2e6, 1e6), (1e6, 1e6, 4e5)),      # SRAM binds
-                                                    ((0.0, 3e6, 2.5e6), (1e6, 1.5e6, 4e5)),  # SRAM binds more
-                                                    ((0.0, 2e7, 1e7), (3e6, 2e6, 1e6))])     # LLC binds too
-def test_bound_is_below_every_valid_mapping(weight_bytes, act_bytes):
-    chip = Chip(three_layers(weight_bytes, act_bytes), noise=0.0)
+@pytest.mark.parametrize("weight_bytes,act_bytes,weight_reads", [
+    ((0.0, 2e6, 1e6), (1e6, 1e6, 4e5), None),            # SRAM binds
+    ((0.0, 3e6, 2.5e6), (1e6, 1.5e6, 4e5), None),        # SRAM binds more
+    ((0.0, 2e7, 1e7), (3e6, 2e6, 1e6), None),            # LLC binds too
+    ((0.0, 2e7, 1e7), (3e6, 2e6, 1e6), (0.0, 1e5, 1e7))])  # an embedding: reads 1e5 of its 2e7 bytes
+def test_bound_is_below_every_valid_mapping(weight_bytes, act_bytes, weight_reads):
+    chip = Chip(three_layers(weight_bytes, act_bytes, weight_reads=weight_reads), noise=0.0)
     best = min(valid_latencies(chip))
     bound = latency_bound(chip)
     assert bound <= best * (1 + 1e-9)

@@ -10,10 +10,11 @@ from algorithms.egrl.chip import CAPACITY, DRAM, LLC, SRAM, Chip, Workload, comp
 DRAM_BW, LLC_BW, SRAM_BW = 67.2e9, 672e9, 6720e9  # the documented constants, restated
 
 
-def three_layers(weight_bytes=(0.0, 2e6, 1e6), act_bytes=(1e6, 1e6, 4e5), skip=True, ops=(0.0, 5e7, 5e7)):
+def three_layers(weight_bytes=(0.0, 2e6, 1e6), act_bytes=(1e6, 1e6, 4e5), skip=True, ops=(0.0, 5e7, 5e7),
+                 weight_reads=None):
     edges = [(0, 1), (1, 2)] + ([(0, 2)] if skip else [])
     return Workload("toy", np.array(ops), np.array(weight_bytes), np.array(act_bytes), 0.0,
-                    np.array(edges, dtype=np.int64))
+                    np.array(edges, dtype=np.int64), None if weight_reads is None else np.array(weight_reads))
 
 
 def test_latency_all_dram_by_hand():
@@ -31,6 +32,18 @@ def test_latency_mixed_levels_by_hand():
     layer2 = 1e6 / LLC_BW + 4e5 / DRAM_BW + 1e6 / LLC_BW + 1e6 / SRAM_BW
     assert chip.repair(weights, acts).valid
     assert chip.latency(weights, acts) == pytest.approx(layer0 + layer1 + layer2, rel=1e-12)
+
+
+def test_embedding_reads_its_rows_but_stores_its_table():
+    # layer 1 is a 20 MB table of which an inference reads 1e5 bytes: the time counts the rows, capacity the table
+    chip = Chip(three_layers(weight_bytes=(0.0, 2e7, 1e6), weight_reads=(0.0, 1e5, 1e6), ops=(0, 0, 0)), noise=0.0)
+    weights, acts = np.array([DRAM, LLC, DRAM]), np.array([SRAM, SRAM, SRAM])
+    layer0 = 1e6 / SRAM_BW
+    layer1 = 1e5 / LLC_BW + 1e6 / SRAM_BW + 1e6 / SRAM_BW
+    layer2 = 1e6 / DRAM_BW + 1e6 / SRAM_BW + 1e6 / SRAM_BW + 4e5 / SRAM_BW
+    assert chip.repair(weights, acts).valid
+    assert chip.latency(weights, acts) == pytest.approx(layer0 + layer1 + layer2, rel=1e-12)
+    assert not chip.repair(np.array([DRAM, SRAM, DRAM]), acts).valid  # the table does not fit in SRAM
 
 
 def test_compute_bound_layer_takes_compute_time():

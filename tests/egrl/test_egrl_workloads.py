@@ -50,6 +50,16 @@ def test_resnet50_totals_and_left_features(resnet50):
     assert feature(resnet50, fc, "weight_size") == 2048 * 1000 + 1000
 
 
+def test_bert_embeddings_read_one_row_per_token():
+    bert = load("bert")
+    words, token_types = bert.names.index("words"), bert.names.index("token_types")
+    workload = bert.workload
+    assert workload.weight_bytes[words] == 30522 * 1024 and workload.weight_read_bytes[words] == 128 * 1024
+    assert workload.weight_bytes[token_types] == workload.weight_read_bytes[token_types] == 2 * 1024
+    others = np.array([kind != "embedding" for kind in bert.kinds])
+    np.testing.assert_array_equal(workload.weight_read_bytes[others], workload.weight_bytes[others])
+
+
 @pytest.mark.parametrize("name, size, tolerance", [("resnet101", 108, 0), ("bert", 376, 12)])
 def test_other_workloads_are_close_to_the_paper(name, size, tolerance):
     graph = load(name)

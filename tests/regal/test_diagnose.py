@@ -56,3 +56,15 @@ def test_reward_shares_seeds_between_the_samples_of_a_graph():
     expected = -np.mean([brkga.optimize(graphs[0], "runtime", 60, features.proposal(graphs[0], skewed), s).best_cost
                          / brkga.optimize(graphs[0], "runtime", 60, seed=s).best_cost for s in reward.seeds(0, 0)])
     assert rewards[0] == np.float32(expected)
+
+
+def test_list_schedule_proposal_follows_the_schedule():
+    graph = generate(1, 1, ops=(12, 12), seed=8)[0]
+    schedule = features.list_schedule(graph)
+    ops = graph.num_ops
+    means = beta_means(graph, diagnose.list_schedule_actions(graph))
+    affinity, priority = means[:DEVICES * ops].reshape(ops, DEVICES), means[DEVICES * ops:3 * ops]
+    np.testing.assert_allclose(affinity[np.arange(ops), schedule.device], 0.9)
+    np.testing.assert_allclose(affinity[np.arange(ops), 1 - schedule.device], 0.1)
+    order = np.argsort(schedule.start, kind="stable")
+    assert (np.diff(priority[order]) <= 0).all() and priority[order[0]] == 0.9

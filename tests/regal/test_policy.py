@@ -6,6 +6,7 @@ import pytest
 import timerl as trl
 from algorithms.regal import features
 from algorithms.regal.data import generate
+from algorithms.regal.graph import from_edges
 from algorithms.regal.perfmodel import chromosome_length
 from algorithms.regal.policy import Layout, Sizes, baseline, init_weights, policy_logits
 
@@ -98,3 +99,18 @@ def test_proposal_layout():
     np.testing.assert_allclose(affinity[:, 1], 0.1)
     np.testing.assert_allclose(proposal.alpha[12:18] + proposal.beta[12:18], 10.0)
     assert (proposal.alpha[18:] == 1).all() and (proposal.beta[18:] == 1).all()  # transfers stay uniform
+
+
+def test_list_schedule_by_hand():
+    """Ops a..e with runtimes 1, 3, 2, 1, 4.5; a -> b, a -> c, b -> d, c -> d; e alone. Upward ranks 5, 4, 3,
+    1, 4.5, so the order is a, e, b, c, d; each op goes where it starts first (ties: device 0): a on 0 at 0,
+    e on 1 at 0, b on 0 at 1 (after a), c on 0 at 4 (device 1 is busy until 4.5), d on 0 at max(4, 6)."""
+    graph = from_edges([1.0, 3.0, 2.0, 1.0, 4.5], [(0, 1), (0, 2), (1, 3), (2, 3)], [1.0] * 5)
+    schedule = features.list_schedule(graph)
+    np.testing.assert_array_equal(schedule.device, [0, 0, 0, 0, 1])
+    np.testing.assert_allclose(schedule.start, [0.0, 1.0, 4.0, 6.0, 0.0])
+    np.testing.assert_allclose(schedule.upward_rank, [5.0, 4.0, 3.0, 1.0, 4.5])
+    assert schedule.makespan == 7.0
+    x = features.node_features(graph)
+    np.testing.assert_allclose(x[:, 7:], np.stack([[0, 0, 0, 0, 1], np.array([0, 1, 4, 6, 0]) / 7.0,
+                                                   np.array([5, 4, 3, 1, 4.5]) / 5.0], axis=1))

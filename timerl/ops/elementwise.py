@@ -8,6 +8,7 @@ from timerl.ops.registry import (
     ELEMENTWISE,
     NOT_DIFFERENTIABLE,
     ShapeError,
+    ValueCheck,
     broadcast_shapes,
     is_float,
     promote,
@@ -40,11 +41,16 @@ def binary(name: str, impl: Callable[..., Any], grad: Any, *, dtype=_promoted, c
     register(name, ELEMENTWISE, shape=_same_shape, dtype=dtype, impl=impl, grad=grad, check_values=check_values)
 
 
-def _integer_power(xp, x, y) -> None:
+def _negative_integer_power(xp, x, y):
     """NumPy refuses an integer to a negative integer power; torch and jax returned 0 or garbage."""
     integers = all("int" in str(v.dtype) or "bool" in str(v.dtype) for v in (x, y))  # numpy, torch, jax names
-    if integers and bool(xp.any(y < 0)):
-        raise ShapeError("integers to negative integer powers are not allowed; make the base a float first")
+    if not integers:
+        return None
+    return xp.any(y < 0), ()
+
+
+_integer_power = ValueCheck(_negative_integer_power, lambda details: ShapeError(
+    "integers to negative integer powers are not allowed; make the base a float first"))
 
 
 def compare(name: str, impl: Callable[..., Any]) -> None:

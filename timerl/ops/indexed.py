@@ -39,20 +39,20 @@ def _along(dim, part):
 
 
 def _scatter(xp, x, index, src, dim):
-    size = x.shape[dim]
+    x, size = xp.asarray(x), x.shape[dim]
     index = xp.where((index >= 0) & (index < size), index, size)
     src = xp.astype(src, x.dtype)
+    if hasattr(x, "at"):  # jax: a scatter that drops the writes out of range (in place inside a jitted loop)
+        return xp.put_along_axis(x, index, src, axis=dim, inplace=False, mode="drop")
     # one spare position at the end of the axis takes the writes out of range, then is cut off
+    if hasattr(x, "scatter_"):  # torch: x copied once into the padded buffer
+        padded = x.new_empty(x.shape[:dim] + (size + 1,) + x.shape[dim + 1:])
+        padded.narrow(dim, 0, size).copy_(x)
+        return padded.scatter_(dim, index, src).narrow(dim, 0, size)
     spare = x[_along(dim, slice(0, 1))] if size else xp.zeros(x.shape[:dim] + (1,) + x.shape[dim + 1:], dtype=x.dtype)
     padded = xp.concat([x, spare], axis=dim)
-    if hasattr(padded, "at"):  # jax: immutable arrays
-        written = xp.put_along_axis(padded, index, src, axis=dim, inplace=False)
-    elif hasattr(padded, "scatter_"):  # torch
-        written = padded.scatter_(dim, index, src)
-    else:
-        xp.put_along_axis(padded, index, src, axis=dim)
-        written = padded
-    return written[_along(dim, slice(0, size))]
+    xp.put_along_axis(padded, index, src, axis=dim)
+    return padded[_along(dim, slice(0, size))]
 
 
 def _scatter_grad(F, ins, outs, g, a):

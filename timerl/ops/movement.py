@@ -7,7 +7,7 @@ from timerl.ops.registry import (
     MOVEMENT,
     NOT_DIFFERENTIABLE,
     ShapeError,
-    check_index_range,
+    index_range,
     numel,
     promote,
     register,
@@ -185,7 +185,7 @@ def _gather_shape(inputs, attrs):
 
 register("gather", MOVEMENT, shape=_gather_shape, dtype=_dtype0,
          impl=lambda xp, x, index, dim: xp.take_along_axis(x, index, axis=dim),
-         check_values=lambda xp, x, index, dim: check_index_range("gather", xp, index, x.shape[dim]),
+         check_values=index_range("gather", 1, "dim"),
          grad=lambda F, ins, outs, g, a: [F.apply("scatter_add", g[0], ins[1], dim=a["dim"],
                                                   size=ins[0].shape[a["dim"]]), None])
 register("scatter_add", MOVEMENT,
@@ -211,7 +211,7 @@ def _index_add(xp, g, index, dim, size):
 
 register("index_select", MOVEMENT, shape=_index_select_shape, dtype=_dtype0,
          impl=lambda xp, x, index, dim: xp.take(x, index, axis=dim),
-         check_values=lambda xp, x, index, dim: check_index_range("index_select", xp, index, x.shape[dim]),
+         check_values=index_range("index_select", 1, "dim"),
          grad=lambda F, ins, outs, g, a: [F.apply("index_add", g[0], ins[1], dim=a["dim"],
                                                   size=ins[0].shape[a["dim"]]), None])
 register("index_add", MOVEMENT,
@@ -228,6 +228,6 @@ def _one_hot_shape(inputs, attrs):
 register("one_hot", MOVEMENT, shape=_one_hot_shape,
          dtype=lambda ins, a: ["int64"],
          impl=lambda xp, x, num_classes: xp.astype(x[..., None] == xp.arange(num_classes), xp.int64),
-         check_values=lambda xp, x, num_classes: check_index_range("one_hot", xp, x, num_classes),
+         check_values=index_range("one_hot", 0),
          grad=NOT_DIFFERENTIABLE)
 

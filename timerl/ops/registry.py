@@ -7,9 +7,10 @@ Rule kinds, for every op:
   jax.numpy's namespace, as `array_api_compat` exposes them), so the reference interpreter, the torch
   backend and the jax backend run the same definition;
 - ``grad``: the vector-Jacobian product written with other ops (``F`` is `timerl.rt.functional`).
-Optionally, ``check_values``: a check of concrete input values that no shape rule can see (an index out of
-range), called like ``impl`` on the host before the kernel (so also before a jitted one) by every executor;
-it raises a `TimeRLError` that the executor completes with the op's line and point.
+Optionally, ``check_values``: a `ValueCheck` of concrete input values that no shape rule can see (an index out
+of range). The NumPy and torch executors call it like ``impl`` on the host before the kernel; jax computes its
+``find`` inside the jitted computation, next to the kernel, and raises after the call (`timerl.runtime.evaluate.first_violation`).
+Either way it raises a `TimeRLError` that the executor completes with the op's line and point.
 A rule an op cannot have is `unsupported("why")`; ``tests/test_registry.py`` walks every op and rule kind.
 Ops whose evaluation the executors do themselves (sources, sinks, merges, UDFs) have ``impl=executor``.
 """
@@ -51,6 +52,25 @@ def unsupported(reason: str) -> Unsupported:
 EXECUTOR = unsupported("evaluated by the executor itself, not by an array kernel")
 NOT_DIFFERENTIABLE = unsupported("not differentiable: its output is discrete or it is a leaf")
 
+@dataclass(frozen=True)
+class ValueCheck:
+    """A check of concrete input values, in two parts so that it runs on the host or inside a compiled kernel.
+
+    ``find(xp, *inputs, **attrs)``: ``(bad, details)``, a boolean scalar array (the values break the rule) and
+    a tuple of integer scalars saying how (the offending index, the size), written with array-API calls only so
+    that jax can trace it; or None when the input types and shapes alone rule the failure out.
+    ``error(details)``: the `TimeRLError` to raise, from the details as Python ints (followed by zeros where
+    several checks share one array of details). Calling the check runs both on the host."""
+
+    find: Callable[..., tuple[Any, tuple] | None]
+    error: Callable[[Sequence[int]], Exception]
+
+    def __call__(self, xp: Any, *inputs: Any, **attrs: Any) -> None:
+        found = self.find(xp, *inputs, **attrs)
+        if found is not None and bool(found[0]):
+            raise self.error([int(d) for d in found[1]])
+
+
 ShapeRule = Callable[[Sequence[TensorType], Attrs], Sequence[tuple[Dim, ...]]]
 DtypeRule = Callable[[Sequence[TensorType], Attrs], Sequence[str]]
 
@@ -63,7 +83,7 @@ class OpDef:
     dtype: DtypeRule | Unsupported
     impl: Callable[..., Any] | Unsupported
     grad: Callable[..., Any] | Unsupported
-    check_values: Callable[..., None] | None = None
+    check_values: ValueCheck | None = None
 
     def infer(self, inputs: Sequence[TensorType], attrs: Attrs) -> tuple[TensorType, ...]:
         shapes = self.shape(inputs, attrs)
@@ -76,7 +96,7 @@ OPS: dict[str, OpDef] = {}
 
 
 def register(name: str, category: str, *, shape: Any, dtype: Any, impl: Any, grad: Any,
-             check_values: Callable[..., None] | None = None) -> OpDef:
+             check_values: ValueCheck | None = None) -> OpDef:
     if name in OPS:
         raise ValueError(f"op {name} registered twice")
     op = OpDef(name, category, shape, dtype, impl, grad, check_values)
@@ -154,16 +174,25 @@ def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
 
 
-def check_index_range(op: str, xp: Any, index: Any, size: int) -> None:
-    """Every element of ``index`` in ``[0, size)``, as torch requires (NumPy and jax would wrap negative
-    indices, and jax would fill out-of-range reads with NaN)."""
-    if index.shape and 0 in index.shape:
-        return
-    low, high = int(xp.min(index)), int(xp.max(index))
-    if low < 0 or high >= size:
-        bad = low if low < 0 else high
-        raise IndexOutOfRangeError(f"{op}: index {bad} is out of range for a dimension of size {size} "
-                                   f"(valid: 0 .. {size - 1})")
+def index_range(op: str, index: int, dim: str | None = None) -> ValueCheck:
+    """Every element of input ``index`` in ``[0, size)``, ``size`` the length of dimension ``attrs[dim]`` of
+    input 0, or ``attrs["num_classes"]`` without ``dim`` (torch requires it; NumPy and jax would wrap negative
+    indices, and jax would clamp or fill out-of-range reads)."""
+
+    def find(xp: Any, *inputs: Any, **attrs: Any) -> tuple[Any, tuple] | None:
+        values = inputs[index]
+        if values.shape and 0 in values.shape:
+            return None
+        size = inputs[0].shape[attrs[dim]] if dim is not None else attrs["num_classes"]
+        low, high = xp.min(values), xp.max(values)
+        return (low < 0) | (high >= size), (xp.where(low < 0, low, high), size)
+
+    def error(details: Sequence[int]) -> Exception:
+        bad, size = details[:2]
+        return IndexOutOfRangeError(f"{op}: index {bad} is out of range for a dimension of size {size} "
+                                    f"(valid: 0 .. {size - 1})")
+
+    return ValueCheck(find, error)
 
 
 def numel(shape: Sequence[Dim]) -> Dim:

@@ -1,19 +1,19 @@
 """The PDG passes, in order: gradient nodes whose contributions are always there become plain sums
 (`timerl.pdg.contributions`), algebraic simplification (`timerl.pdg.algebra`), common subexpression elimination
 (`timerl.pdg.cse`), dead code elimination (`timerl.pdg.dce`, which drops what the first two left without
-readers) and, when asked for, incrementalization. With ``checks`` on (always in tests), the verifier runs after
-every pass and an error names the pass that broke the graph. Dataflow fusion for the scheduler lives in `timerl.sched.group`
-and follows the same ``optimize`` switch.
+readers) and incrementalization (`timerl.pdg.incrementalize`, paper §5.3). Each pass has its switch in
+`timerl.options.CompileOptions` (of the same name); with ``checks`` on (always in tests), the verifier runs
+after every pass and an error names the pass that broke the graph.
 
-``incrementalize`` (paper §5.3, `timerl.pdg.incrementalize`) is switchable on its own: a running sum is a
-recurrence, which keeps the executor from batching the loop it sits in (`timerl.runtime.batch`), so it pays
-off when memory is the constraint and costs time otherwise; `timerl.compile` turns it on by default only
-when ``device_memory`` is set."""
+``incrementalize`` is off unless asked for or ``device_memory`` is set: a running sum is a recurrence, which
+keeps the executor from batching the loop it sits in (`timerl.runtime.batch`), so it pays off when memory is
+the constraint and costs time otherwise."""
 
 from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from timerl.options import CompileOptions
 from timerl.pdg.algebra import simplify
 from timerl.pdg.contributions import fold_contributions
 from timerl.pdg.cse import eliminate_common_subexpressions
@@ -32,13 +32,13 @@ PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
 )
 
 
-def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int], checks: bool = True,
-                   incrementalize: bool = False) -> Graph:
-    """Run `PASSES` in order; ``incrementalize=False`` skips that pass (the others always run)."""
+def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int],
+                   options: CompileOptions = CompileOptions()) -> Graph:
+    """Run the `PASSES` whose switch is on in ``options`` (``incrementalize=None`` counts as off), in order."""
     for name, transform in PASSES:
-        if name == "incrementalize" and not incrementalize:
+        if not getattr(options, name):
             continue
         graph = transform(graph, bounds) if transform is fold_contributions else transform(graph)
-        if checks:
+        if options.checks:
             verify(graph, bounds, after=name)
     return graph

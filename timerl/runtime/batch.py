@@ -34,6 +34,7 @@ from timerl.runtime.statements import flatten, freed_parts, statement_major
 from timerl.runtime.windows import masked_reduction, windowed_members
 
 
+INSIDE, WINDOW, GATHER = "inside", "window", "gather"  # how a member reads one input (`BatchedGroup.reads`)
 WINDOW_BYTES = 1 << 20  # the padded window of one value in one chunk of a statement's points (`BatchedGroup._chunks`)
 
 
@@ -55,6 +56,14 @@ class BatchedGroup:
         self.kernels = {n.id: self._kernel(n) for n in self.members
                         if n.op not in ("const", "grad_accumulate", "sink")}
         self.sizes = {n.id: static_bytes(n) for n in self.members}
+        # per member and input slot, planned once: read inside the group (INSIDE), a range read (WINDOW) or
+        # a read of another group's points (GATHER)
+        self.reads = {n.id: tuple(self._read_kind(n, edge) for edge in n.inputs) for n in self.members}
+
+    def _read_kind(self, node: Node, edge: Any) -> int:
+        if edge.producer in self.inside and identity_read(edge, node, self.graph.nodes[edge.producer]):
+            return INSIDE
+        return WINDOW if edge.ranges() else GATHER
 
     @staticmethod
     def supported(graph: Graph, group: Any) -> bool:
@@ -189,11 +198,11 @@ class BatchedGroup:
                 continue
             inputs, axes = [], []
             valid = None  # the argument holding the (N, L) mask of the window positions that exist
-            for slot, edge in enumerate(node.inputs):
-                if edge.producer in self.inside and identity_read(edge, node, self.graph.nodes[edge.producer]):
+            for slot, (edge, kind) in enumerate(zip(node.inputs, self.reads[node.id])):
+                if kind is INSIDE:
                     where, batched = refs[edge.producer]
                     valid = masks.get(edge.producer, valid)
-                elif edge.ranges():
+                elif kind is WINDOW:
                     value, mask = self._window(node, slot, points)
                     where, batched, valid = -1 - argument(value), True, argument(mask)
                 else:
@@ -236,7 +245,7 @@ class BatchedGroup:
 
     def _call_sink(self, sink: Node, points: Sequence[tuple[int, ...]], values: dict) -> None:
         edge = sink.inputs[0]
-        if edge.producer in self.inside and identity_read(edge, sink, self.graph.nodes[edge.producer]):
+        if self.reads[sink.id][0] is INSIDE:
             value, batched = values[edge.producer]
             rows = self.backend.unstack(value) if batched else [value] * len(points)
         else:
@@ -287,8 +296,11 @@ class BatchedGroup:
             except KeyError:
                 stacked = None
         if stacked is None:
-            stacked = self.backend.stack([load((edge.producer, before + (k,) + after))[edge.output]
-                                          for k in range(low, high)])
+            keys = [(edge.producer, before + (k,) + after) for k in range(low, high)]
+            batch = getattr(self.executable.pool, "batch", None)
+            stacked = None if batch is None else batch(keys, edge.output)
+            if stacked is None:
+                stacked = self.backend.stack([load(key)[edge.output] for key in keys])
         offsets = np.arange(longest, dtype=np.int64)
         valid = offsets[None, :] < lengths[:, None]
         index = np.where(valid, starts[:, None] - low + offsets[None, :], 0)
@@ -346,18 +358,13 @@ class _BatchedFree:
 
     def run(self, points: Sequence[tuple[int, ...]]) -> None:
         if self.parts is not None:
-            free_outputs = self.executable.pool.free_outputs
+            free_outputs_many = self.executable.pool.free_outputs_many
             for member_id, outputs, count in self.parts:
-                for point in points:
-                    free_outputs((member_id, point), outputs, count)
+                free_outputs_many([(member_id, point) for point in points], outputs, count)
             return
-        free_many = getattr(self.executable.pool, "free_many", None)
+        free_many = self.executable.pool.free_many
         for member_id in self.members:
-            if free_many is not None:
-                free_many([(member_id, point) for point in points])
-            else:
-                for point in points:
-                    self.executable.pool.free((member_id, point))
+            free_many([(member_id, point) for point in points])
 
 
 class _NotBatchable(Exception):
@@ -370,7 +377,7 @@ def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[li
     if getattr(executable.backend, "vmap", None) is None or not executable.vectorize:
         return None
     leaves = flatten(node.body)
-    if not leaves or not any(isinstance(leaf, ast.Execute) for _, leaf in leaves):
+    if not leaves:  # (a loop of deallocations only frees its points in one pool call per member)
         return None
     if not statement_major(leaves, *executable.dependences):
         return None

@@ -3,8 +3,9 @@ dimension, so that a range read is a slice of one buffer instead of a stack of m
 
 A store keeps one growable buffer per value of the other dimensions ("row"). Writing point ``k`` fills slot
 ``k - base``; when a row runs out of room it is copied once into a buffer twice as large that starts at its
-lowest live point, which also drops the freed prefix (or, for a row written downwards, ends at its highest). Slices handed out stay valid: a buffer is only ever
-written at slots nobody has read yet, and a full buffer is replaced, not overwritten.
+lowest live point, which also drops the freed prefix (a row written downwards gets its room below its highest
+point instead). Slices handed out stay valid: a buffer is only ever written at slots nobody has read yet, and
+a full buffer is replaced, not overwritten.
 """
 
 from __future__ import annotations

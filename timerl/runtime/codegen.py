@@ -88,14 +88,14 @@ class LoopProgram:
             self.lines.append(f"{pad}G{node.node}({_point(node.point)})")
         elif isinstance(node, ast.Deallocate):
             members = self.executable.groups[node.node].freed_later
-            if not members:
-                return
-            self.lines.append(f"{pad}_p = {_point(node.point)}")
             if node.parts is None:
-                self.lines.extend(f"{pad}free(({member}, _p))" for member in members)
+                frees = [f"{pad}free(({member}, _p))" for member in members]
             else:
-                self.lines.extend(f"{pad}free_outputs(({member}, _p), {outputs}, {count})"
-                                  for member, outputs, count in freed_parts(node, self.executable.graph))
+                frees = [f"{pad}free_outputs(({member}, _p), {outputs}, {count})"
+                         for member, outputs, count in freed_parts(node, self.executable.graph)]
+            if frees:
+                self.lines.append(f"{pad}_p = {_point(node.point)}")
+                self.lines.extend(frees)
         else:  # statements with no plain-Python form: the interpreter's closure
             run = self.interpreter.build(node, scope)
             self.lines.append(f"{pad}{self._closure(run)}([{self._counters(scope)}])")

@@ -73,7 +73,43 @@ def check_values(node: Node, point: tuple[int, ...], inputs: list[Any], backend:
     try:
         check(backend.xp, *inputs, **node.attrs.as_dict())
     except TimeRLError as error:
-        raise type(error)(f"{node.label()} at {point_dict(node.domain, point)}: {error}") from None
+        raise _at(node, point, error) from None
+
+
+def _at(node: Node, point: tuple[int, ...], error: Exception) -> Exception:
+    return type(error)(f"{node.label()} at {point_dict(node.domain, point)}: {error}")
+
+
+def find_violation(node: Node, xp: Any, inputs: Sequence[Any]) -> tuple[Any, tuple] | None:
+    """The op's check of concrete input values as arrays ``(bad, details)``, to compute inside a compiled
+    kernel (jax traces it); None when the op has no check or the inputs' types rule the failure out."""
+    check = OPS[node.op].check_values
+    return None if check is None else check.find(xp, *inputs, **node.attrs.as_dict())
+
+
+def first_violation(xp: Any, found: Sequence[tuple[Any, tuple] | None]) -> tuple[Any, Any] | None:
+    """Several checks' findings (`find_violation`, in the order the program runs them) as two arrays: ``code``,
+    1 + the position of the first that found bad values (0 when none did), and its details, padded with zeros
+    to the longest; None when none of them can fail. Inside a jitted function, so that the host reads one
+    scalar after the call (`raise_violation`) instead of checking before it."""
+    live = [(k, f) for k, f in enumerate(found) if f is not None]
+    if not live:
+        return None
+    width = max(len(details) for _, (_, details) in live)
+    code = xp.asarray(0, dtype=xp.int32)
+    details = xp.zeros((width,), dtype=xp.int64)
+    for k, (bad, values) in reversed(live):
+        row = [xp.asarray(v, dtype=xp.int64) for v in values] + [xp.asarray(0, dtype=xp.int64)] * (width - len(values))
+        code = xp.where(bad, xp.asarray(k + 1, dtype=xp.int32), code)
+        if width:
+            details = xp.where(bad, xp.stack(row), details)
+    return code, details
+
+
+def raise_violation(node: Node, point: tuple[int, ...], details: Any) -> None:
+    """Raise the error of ``node``'s check (which found bad values at ``point``) from the details it found."""
+    error = OPS[node.op].check_values.error([int(d) for d in np.asarray(details)])
+    raise _at(node, point, error) from None
 
 
 def sink_value(value: Any) -> Any:

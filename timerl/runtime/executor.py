@@ -11,12 +11,11 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping
 
-from timerl.backends.base import get_backend
 from timerl.errors import DeviceOutOfMemoryError, TimeRLError
+from timerl.options import CompileOptions
 from timerl.pdg.graph import Graph, Node, Range
-from timerl.pdg.pipeline import optimize_graph
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
-from timerl.runtime.dryrun import choose_swaps, required_device_bytes
+from timerl.runtime.dryrun import required_device_bytes
 from timerl.runtime.evaluate import StackedContributions
 from timerl.runtime.batch import batched_loop
 from timerl.runtime.statements import freed_parts, statement_dependences
@@ -31,13 +30,15 @@ from timerl.runtime.memory import MemoryPool
 from timerl.runtime.stacks import StackedPool
 from timerl.rt.symbolic import Symbol, compile_function
 from timerl.sched import ast
-from timerl.sched.schedule import schedule_graph
 
 
 class Executable:
+    """A scheduled program lowered for a backend (the last step of `timerl.compile`): ``options`` are the
+    resolved `CompileOptions` (`CompileOptions.resolved`), which choose how groups are lowered and loops run."""
+
     def __init__(self, graph: Graph, bounds: Mapping[Symbol, int], backend: Any, schedule: ast.Schedule, groups,
-                 seed: int, device_memory: int | None, swap: bool, compile_seconds: float,
-                 vectorize: bool = True, scan_loops: bool = False) -> None:
+                 seed: int, device_memory: int | None, swap: bool, options: CompileOptions,
+                 compile_seconds: float) -> None:
         self.graph = graph
         self.bounds = dict(bounds)
         self.backend = backend
@@ -45,19 +46,22 @@ class Executable:
         self.seed = seed
         self.device_memory = device_memory
         self.swap = swap
+        self.options = options
         self.stats = empty_stats(compile_seconds)
         self.readers = {n.id: [EdgeReader(e, n.domain, self.bounds) for e in n.inputs] for n in graph.nodes}
         self.groups = {g.id: g for g in groups}
         # jax arrays cannot be sliced without a compiled computation per (start, stop): stacking is cheaper there
         self.block_axes = block_axes(graph) if backend.slices_are_views and not swap else {}
         # a budget asks for isl's memory-aware order: running loops statement by statement keeps more alive
-        self.vectorize = vectorize and device_memory is None
-        self.scan_loops = scan_loops and backend.name == "jax" and device_memory is None
+        self.vectorize = options.vectorize and device_memory is None
+        self.scan_loops = options.scan_loops and backend.name == "jax" and device_memory is None
         self.dependences = statement_dependences(graph, self.groups)
         self.namespace = namespace(graph, self.bounds, backend, seed)
         lowering_class = JaxGroupLowering if backend.name == "jax" else GroupLowering  # bigger jits, shared
         lowering = lowering_class(graph, self.bounds, backend, self.namespace, self._reader,
-                                 jit_groups=backend.name == "jax", prefetch_draws=device_memory is None)
+                                  jit_groups=backend.name == "jax" and options.jit_groups,
+                                  prefetch_draws=options.prefetch_draws and backend.name != "jax",
+                                  matmul_add=options.matmul_add, donation=options.donation)
         self.group_functions = {g.id: lowering.lower(g) for g in groups}
         self.prefetchers = lowering.prefetchers
         self.constants = lowering.constants
@@ -129,6 +133,11 @@ class Executable:
             return [(k[1], pool.load(k)[edge.output]) for k in present]
         if lengths and edge.producer in pool.blocks:
             window = self._slice(reader, point, edge)
+            if window is not None:
+                return window
+        if len(lengths) == 1 and len(keys) > 1:  # consecutive rows of one batched result: a slice of it
+            batch = getattr(pool, "batch", None)
+            window = None if batch is None else batch(keys, edge.output)
             if window is not None:
                 return window
         try:
@@ -244,19 +253,3 @@ class _Interpreter(AstInterpreter):
                 move((member_id, point))
 
         return run
-
-
-def build_executable(graph: Graph, bounds: Mapping[Symbol, int], backend_name: str, *, seed: int,
-                     device_memory: int | None, swap: bool, optimize: bool, started: float,
-                     vectorize: bool = True, incrementalize: bool = False, scan_loops: bool = False) -> Executable:
-    backend = get_backend(backend_name)
-    if optimize:
-        graph = optimize_graph(graph, bounds, incrementalize=incrementalize)
-    scheduled_swaps = swap and device_memory is not None
-    result = schedule_graph(graph, bounds, fuse=optimize, memory_aware=optimize and incrementalize,
-                            swaps=scheduled_swaps)
-    schedule = result.schedule
-    if scheduled_swaps:
-        schedule = choose_swaps(schedule, graph, {g.id: g for g in result.groups}, device_memory)
-    return Executable(graph, bounds, backend, schedule, result.groups, seed, device_memory, swap,
-                      time.perf_counter() - started, vectorize=vectorize, scan_loops=scan_loops)

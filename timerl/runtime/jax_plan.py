@@ -3,8 +3,11 @@
 `timerl.runtime.plan` lowers every group into one generated Python function; on jax, its pure members run
 inside one `jax.jit`. This lowering makes that jitted part as large as the group allows, and compiles less:
 
+- **Checks of input values run inside the jit** (``gather``'s indices, an integer power's exponent): the jitted
+  function also returns the first check that failed, as one scalar the host reads after the call, raising the
+  check's error at the member's line and point before any result is used (`timerl.runtime.evaluate`).
 - **Members are reordered** (any dataflow order is valid): what jax cannot compute (merges, gradient
-  accumulations, host-checked ops like ``gather``) runs as early as its inputs allow, in its original relative
+  accumulations) runs as early as its inputs allow, in its original relative
   order, so the pure members after it are no longer cut off from the jitted part.
 - **Random draws run inside the jit**, on the device, with `timerl.runtime.rng`'s bits
   (`timerl.runtime.jax_rng`): only the point's coordinates are passed in.
@@ -24,7 +27,8 @@ from typing import Any, Callable
 from timerl.backends.jax_keys import Unhashable, freeze, shared
 from timerl.pdg.graph import Node
 from timerl.runtime import jax_rng
-from timerl.runtime.evaluate import bound_kernel
+from timerl.ops.registry import OPS
+from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
 from timerl.runtime.plan import GroupLowering, static_bytes
 from timerl.sched.group import identity_read
 
@@ -39,6 +43,18 @@ def signature(node: Node, seed: int) -> Any:
     return (node.op, freeze(node.attrs.as_dict()), node.outputs[0].dtype)
 
 
+def checked(node: Node) -> bool:
+    """Whether the op checks its input values (inside the jit, on jax)."""
+    return OPS[node.op].check_values is not None
+
+
+def raise_first(members: list[Node], found: Any, point: tuple) -> None:
+    """After a jitted call: raise the error of the first check that failed (`first_violation`'s result, None
+    when no member can fail), at the members' point."""
+    if found is not None and found[0]:
+        raise_violation(members[int(found[0]) - 1], point, found[1])
+
+
 class JaxGroupLowering(GroupLowering):
 
     def lower(self, group) -> Callable[[tuple], None]:
@@ -48,6 +64,9 @@ class JaxGroupLowering(GroupLowering):
         if node.op in ("rand", "randn"):
             return jax_rng.on_device(node.op, node.attrs["dtype"]) and static_bytes(node) is not None
         return super()._pure(node)
+
+    def _checked_on_host(self, node: Node) -> bool:
+        return False
 
     def _order(self, group) -> tuple[int, ...]:
         """A dataflow order of the members in which every impure one runs as early as it can; the members that
@@ -77,6 +96,11 @@ class JaxGroupLowering(GroupLowering):
         if not self._pure(member):
             return super()._evaluation(member, args, outputs)
         n, seed = member.id, self.ns["SEED"]
+        if checked(member):
+            self.ns[f"K{n}"] = shared(self._key(member), lambda: self._checked_kernel(member), self.backend.jit)
+            self.ns[f"V{n}"] = [member]
+            self.ns.setdefault("raise_first", raise_first)
+            return [f"{outputs[0]}, found = K{n}(*{args})", f"raise_first(V{n}, found, point)"]
         self.ns[f"K{n}"] = shared(self._key(member), lambda: self._kernel(member), self.backend.jit)
         if member.op in ("rand", "randn"):
             return [f"{outputs[0]} = K{n}(*point)"]
@@ -94,6 +118,15 @@ class JaxGroupLowering(GroupLowering):
             return jax_rng.drawer(self.backend.xp, self.ns["SEED"], attrs["stream"], attrs["shape"], attrs["dtype"],
                                   member.op == "randn")
         return bound_kernel(member, self.backend)
+
+    def _checked_kernel(self, member: Node) -> Callable:
+        """The member's kernel returning ``(value, first_violation of its check)``."""
+        kernel, xp = bound_kernel(member, self.backend), self.backend.xp
+
+        def checked_kernel(*inputs: Any) -> tuple:
+            return kernel(*inputs), first_violation(xp, [find_violation(member, xp, inputs)])
+
+        return checked_kernel
 
     def _fused_call(self, group, members: list[Node], fused: set[int], inside: set[int]) -> list[str]:
         """One call of the jitted part: its arguments are the values it reads from outside (a draw reads the
@@ -129,19 +162,36 @@ class JaxGroupLowering(GroupLowering):
         except Unhashable:
             key = None
 
+        checks = [member for member, _ in steps if checked(member)]
+
         def build() -> Callable:
             kernels = [self._kernel(member) for member, _ in steps]
+            namespace = {f"K{k}": kernel for k, kernel in enumerate(kernels)}
             lines = [f"def fused({', '.join(externals.values())}):"]
             for k, (member, names) in enumerate(steps):
                 lines.append(f"    y{k} = K{k}({', '.join(names)})")
-            lines.append(f"    return ({', '.join(local_name[m.id] for m in results)},)")
-            namespace = {f"K{k}": kernel for k, kernel in enumerate(kernels)}
+                if checked(member):
+                    namespace[f"M{k}"] = member
+                    lines.append(f"    c{k} = find(M{k}, xp, ({', '.join(names)},))")
+            values = f"({', '.join(local_name[m.id] for m in results)},)"
+            if checks:
+                namespace.update(find=find_violation, first=first_violation, xp=self.backend.xp)
+                found = ", ".join(f"c{k}" for k, (member, _) in enumerate(steps) if checked(member))
+                lines.append(f"    return {values}, first(xp, ({found},))")
+            else:
+                lines.append(f"    return {values}")
             exec(compile("\n".join(lines), f"<timerl jax group G{group.id}>", "exec"), namespace)  # noqa: S102
             return namespace["fused"]
 
         self.ns[f"F{group.id}"] = shared(key, build, self.backend.jit)
         targets = "".join(f"v{m.id}_0, " for m in results) or "_"
-        return [f"m = {steps[0][0].id}", f"{targets} = F{group.id}({', '.join(externals)})"]
+        call = f"F{group.id}({', '.join(externals)})"
+        if not checks:
+            return [f"m = {steps[0][0].id}", f"{targets} = {call}"]
+        self.ns[f"V{group.id}"] = checks
+        self.ns.setdefault("raise_first", raise_first)
+        targets = f"({targets})" if results else "_"
+        return [f"m = {steps[0][0].id}", f"{targets}, found = {call}", f"raise_first(V{group.id}, found, point)"]
 
     def _read_outside(self, group, members: list[Node], fused: set[int]) -> set[int]:
         """Fused members whose values the group stores or whose readers are not fused."""

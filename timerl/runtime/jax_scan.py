@@ -13,6 +13,9 @@ arguments are the values read from before the loop (``reset[i]``, the parameters
 one row per iteration, are the values read after the loop. Those are stored in the pool as stacks
 (`timerl.runtime.stacks`), so the learning phase that follows reads them as the batched arrays they are.
 
+Checks of input values (``gather``'s indices) run inside the scan: each iteration returns the first check that
+failed there, and the host raises that check's error, at its member's point, before storing the segment's values.
+
 Conditions are resolved before tracing, not traced: at each run, the conditions of the body are evaluated at
 every iteration (plain Python over the counters), and consecutive iterations with the same outcomes form a
 segment, one scan each (``t == 0``, ``1 <= t < T - 1``, ``t == T - 1``). Each distinct segment compiles once
@@ -20,7 +23,7 @@ segment, one scan each (``t == 0``, ``1 <= t < T - 1``, ``t == T - 1``). Each di
 
 The loop qualifies when: it is not vectorized (`timerl.runtime.batch` runs such loops statement by statement);
 its body has no inner loops; every member of every statement is a pure jax kernel with static shapes (no
-source, sink, UDF, host-checked op or range read), a merge or a constant; each group runs in no other statement
+source, sink, UDF or range read), a merge or a constant; each group runs in no other statement
 of the program; and every read of a value the loop computes is at the same iteration or the one before, at the
 same outer point. Reads of values computed before the loop must not depend on the loop's counter. At run time,
 a read that would need a value the loop never computed (an error the point-by-point program reports with its
@@ -37,12 +40,11 @@ from typing import Any, Callable
 import numpy as np
 
 from timerl.errors import TimeRLError
-from timerl.ops.registry import OPS
 from timerl.pdg.graph import Node, Point
 from timerl.runtime import jax_rng
 from timerl.runtime.batch import batched_loop
-from timerl.runtime.evaluate import bound_kernel
-from timerl.runtime.jax_plan import JaxGroupLowering
+from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
+from timerl.runtime.jax_plan import JaxGroupLowering, checked
 from timerl.runtime.plan import static_bytes
 from timerl.runtime.statements import flatten, freed_parts
 from timerl.runtime.walk import AstInterpreter, Run
@@ -274,7 +276,9 @@ class ScannedLoop:
         for (outcome, first, count) in segments:
             function, arguments = self._compiled(outcome, count)
             values = tuple(with_values[(r.producer, r.output, tuple(r.key(*outer)))] for r in arguments)
-            carry, rows = function(traced_prefixes, np.int64(first), carry, values)
+            carry, rows, found = function(traced_prefixes, np.int64(first), carry, values)
+            if found is not None:
+                self._raise_first(outcome, prefixes, first, found)
             for member, row in zip(self._stored(outcome), rows):
                 pieces.setdefault(member, []).append(row)
                 points.setdefault(member, []).extend(prefix_of[member] + (c,) for c in range(first, first + count))
@@ -287,16 +291,32 @@ class ScannedLoop:
             else:
                 for row, point in zip(self.backend.unstack(value), points[member]):
                     pool.store((member, point), (row,), size)
+        freed: dict[tuple, list] = {}  # (member, outputs, count) -> its points, freed in one pool call each
         for c in range(start, stop):
             for test, where, parts in self.frees:
                 if test is not None and not all(test(*outer, c)):
                     continue
                 point = tuple(where(*outer, c))
-                for member, outputs, count in parts:
-                    if outputs is None:
-                        pool.free((member, point))
-                    else:
-                        pool.free_outputs((member, point), outputs, count)
+                for part in parts:
+                    freed.setdefault(part, []).append((part[0], point))
+        for (_, outputs, count), keys in freed.items():
+            if outputs is None:
+                pool.free_many(keys)
+            else:
+                pool.free_outputs_many(keys, outputs, count)
+
+    def _raise_first(self, outcome: tuple, prefixes: list[tuple], first: int, found: tuple) -> None:
+        """Raise the error of the first check of input values that failed in a segment (`first_violation`'s
+        rows, one per iteration), at its member's point, before the segment's values are stored."""
+        codes = np.asarray(found[0])
+        if not codes.any():
+            return
+        k = int(np.argmax(codes != 0))
+        checks = [(member, statement) for statement in self._executed(outcome) for member in statement.members
+                  if checked(member)]
+        member, statement = checks[int(codes[k]) - 1]
+        point = prefixes[self.statements.index(statement)] + (first + k,)
+        raise_violation(member, point, np.asarray(found[1])[k])
 
     def _zeros(self, producer: int, output: int) -> Any:
         produced = self.graph.nodes[producer].outputs[output]
@@ -375,6 +395,7 @@ class ScannedLoop:
         def body(state, c):
             prefixes, carry, invariants = state
             values: dict[tuple[int, int], Any] = {}
+            found = []  # the members' checks of input values, in the order they run
             for statement in executed:
                 point = tuple(prefixes[position[statement.group]]) + (c,)
                 for member, reads in zip(statement.members, statement.reads):
@@ -392,14 +413,18 @@ class ScannedLoop:
                         value = kernels[member.id](*point)
                     else:
                         value = kernels[member.id](*inputs)
+                        if checked(member):
+                            found.append(find_violation(member, xp, inputs))
                     values[(member.id, 0)] = value
             following = tuple(xp.asarray(values[key], carry[k].dtype) if key in values else carry[k]
                               for key, k in carried.items())
-            return (prefixes, following, invariants), tuple(values[(m, 0)] for m in stored)
+            return (prefixes, following, invariants), (tuple(values[(m, 0)] for m in stored),
+                                                       first_violation(xp, found))
 
         def segment(prefixes, first, carry, invariants):
-            (_, carry, _), rows = jax.lax.scan(body, (prefixes, carry, invariants), first + xp.arange(count))
-            return carry, rows
+            (_, carry, _), (rows, found) = jax.lax.scan(body, (prefixes, carry, invariants),
+                                                        first + xp.arange(count))
+            return carry, rows, found
 
         return jax.jit(segment), arguments
 
@@ -413,8 +438,6 @@ class ScannedLoop:
             attrs = member.attrs
             return jax_rng.drawer(self.backend.xp, self.seed, attrs["stream"], attrs["shape"], attrs["dtype"],
                                   member.op == "randn")
-        if OPS[member.op].check_values is not None:
-            raise _Unsupported(f"{member.label()} is checked on the host")
         return bound_kernel(member, self.backend)
 
 

@@ -171,6 +171,17 @@ class MemoryPool:
         return key in self.device or key in self.host
 
     def free(self, key: Key) -> None:
+        self._drop(key)
+        self.timeline.add(self.device_bytes, self.host_bytes)
+
+    def free_many(self, keys: list[Key]) -> None:
+        """`free` at every key (a vectorized deallocation), with one entry in the timeline."""
+        for key in keys:
+            self._drop(key)
+        self.timeline.add(self.device_bytes, self.host_bytes)
+
+    def _drop(self, key: Key) -> None:
+        """The point leaves the pool (the timeline is the caller's)."""
         store = self.blocks.get(key[0])
         if store is not None:
             store.free(key[1])
@@ -183,7 +194,6 @@ class MemoryPool:
                 entry = self.host.pop(key, None)
                 if entry is not None:
                     self.host_bytes -= entry[1]
-        self.timeline.add(self.device_bytes, self.host_bytes)
 
     def free_outputs(self, key: Key, outputs: tuple[int, ...], count: int) -> None:
         """Free some of the ``count`` outputs of a point, after their own last reader (`timeline.Freed`): their
@@ -194,6 +204,18 @@ class MemoryPool:
             return
         self.freed_outputs[key] = freed
         self._release(key, outputs)
+        self.timeline.add(self.device_bytes, self.host_bytes)
+
+    def free_outputs_many(self, keys: list[Key], outputs: tuple[int, ...], count: int) -> None:
+        """`free_outputs` at every key (a vectorized deallocation), with one entry in the timeline."""
+        freed_outputs = self.freed_outputs
+        for key in keys:
+            freed = freed_outputs.pop(key, ()) + outputs
+            if len(freed) >= count:
+                self._drop(key)
+            else:
+                freed_outputs[key] = freed
+                self._release(key, outputs)
         self.timeline.add(self.device_bytes, self.host_bytes)
 
     def _release(self, key: Key, outputs: tuple[int, ...]) -> None:

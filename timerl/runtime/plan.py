@@ -70,7 +70,7 @@ class GroupLowering:
 
     def __init__(self, graph: Graph, bounds: Mapping[Symbol, int], backend: Any, ns: dict,
                  generic_reader: Callable[[Node, int], Callable], jit_groups: bool,
-                 prefetch_draws: bool = False) -> None:
+                 prefetch_draws: bool = False, matmul_add: bool = True, donation: bool = True) -> None:
         self.graph = graph
         self.bounds = bounds
         self.backend = backend
@@ -78,6 +78,8 @@ class GroupLowering:
         self.generic_reader = generic_reader
         self.jit_groups = jit_groups
         self.prefetch_draws = prefetch_draws and not jit_groups
+        self.matmul_add = matmul_add and not jit_groups
+        self.donation = donation and not jit_groups
         self.constants: dict[str, np.ndarray] = {}
         self.prefetchers: list[DrawPrefetch] = []  # reset by the executor at every run
 
@@ -95,11 +97,15 @@ class GroupLowering:
         """A registry kernel whose shapes and attributes are the same at every point."""
         if node.op in _EVALUATED or node.op in ("const", "merge") or isinstance(OPS[node.op].impl, Unsupported):
             return False
-        if OPS[node.op].check_values is not None:  # checked on the host by `evaluate`, never inside a jit
+        if self._checked_on_host(node):
             return False
         if has_symbols(node.attrs.as_dict()) or static_bytes(node) is None:
             return False
         return not any(e.ranges() for e in node.inputs)
+
+    def _checked_on_host(self, node: Node) -> bool:
+        """An op whose input values `evaluate` checks on the host before its kernel (jax checks in the jit)."""
+        return OPS[node.op].check_values is not None
 
     # ---- the whole group ------------------------------------------------------------------------------------------
     def lower(self, group) -> Callable[[tuple], None]:
@@ -117,11 +123,11 @@ class GroupLowering:
         pure = [m for m in members if self._pure(m)] if self.jit_groups else []
         fused = self._fuse(group, pure, inside) if len(pure) > 1 else set()
         fused_at = next((m.id for m in members if m.id in fused), None)
-        pairs = {} if self.jit_groups else self._matmul_adds(members, inside, stored)
+        pairs = self._matmul_adds(members, inside, stored) if self.matmul_add else {}
         folded = {matmul.id for matmul, _ in pairs.values()}
         chains = self._draw_chains(members, inside) if self.prefetch_draws else {}
         chained = {m.id for chain in chains.values() for m in chain[1:]}
-        donations = {} if self.jit_groups else self._donations(
+        donations = {} if not self.donation else self._donations(
             members, inside, stored, folded | chained | set(chains),
             {matmul.id: add for add, (matmul, _) in pairs.items()})
         for member in members:

@@ -71,20 +71,22 @@ class StackedPool(MemoryPool):
         self.timeline.add(self.device_bytes, self.host_bytes)
 
     def batch(self, keys: Sequence[Key], output: int) -> Any:
-        """Output ``output`` at every key as one batched array, when the keys are the rows of one stack in
-        order (the common case: one statement reading the previous statement's points); else None."""
+        """Output ``output`` at every key as one batched array, when the keys are consecutive rows of one stack
+        in order (the common case: one statement reading the previous statement's points, or a window over
+        them): the stack's array itself, or one slice of it; else None."""
         first = self.stacked.get(keys[0])
         if first is None:
             return None
-        stack = first[0]
-        if stack.same or len(stack.points) != len(keys) or first[1] != 0:
+        stack, start = first[0], first[1]
+        if stack.same or start + len(keys) > len(stack.points):
             return None
         stacked = self.stacked
-        for k, key in enumerate(keys):
+        for k, key in enumerate(keys, start):
             entry = stacked.get(key)
             if entry is None or entry[0] is not stack or entry[1] != k:
                 return None
-        return stack.values[output]
+        whole = stack.values[output]
+        return whole if len(keys) == len(stack.points) else whole[start:start + len(keys)]
 
     def load(self, key: Key) -> tuple[Any, ...]:
         entry = self.stacked.get(key)
@@ -101,35 +103,23 @@ class StackedPool(MemoryPool):
     def has(self, key: Key) -> bool:
         return key in self.stacked or MemoryPool.has(self, key)
 
-    def free(self, key: Key) -> None:
+    def _drop(self, key: Key) -> None:
         entry = self.stacked.pop(key, None)
         if entry is None:
-            MemoryPool.free(self, key)
-            return
-        self.device_bytes -= entry[2]
-        self.timeline.add(self.device_bytes, self.host_bytes)
+            MemoryPool._drop(self, key)
+        else:
+            self.device_bytes -= entry[2]
 
     def _release(self, key: Key, outputs: tuple[int, ...]) -> None:
         entry = self.stacked.get(key)
         if entry is None:
             MemoryPool._release(self, key, outputs)
             return
-        values = entry[0].row(entry[1], self.backend.row)
-        released = sum(self.backend.nbytes(values[k]) for k in outputs)
+        stack = entry[0]  # a row's bytes from the batched arrays' (slicing a row would cost a dispatch on jax)
+        rows = 1 if stack.same else len(stack.points)
+        released = sum(self.backend.nbytes(stack.values[k]) // rows for k in outputs)
         self.stacked[key] = (entry[0], entry[1], entry[2] - released)
         self.device_bytes -= released
-
-    def free_many(self, keys: Sequence[Key]) -> None:
-        """`free` at every key, with one entry in the timeline."""
-        stacked, freed = self.stacked, 0
-        for key in keys:
-            entry = stacked.pop(key, None)
-            if entry is None:
-                MemoryPool.free(self, key)
-            else:
-                freed += entry[2]
-        self.device_bytes -= freed
-        self.timeline.add(self.device_bytes, self.host_bytes)
 
     def live_points(self) -> int:
         return MemoryPool.live_points(self) + len(self.stacked)

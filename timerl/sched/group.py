@@ -57,8 +57,8 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True,
     """Greedy fusion along identity edges. Two groups merge only when every edge between them is an identity
     edge and no path leads from one to the other through a third group at the same point (that path would
     become a cycle); paths through recurrence edges move to another point and do not count. With
-    ``per_iteration``, groups that run once per outer iteration also merge with each other
-    (`_fuse_per_iteration`)."""
+    ``per_iteration`` (with or without ``fuse``), groups that run once per outer iteration also merge with each
+    other (`_fuse_per_iteration`)."""
     running = [n.id for n in graph.nodes if n.id in demand.demand and not demand.demand[n.id].is_empty()]
     running_set = set(running)
     parent = {n: n for n in running}
@@ -129,7 +129,7 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True,
             continue
         if not reaches(a, b) and not reaches(b, a):
             merge(a, b)
-    if fuse and per_iteration:
+    if per_iteration:
         _fuse_per_iteration(graph, running, points, find, merge, successors, blocked)
     members: dict[int, list[int]] = {}
     for node_id in running:

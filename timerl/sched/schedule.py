@@ -48,8 +48,10 @@ class ScheduleResult:
 
 
 def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], fuse: bool = True,
-                   memory_aware: bool = False, swaps: bool = False) -> ScheduleResult:
-    """Schedule dataflow groups; if fusing made isl fail, schedule op by op before calling it a cycle.
+                   memory_aware: bool = False, swaps: bool = False, per_iteration: bool = True) -> ScheduleResult:
+    """Schedule dataflow groups (``fuse``: identity-read fusion; ``per_iteration``: statements that run once
+    per outer iteration share one, see `timerl.sched.group.group_nodes`); if fusing made isl fail, schedule op
+    by op before calling it a cycle.
     ``memory_aware``: nest the schedule below its outermost band (`_memory_aware`). ``swaps``: place an
     offload and a fetch statement for every point that waits for a later reader (`Timeline.swap_points`);
     which of them run is chosen against the memory budget by `timerl.runtime.dryrun.choose_swaps`."""
@@ -57,17 +59,18 @@ def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], fuse: bool = True
     demand = analyze(graph, bounds)
     phases = {"demand": time.process_time() - started}
     try:
-        return _schedule_groups(graph, demand, fuse, started, phases, memory_aware, swaps)
+        return _schedule_groups(graph, demand, fuse, started, phases, memory_aware, swaps, per_iteration)
     except ScheduleError:
-        if not fuse:
+        if not fuse and not per_iteration:
             raise
-        return _schedule_groups(graph, demand, False, started, phases, memory_aware, swaps)
+        return _schedule_groups(graph, demand, False, started, phases, memory_aware, swaps, False)
 
 
 def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
-                     phases: dict[str, float], memory_aware: bool = False, swaps: bool = False) -> ScheduleResult:
+                     phases: dict[str, float], memory_aware: bool = False, swaps: bool = False,
+                     per_iteration: bool = True) -> ScheduleResult:
     clock = time.process_time()
-    groups, group_of = group_nodes(graph, demand, fuse, per_iteration=fuse and not memory_aware)
+    groups, group_of = group_nodes(graph, demand, fuse, per_iteration=per_iteration and not memory_aware)
     dependences: list[isl.Map] = []
     readers: dict[int, list[isl.Map]] = {g.id: [] for g in groups}
     output_readers: dict[tuple[int, int], list[isl.Map]] = {}  # (producer, output) -> reads from other groups
