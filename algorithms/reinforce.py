@@ -35,21 +35,30 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
           n_step: int | None = None, gamma: float = 0.99, lr: float = 1e-2, hidden: int = 64, seed: int = 0,
           baseline: bool = True, backend: str = "reference", progress: bool = False,
           print_schedule: bool = False, simulator: str = "gymnasium", compile_options: dict | None = None,
-          stats: dict | None = None, logdir: str | None = None) -> list[dict[str, Any]]:
+          stats: dict | None = None, logdir: str | None = None, env_options: dict | None = None
+          ) -> list[dict[str, Any]]:
     """Run REINFORCE; returns the learning curve, one dict per iteration (see `iteration_summary`), with
-    the seconds each iteration took; ``logdir``: also write it as CSV and TensorBoard events."""
+    the seconds each iteration took; ``logdir``: also write it as CSV and TensorBoard events. ``env_options``:
+    keywords of the environment (``size=`` of `algorithms.pixel_cartpole`). Image observations (three
+    dimensions) go through an 8 x 8 grid of patch embeddings (`trl.nn.PatchEmbedding`) before the MLP."""
     ctx = trl.Context("i t")  # i: training iteration, t: environment step
     i, t = ctx.dims
     I, T = ctx.bounds
-    env = trl.rl.make_env(env_name, num_envs=num_envs, seed=seed, simulator=simulator)
+    env = trl.rl.make_env(env_name, num_envs=num_envs, seed=seed, simulator=simulator, **(env_options or {}))
     curve: list[dict[str, Any]] = []
     bar = tqdm(total=iterations, desc=f"REINFORCE {env_name}", disable=not progress)
     run_log = None if logdir is None else RunLog(logdir, f"reinforce_{env_name}_{backend}_{seed}")
     clock = IterationClock(run_log, num_envs * steps)
 
     with ctx:
-        policy = trl.nn.MLP([int(np.prod(env.observation_shape)), hidden, hidden, env.num_actions],
-                            activation="tanh", domain=(i,))
+        if len(env.observation_shape) == 3:
+            encoder = trl.nn.PatchEmbedding(env.observation_shape, env.observation_shape[1] // 8, PATCH_FEATURES,
+                                            domain=(i,))
+            head = trl.nn.MLP([encoder.n_out, hidden, hidden, env.num_actions], activation="tanh", domain=(i,))
+            policy = _Encoded(encoder, head)
+        else:
+            policy = trl.nn.MLP([int(np.prod(env.observation_shape)), hidden, hidden, env.num_actions],
+                                activation="tanh", domain=(i,))
 
         # Acting
         o = trl.placeholder((num_envs, *env.observation_shape), domain=(i, t))
@@ -90,6 +99,22 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         stats.update(executable.stats, executable=executable)
     bar.close()
     return curve
+
+
+PATCH_FEATURES = 4  # features per patch of an image observation
+
+
+class _Encoded(trl.nn.Module):
+    """``head(tanh(encoder(x)))``: a policy on image observations."""
+
+    def __init__(self, encoder: trl.nn.Module, head: trl.nn.Module) -> None:
+        self.encoder, self.head = encoder, head
+
+    def __call__(self, x: trl.RecurrentTensor) -> trl.RecurrentTensor:
+        return self.head(self.encoder(x).tanh())
+
+    def parameters(self) -> list[trl.RecurrentTensor]:
+        return self.encoder.parameters() + self.head.parameters()
 
 
 def iteration_summary(iteration: int, rewards: np.ndarray, ends: np.ndarray) -> dict[str, Any]:

@@ -8,16 +8,29 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from algorithms.reinforce import PATCH_FEATURES
+
 
 def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma: float = 0.99, lr: float = 1e-2,
-                seed: int = 0, n_step: int | None = None) -> float:
+                seed: int = 0, n_step: int | None = None, env_name: str = "CartPole-v1",
+                env_options: dict | None = None, hidden: int = 64) -> float:
     """REINFORCE (Monte Carlo, or n-step returns truncated at the window's end) with masked returns and a
-    batch-mean baseline; returns seconds per iteration."""
+    batch-mean baseline; returns seconds per iteration. Image observations (3 x H x W) go through a
+    convolution with kernel and stride H / 8 and 4 channels (`algorithms.reinforce`'s patch embedding) first."""
     torch.manual_seed(seed)
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(num_envs)],
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_name, **(env_options or {})) for _ in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    policy = torch.nn.Sequential(torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(),
-                                 torch.nn.Linear(64, 2))
+    shape = envs.single_observation_space.shape
+    actions = int(envs.single_action_space.n)
+    layers: list[torch.nn.Module] = []
+    if len(shape) == 3:
+        patch = shape[1] // 8
+        layers = [torch.nn.Conv2d(shape[0], PATCH_FEATURES, patch, stride=patch), torch.nn.Tanh(), torch.nn.Flatten()]
+        features = PATCH_FEATURES * (shape[1] // patch) * (shape[2] // patch)
+    else:
+        features = int(np.prod(shape))
+    policy = torch.nn.Sequential(*layers, torch.nn.Linear(features, hidden), torch.nn.Tanh(),
+                                 torch.nn.Linear(hidden, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, actions))
     optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
     obs, _ = envs.reset(seed=seed)
     started = time.perf_counter()

@@ -289,7 +289,7 @@ def test_inverse_of_future_window_matches_paper():
         g = r[t:T].sum()
     edge = g.node.inputs[0]
     [(condition, index)] = invert_read(edge, g.node, r.node, {t: T})
-    assert condition is trl.rt.symbolic.TRUE
+    assert condition is trl.symbolic.TRUE
     assert str(index[0].start) == "0" and index[0].stop.same(trl.min(t + 1, T))
 
 

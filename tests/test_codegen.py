@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import timerl as trl
 from conftest import collect
 from test_vectorize import STEPS, policy_gradient_program
 from timerl.runtime.executor import _Interpreter
@@ -51,8 +52,6 @@ def test_budgeted_programs_keep_the_interpreter():
 
 def _dense_program(bias_dtype: str, read_product: bool):
     """``tanh(x @ w + b)`` per step, optionally with the product also read by a sink."""
-    import timerl as trl
-
     ctx = trl.Context("t")
     (t,), (T,) = ctx.dims, ctx.bounds
     rng = np.random.default_rng(0)
@@ -78,7 +77,7 @@ def test_dense_layers_fold_into_one_kernel_where_types_and_readers_allow(bias_dt
     results = {}
     for backend in ("torch", "reference"):
         ctx, T, seen = _dense_program(bias_dtype, read_product)
-        exe = ctx.compile({T: 4}, backend=backend, seed=3)
+        exe = ctx.compile({T: 4}, backend=backend, seed=3, options=trl.CompileOptions())  # matmul_add: pinned
         exe.execute()
         results[backend] = seen
         if backend == "torch":
@@ -94,8 +93,6 @@ def test_dense_layers_fold_into_one_kernel_where_types_and_readers_allow(bias_dt
 
 def _noise_program(T_value: int):
     """Gumbel noise per step, summed into a running recurrence so that the step loop stays sequential."""
-    import timerl as trl
-
     ctx = trl.Context("i t")
     (i, t), (I, T) = ctx.dims, ctx.bounds
     seen: dict = {}
@@ -117,7 +114,7 @@ def test_draws_computed_ahead_in_runs_equal_the_draws_point_by_point(steps):
     results = {}
     for backend in ("torch", "reference"):
         ctx, bounds, seen = _noise_program(steps)
-        exe = ctx.compile(bounds, backend=backend, seed=11)
+        exe = ctx.compile(bounds, backend=backend, seed=11, options=trl.CompileOptions())  # prefetch: pinned
         exe.execute()
         results[backend] = seen
         if backend == "torch":
@@ -132,8 +129,6 @@ def test_draws_computed_ahead_in_runs_equal_the_draws_point_by_point(steps):
 def test_ops_write_into_the_buffer_of_an_input_that_dies_there(keep_middle):
     """Donation (paper §6.2), torch: ``exp`` writes into the product it reads last, ``tanh`` into that, unless
     the value is also stored (then it must survive); values equal the reference's, donations are counted."""
-    import timerl as trl
-
     values = np.random.default_rng(5).standard_normal((4, 3)).astype(np.float32)
     results = {}
     for backend in ("torch", "reference"):
@@ -144,7 +139,7 @@ def test_ops_write_into_the_buffer_of_an_input_that_dies_there(keep_middle):
             middle = (x * 0.5).exp()
             final = collect(middle.tanh())
             kept = collect(middle) if keep_middle else None
-        exe = ctx.compile({T: 4}, backend=backend)
+        exe = ctx.compile({T: 4}, backend=backend, options=trl.CompileOptions())  # donation on: pinned
         exe.execute()
         results[backend] = (dict(final), None if kept is None else dict(kept))
         if backend == "torch":

@@ -55,7 +55,7 @@ def mixed_group():
 
 def test_draws_run_inside_the_jit_and_match_the_reference():
     ctx, T, stores = mixed_group()
-    exe = ctx.compile(bounds={T: 6}, backend="jax", seed=3)
+    exe = ctx.compile(bounds={T: 6}, backend="jax", seed=3, options=trl.CompileOptions())  # jit_groups: pinned
     exe.execute()
     on_jax = [dict(store) for store in stores]
     reference = run(ctx, {T: 6}, "reference", seed=3)
@@ -75,7 +75,7 @@ def test_draws_run_inside_the_jit_and_match_the_reference():
 def test_impure_members_move_before_the_jitted_part():
     """The sources run first, so the draw and the elementwise ops around it form one jitted call."""
     ctx, T, _ = mixed_group()
-    exe = ctx.compile(bounds={T: 3}, backend="jax")
+    exe = ctx.compile(bounds={T: 3}, backend="jax", options=trl.CompileOptions())  # jit_groups: pinned
     group = next(f for f in exe.group_functions.values() if "= F" in f.source)
     lines = group.source.splitlines()
     fused = next(k for k, line in enumerate(lines) if "= F" in line)
@@ -125,7 +125,7 @@ def checked_ops(bad: str = "", bad_at: int = -1):
 
 def test_value_checks_run_inside_the_jit():
     ctx, T, stores, lines = checked_ops()
-    exe = ctx.compile(bounds={T: 4}, backend="jax")
+    exe = ctx.compile(bounds={T: 4}, backend="jax", options=trl.CompileOptions())  # jit_groups: pinned
     exe.execute()
     got = [dict(store) for store in stores]
     for got_values, want_values in zip(got, run(ctx, {T: 4}, "reference")):
@@ -202,10 +202,11 @@ def test_a_program_compiled_twice_compiles_nothing_new():
         logger.addHandler(counter)
     try:
         ctx, bounds, store = policy_program()
-        run(ctx, bounds, "jax", seed=1)
+        pinned = trl.CompileOptions()  # the shared jits of jit_groups (off: a second executable compiles again)
+        run(ctx, bounds, "jax", seed=1, options=pinned)
         first, counter.count = counter.count, 0
         hits = jax_keys.stats["hits"]
-        run(ctx, bounds, "jax", seed=1)
+        run(ctx, bounds, "jax", seed=1, options=pinned)
         second = counter.count
     finally:
         jax.config.update("jax_log_compiles", previous)

@@ -23,7 +23,7 @@ def compiled_loops(exe) -> list[str]:
 def run_three_ways(build, bounds: dict, seed: int = 0):
     """The collected values on the reference, on jax with scans and on jax without; the jax executables."""
     results, executables = [], []
-    for backend, options in (("reference", {}), ("jax", {}), ("jax", {"scan_loops": False})):
+    for backend, options in (("reference", {}), ("jax", {"scan_loops": True}), ("jax", {"scan_loops": False})):
         ctx, stores = build()
         exe = ctx.compile(bounds=bounds(ctx), backend=backend, seed=seed, **options)
         exe.execute()
@@ -120,12 +120,12 @@ def test_value_checks_run_inside_the_scan():
         assert_values(got, want)
         assert_values(other, want)
     errors = []
-    for backend, options in (("reference", {}), ("jax", {}), ("jax", {"scan_loops": False})):
+    for backend, options in (("reference", {}), ("jax", {"scan_loops": True}), ("jax", {"scan_loops": False})):
         lines: dict = {}
         ctx, stores = walking_index(lines)
         exe = ctx.compile(bounds={ctx.bounds[0]: 7}, backend=backend, **options)
         if backend == "jax":
-            assert bool(compiled_loops(exe)) == (options == {})
+            assert bool(compiled_loops(exe)) == options["scan_loops"]
         with pytest.raises(trl.IndexOutOfRangeError) as info:
             exe.execute()
         errors.append(re.sub(r"%\d+", "%", str(info.value)))  # the reference numbers its nodes apart
@@ -185,7 +185,7 @@ def test_rt_cartpole_reinforce_acting_loop_is_one_scan_and_matches():
     after parameter updates) equal jax's without scans. (Later iterations of jax, with or without scans,
     differ from the reference's at this size: a difference of the jax path older than the scans, see the
     README's speed section; torch agrees with the reference.)"""
-    curves, executables = reinforce_curves(1, (("reference", {}), ("jax", {}), ("jax", {"scan_loops": False})))
+    curves, executables = reinforce_curves(1, (("reference", {}), ("jax", {"scan_loops": True}), ("jax", {"scan_loops": False})))
     assert curves[1] == curves[0] and curves[2] == curves[0]
     assert compiled_loops(executables[1]) and not compiled_loops(executables[2])
     curves, _ = reinforce_curves(3, (("jax", {}), ("jax", {"scan_loops": False})))

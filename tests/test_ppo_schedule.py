@@ -7,7 +7,7 @@ from __future__ import annotations
 import islpy as isl
 import pytest
 
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 from timerl.sched import ast
 from timerl.sched.schedule import _convert
 

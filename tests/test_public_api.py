@@ -85,6 +85,8 @@ def _calls(ctx, x, index):
                                              "dtype": "float32"}, set()),
         "timerl.nn.MLP": (trl.nn.MLP, {"sizes": [3, 4, 2], "activation": "tanh", "domain": (i,), "seed": 0,
                                        "dtype": "float32"}, set()),
+        "timerl.nn.PatchEmbedding": (trl.nn.PatchEmbedding, {"image_shape": (3, 4, 4), "patch": 2, "n_out": 2,
+                                                             "domain": (i,), "seed": 0, "dtype": "float32"}, set()),
         "timerl.optim.SGD": (trl.optim.SGD, {"params": [weight], "lr": 0.1, "max_grad_norm": None}, {2.5}),
         "timerl.optim.Adam": (trl.optim.Adam, {"params": [weight], "lr": 0.1, "betas": (0.9, 0.99), "eps": 1e-8,
                                                "max_grad_norm": None}, {2.5}),
@@ -171,7 +173,8 @@ def test_every_public_entry_point_refuses_wrong_argument_types():
 
 
 @pytest.mark.parametrize("options", [{"backend": "tpu"}, {"bounds": [3]}, {"seed": "0"}, {"swap": "yes"},
-                                     {"optimize": None}, {"device_memory": "1GB"}, {"fast": True}])
+                                     {"optimize": None}, {"device_memory": "1GB"}, {"fast": True},
+                                     {"recompute": "yes"}])
 def test_compile_refuses_wrong_options(options):
     ctx = trl.Context("t")
     with ctx:
@@ -180,3 +183,9 @@ def test_compile_refuses_wrong_options(options):
     with pytest.raises(trl.TimeRLError):
         ctx.compile(**arguments)
 
+
+
+def test_tensor_methods_are_the_functional_ones():
+    """``x.sum()`` is ``F.sum(x)``: the methods `RecurrentTensor` defines in its class are functional's list."""
+    for name in F.METHODS:
+        assert getattr(trl.RecurrentTensor, name) is getattr(F, name), name

@@ -232,7 +232,7 @@ def test_argmax_of_a_window_runs(backend):
 
 
 def test_a_backend_that_cannot_load_fails_its_tests(pytester):
-    """With the compiled executor unimportable, the shared fixtures must fail torch and jax, never skip."""
+    """With the compiled backends unimportable, the shared fixtures must fail torch and jax, never skip."""
     from pathlib import Path
 
     pytester.makeconftest(Path(__file__).with_name("conftest.py").read_text())
@@ -243,8 +243,9 @@ def test_a_backend_that_cannot_load_fails_its_tests(pytester):
         from conftest import collect, run
 
         @pytest.fixture(autouse=True)
-        def no_executor(monkeypatch):
-            monkeypatch.setitem(sys.modules, "timerl.runtime.executor", None)
+        def no_compiled_backends(monkeypatch):
+            monkeypatch.setitem(sys.modules, "timerl.backends.torch_backend", None)
+            monkeypatch.setitem(sys.modules, "timerl.backends.jax_backend", None)
 
         def test_program(backend):
             ctx = trl.Context("t")

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 import timerl as trl
-from timerl.rt.symbolic import (
+from timerl.symbolic import (
     FALSE,
     TRUE,
     Symbol,

@@ -9,17 +9,14 @@ from timerl.errors import (  # noqa: F401
     TimeRLError,
 )
 from timerl.options import CompileOptions  # noqa: F401
-from timerl.rt.context import Context  # noqa: F401
-from timerl.rt.symbolic import Cond, Expr, Symbol  # noqa: F401
-from timerl.rt.symbolic import maximum as max  # noqa: F401
-from timerl.rt.symbolic import minimum as min  # noqa: F401
-from timerl.rt.tensor import RecurrentTensor, install_operators
+from timerl.symbolic import Cond, Expr, Symbol  # noqa: F401
+from timerl.symbolic import maximum as max  # noqa: F401
+from timerl.symbolic import minimum as min  # noqa: F401
+from timerl.rt.tensor import Context, RecurrentTensor  # noqa: F401
 from timerl.rt.functional import (  # noqa: F401
     arange, cat, full, gather, index_select, one_hot, ones, rand, randn, source, stack, tensor, where, zeros,
 )
 from timerl.rt.placeholder import param, placeholder  # noqa: F401
-
-install_operators()
 
 _SUBMODULES = ("nn", "optim", "distributions", "rl")
 

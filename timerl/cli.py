@@ -7,6 +7,8 @@ import importlib.util
 import pathlib
 import time
 
+from timerl.options import CompileOptions
+
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -103,7 +105,6 @@ def bench_passes(iterations: int, backends: tuple[str, ...] = ("torch", "jax"), 
     import torch
 
     from algorithms.reinforce import train
-    from timerl.options import CompileOptions
 
     torch.set_num_threads(1)
     print("| backend | compile options | compile s | isl s | first iteration s | s / iteration | vs defaults | "
@@ -141,17 +142,34 @@ def bench_rt_cartpole(iterations: int, num_envs: int = 64, steps: int = 100) -> 
               f"{last:.2f} |")
 
 
-def plot_reinforce_memory(out: str, iterations: int, steps: int, n_step: int | None, backend: str) -> None:
-    """Run a small REINFORCE and draw its memory timeline next to its schedule."""
+def plot_reinforce_memory(out: str, iterations: int, steps: int, n_step: int | None, backend: str,
+                          pixels: int | None = None, device_memory: int | None = None) -> None:
+    """Run a small REINFORCE and draw its memory timeline next to its schedule. ``pixels``: on 3 x pixels x
+    pixels frames (`algorithms.pixel_cartpole`, 2 envs); ``device_memory``: with that budget and swapping."""
     from algorithms.reinforce import train
     from timerl.memplot import plot_memory
 
     kept: dict = {}
-    train("CartPole-v1", iterations=iterations, num_envs=4, steps=steps, n_step=n_step, backend=backend,
-          stats=kept, compile_options={"vectorize": False})
+    options: dict = {"vectorize": False}
+    if device_memory is not None:
+        options.update(device_memory=device_memory, swap=True)
+    env, num_envs, env_options, frames = "CartPole-v1", 4, None, ""
+    if pixels is not None:
+        env, num_envs, env_options = "algorithms.pixel_cartpole:PixelCartPole-v0", 2, {"size": pixels}
+        frames = f", 3x{pixels}x{pixels}"
+    train(env, iterations=iterations, num_envs=num_envs, steps=steps, n_step=n_step, backend=backend,
+          stats=kept, compile_options=options, env_options=env_options)
     returns = "Monte Carlo" if n_step is None else f"{n_step}-step"
-    plot_memory(kept["executable"], out, title=f"REINFORCE ({returns}), {iterations} x {steps} steps, {backend}")
+    budget = "" if device_memory is None else f", {device_memory / 1e6:g} MB, swap=True"
+    plot_memory(kept["executable"], out, title=f"{returns}{frames}, {iterations} x {steps} steps, {backend}{budget}")
     print(f"wrote {out}: peak device {kept['peak_device_bytes']} bytes")
+
+
+def bench_window_memory() -> None:
+    print("## Memory: the window program g = y[t:min(t+4, T)].sum(0) (target: flat from T = 64 to 1024 within 1.5x)")
+    ratios = _load("window_memory").main([])
+    print("target " + ("met" if all(ratio <= 1.5 for _, ratio in ratios) else "not met") + ": largest ratio "
+          f"{max(ratio for _, ratio in ratios):.2f}")
 
 
 def bench_ppo(iterations: int, quick: bool) -> None:
@@ -165,24 +183,34 @@ def main(argv: list[str] | None = None) -> None:
     bench = commands.add_parser("bench", help="benchmarks against baselines measured in the same run")
     bench.add_argument("--iterations", type=int, default=5)
     bench.add_argument("--quick", action="store_true", help="16 envs x 200 steps, Monte Carlo only")
-    bench.add_argument("suite", nargs="?", default="all", choices=("all", "ppo", "passes"),
+    bench.add_argument("suite", nargs="?", default="all", choices=("all", "ppo", "passes", "memory"),
                        help="ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/; "
-                            "passes: REINFORCE with each compile switch off")
+                            "passes: REINFORCE with each compile switch off; memory: the window program and the "
+                            "large-observation experiment (paper Fig. 10, 11)")
     plot = commands.add_parser("plot-memory", help="draw REINFORCE's memory timeline next to its schedule (PNG)")
     plot.add_argument("--out", default="memory.png")
     plot.add_argument("--iterations", type=int, default=3)
     plot.add_argument("--steps", type=int, default=50)
     plot.add_argument("--n-step", type=int, default=None)
     plot.add_argument("--backend", default="torch", choices=("torch", "jax"))
+    plot.add_argument("--pixels", type=int, default=None, help="image observations, 3 x PIXELS x PIXELS")
+    plot.add_argument("--device-memory", type=int, default=None, help="a budget in bytes, with swap=True")
     args = parser.parse_args(argv)
     if args.command == "plot-memory":
-        plot_reinforce_memory(args.out, args.iterations, args.steps, args.n_step, args.backend)
+        plot_reinforce_memory(args.out, args.iterations, args.steps, args.n_step, args.backend, args.pixels,
+                              args.device_memory)
         return
     if args.command == "bench" and args.suite == "ppo":
         bench_ppo(args.iterations, args.quick)
         return
     if args.command == "bench" and args.suite == "passes":
         bench_passes(args.iterations, ("torch",) if args.quick else ("torch", "jax"))
+        return
+    if args.command == "bench" and args.suite == "memory":
+        bench_window_memory()
+        print()
+        print("## Large observations: pixel REINFORCE under a 10 MB device budget (paper Fig. 10, 11)")
+        _load("large_observations").main(["--sizes", "32", "64"] if args.quick else [])
         return
     if args.command == "bench":
         print("## Scheduler: a 48-op program over (b, i, t)")
@@ -197,6 +225,8 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print("## Each compile switch's effect on REINFORCE (Monte Carlo, 16 envs x 200 steps)")
         bench_passes(args.iterations, ("torch",) if args.quick else ("torch", "jax"))
+        print()
+        bench_window_memory()
         print()
         print("The MMapGame baselines have their own benchmark: python -m algorithms.mmap bench")
 

@@ -1,7 +1,8 @@
 """`ctx.compile`: check the bounds and options, then run the compile steps in order, each reading the
 `CompileOptions`: freeze and verify the PDG, the PDG passes (`timerl.pdg.pipeline`), dataflow grouping and
-isl's schedule (`timerl.sched.schedule`), swaps chosen against the memory budget (`timerl.runtime.dryrun`),
-and lowering for the backend (`timerl.runtime.executor.Executable`). ``exe.stats["compile_phases"]`` has the
+isl's schedule (`timerl.sched.schedule`), and lowering for the backend (`timerl.runtime.executor.Executable`,
+which then chooses the swaps that run against the memory budget, `timerl.runtime.dryrun`: its dry run needs
+each group's transient bytes as lowered). ``exe.stats["compile_phases"]`` has the
 seconds of each step (and the scheduler's own steps, ``"schedule: isl"`` among them)."""
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from timerl.errors import TimeRLError, user_location
 from timerl.options import FLAGS, CompileOptions, from_call
 from timerl.pdg.pipeline import optimize_graph
 from timerl.pdg.verify import verify
-from timerl.rt.symbolic import Symbol
-from timerl.runtime.dryrun import choose_swaps
+from timerl.symbolic import Symbol
 from timerl.runtime.executor import Executable
 from timerl.runtime.reference import ReferenceExecutable
 from timerl.sched.schedule import schedule_graph
@@ -55,15 +55,16 @@ def resolve_bounds(ctx, bounds: dict) -> dict:
 def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_memory: int | None = None,
                     swap: bool = False, optimize: bool = _NOT_GIVEN, vectorize: bool | None = None,
                     incrementalize: bool | None = None, scan_loops: bool | None = None,
-                    options: CompileOptions | None = None, **unknown: Any):
+                    recompute: bool | None = None, options: CompileOptions | None = None, **unknown: Any):
     """``options``: a `CompileOptions` (every switch documented there). The loose flags are shorthands for
-    it: ``optimize=False`` is the "unoptimized" preset, ``vectorize``, ``incrementalize`` and ``scan_loops``
-    set their fields (and override ``optimize``); a flag that contradicts ``options=`` is an error."""
+    it: ``optimize=False`` is the "unoptimized" preset, ``vectorize``, ``incrementalize``, ``scan_loops`` and
+    ``recompute`` set their fields (and override ``optimize``); a flag that contradicts ``options=`` is an
+    error."""
     if backend not in BACKENDS:
         raise TimeRLError(f"{user_location()}: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if unknown:
         raise TimeRLError(f"{user_location()}: unknown compile options {sorted(unknown)}")
-    flags = dict(zip(FLAGS, (vectorize, incrementalize, scan_loops)))
+    flags = dict(zip(FLAGS, (vectorize, incrementalize, scan_loops, recompute)))
     device_memory = _check_options(bounds, seed, device_memory, swap, True if optimize is _NOT_GIVEN else optimize,
                                    **flags)
     flags = {name: None if flag is None else bool(flag) for name, flag in flags.items()}
@@ -84,9 +85,7 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     scheduled_swaps = swap and device_memory is not None
     result = schedule_graph(graph, resolved, fuse=chosen.fusion, memory_aware=chosen.memory_aware,
                             swaps=scheduled_swaps, per_iteration=chosen.per_iteration_fusion)
-    schedule = result.schedule
-    if scheduled_swaps:
-        schedule = choose_swaps(schedule, graph, {g.id: g for g in result.groups}, device_memory)
+    schedule = result.schedule  # which of its swaps run is chosen by `Executable`, after lowering
     phases["schedule"] = time.perf_counter() - clock
     phases.update((f"schedule: {step}", seconds) for step, seconds in result.phases.items())  # CPU seconds
     clock = time.perf_counter()
@@ -101,7 +100,8 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
 
 
 def _check_options(bounds: Any, seed: Any, device_memory: Any, swap: Any, optimize: Any,
-                   vectorize: Any = None, incrementalize: Any = None, scan_loops: Any = None) -> int | None:
+                   vectorize: Any = None, incrementalize: Any = None, scan_loops: Any = None,
+                   recompute: Any = None) -> int | None:
     """Options are checked when compiling, so a bad one names the user's `compile` line, not a later run."""
     if not isinstance(bounds, dict):
         raise TimeRLError(f"{user_location()}: bounds= is a dict from bound (or its name) to int, got {bounds!r}")
@@ -109,7 +109,7 @@ def _check_options(bounds: Any, seed: Any, device_memory: Any, swap: Any, optimi
         raise TimeRLError(f"{user_location()}: seed= is an int, got {seed!r}")
     flags = (("swap", swap), ("optimize", optimize)) + tuple(
         (name, flag) for name, flag in (("vectorize", vectorize), ("incrementalize", incrementalize),
-                                        ("scan_loops", scan_loops))
+                                        ("scan_loops", scan_loops), ("recompute", recompute))
         if flag is not None)
     for name, flag in flags:
         if not isinstance(flag, (bool, np.bool_)):

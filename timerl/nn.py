@@ -25,7 +25,7 @@ from timerl.errors import ArgumentError, TimeRLError, bool_argument, int_argumen
 from timerl.rt import functional as F
 from timerl.rt.context import current_context
 from timerl.rt.placeholder import param
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 from timerl.rt.tensor import RecurrentTensor
 
 RT = RecurrentTensor
@@ -152,6 +152,47 @@ class MLP(Module):
         return network
 
 
+class PatchEmbedding(Module):
+    """A convolution whose kernel and stride are both ``patch`` (a vision transformer's patch embedding): an
+    image ``(..., channels, H, W)`` is cut into ``(H / patch) * (W / patch)`` patches, each flattened and
+    mapped by one shared `Linear` layer to ``n_out`` features; the result is ``(..., patches * n_out)``.
+    The weights grow with the patch, not with the number of patches, and the gradient of the weight reads
+    every patch: the whole image is needed for learning, as with any convolution."""
+
+    def __init__(self, image_shape: Sequence[int], patch: int, n_out: int, domain: Sequence[Symbol] | None = None,
+                 seed: int | None = None, dtype: str = "float32") -> None:
+        if not isinstance(image_shape, (list, tuple)) or len(image_shape) != 3:
+            raise ArgumentError(f"{user_location()}: image_shape must be (channels, H, W), got {image_shape!r}")
+        channels, height, width = (int_argument("image_shape", n, minimum=1) for n in image_shape)
+        patch = int_argument("patch", patch, minimum=1)
+        if height % patch or width % patch:
+            raise TimeRLError(f"{user_location()}: patch {patch} does not divide the image's {height} x {width}")
+        self.image_shape, self.patch = (channels, height, width), patch
+        self.grid = (height // patch, width // patch)
+        self.linear = Linear(channels * patch * patch, n_out, domain, seed, dtype=dtype)
+        self.n_out = self.grid[0] * self.grid[1] * n_out
+
+    def __call__(self, x: RT) -> RT:
+        if not isinstance(x, RT) or x.ndim < 3 or not all(_fits(a, b) for a, b in zip(x.shape[-3:], self.image_shape)):
+            raise TimeRLError(f"{user_location()}: PatchEmbedding for images {self.image_shape} applied to "
+                              f"{x!r}")
+        batch = tuple(x.shape[:-3])
+        (channels, _, _), patch, (rows, cols) = self.image_shape, self.patch, self.grid
+        patches = F.reshape(x, *batch, channels, rows, patch, cols, patch)
+        b = len(batch)
+        patches = F.permute(patches, *range(b), b + 1, b + 3, b, b + 2, b + 4)
+        patches = F.reshape(patches, *batch, rows * cols, channels * patch * patch)
+        return F.reshape(self.linear(patches), *batch, self.n_out)
+
+    def parameters(self) -> list[RT]:
+        return self.linear.parameters()
+
+    def frozen(self, *key) -> PatchEmbedding:
+        embedding = copy.copy(self)
+        embedding.linear = self.linear.frozen(*key)
+        return embedding
+
+
 def _initial(rng: np.random.Generator, n_in: int, n_out: int, gain: float | None) -> tuple[np.ndarray, ...]:
     """(weight, bias): PyTorch's uniform initialization, or orthogonal with ``gain`` and a zero bias."""
     if gain is None:
@@ -173,4 +214,4 @@ def _fits(size, expected: int) -> bool:
     return not isinstance(size, int) or size == expected
 
 
-__all__ = ["MLP", "Linear", "Module"]
+__all__ = ["MLP", "Linear", "Module", "PatchEmbedding"]

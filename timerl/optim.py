@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from timerl.errors import ArgumentError, TimeRLError, float_argument, user_location
-from timerl.ops.registry import is_float
+from timerl.ops.registry import MERGE, is_float
 from timerl.rt import functional as F
 from timerl.rt.placeholder import placeholder
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 from timerl.rt.tensor import RecurrentTensor
 
 RT = RecurrentTensor
@@ -42,7 +42,7 @@ class Optimizer:
         if not self.params:
             raise TimeRLError(f"{user_location()}: an optimizer needs at least one parameter")
         for param in self.params:
-            if not (param.requires_grad and param.node.op == "merge" and param.is_plain() and param.domain):
+            if not (param.requires_grad and param.node.category is MERGE and param.is_plain() and param.domain):
                 raise TimeRLError(f"{user_location()}: optimizers update trl.param tensors (placeholders over an "
                                   f"iteration dimension with requires_grad=True), got {param!r}")
             if not is_float(param.dtype):

@@ -3,7 +3,8 @@
 Every switch changes how fast a program runs or how much memory it needs, never its results: the test suite
 runs programs with every switch on and again with each one off, against the reference interpreter
 (`tests/test_compile_options.py`). ``TIMERL_PASS_OFF=cse`` (a comma-separated list of field names) turns
-those switches off in every compile of the process that does not set them itself (`make test-passes`).
+those switches off in every compile of the process that neither passes ``options=`` nor sets them with a flag
+(`make test-passes`); a test about one switch pins it with ``options=``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ class CompileOptions:
     """Running sums instead of sums over a whole dimension (`timerl.pdg.incrementalize`, paper §5.3): memory
     follows n-step windows, not ``T``, but the loops holding a running sum no longer batch. ``None``: on when
     ``device_memory`` is set."""
+    recompute: bool = False
+    """Values that wait for a late reader (after a read of a later step: a Monte Carlo return) are computed
+    again right before it from values kept anyway, where the flops per byte freed are few
+    (`timerl.pdg.recompute`; beyond the paper, like ``jax.checkpoint`` chosen automatically). Off by default:
+    it costs time and pays only where memory is the constraint."""
     # ---- scheduling (`timerl.sched`) ---------------------------------------------------------------------------
     fusion: bool = True
     """Dataflow groups (paper §5.4): ops on the same points joined by identity reads become one statement."""
@@ -115,19 +121,17 @@ PRESETS: Mapping[str, Mapping[str, Any]] = {
 }
 
 # The loose keyword flags of `ctx.compile` and the fields they set.
-FLAGS = ("vectorize", "incrementalize", "scan_loops")
+FLAGS = ("vectorize", "incrementalize", "scan_loops", "recompute")
 
 
 def from_call(options: Any, optimize: Any, flags: Mapping[str, Any]) -> CompileOptions:
-    """The options of one ``ctx.compile`` call: ``options=`` or the loose flags (``optimize`` picks the
-    default or the "unoptimized" preset, an explicit flag overrides its field), then ``TIMERL_PASS_OFF`` for
-    the switches the call did not set. A flag that contradicts ``options=`` is an error."""
+    """The options of one ``ctx.compile`` call: ``options=`` exactly as given (a flag that contradicts it is an
+    error), or else the loose flags (``optimize`` picks the default or the "unoptimized" preset, an explicit flag
+    overrides its field) with ``TIMERL_PASS_OFF`` turning off the switches no flag set."""
     given = {name: value for name, value in flags.items() if value is not None}
     if options is not None:
         if not isinstance(options, CompileOptions):
             raise TimeRLError(f"{user_location()}: options= is a trl.CompileOptions, got {options!r}")
-        explicit = {f.name for f in dataclasses.fields(options)
-                    if getattr(options, f.name) != getattr(DEFAULT, f.name)}
         contradictions = [f"{name}={value!r}" for name, value in given.items() if getattr(options, name) != value]
         if optimize is not None:
             differs = [name for name in TRANSFORMATIONS
@@ -135,14 +139,13 @@ def from_call(options: Any, optimize: Any, flags: Mapping[str, Any]) -> CompileO
             if differs:
                 contradictions.append(f"optimize={optimize!r} (options= sets {', '.join(differs)} otherwise)")
         if contradictions:
-            raise TimeRLError(f"{user_location()}: {' and '.join(contradictions)} contradict{'s' if len(contradictions) == 1 else ''} "
-                              f"options=; give each switch once, in options=")
-        explicit |= set(given) | (set(TRANSFORMATIONS) if optimize is not None else set())
-    else:
-        options = DEFAULT if optimize is None or optimize else CompileOptions.preset("unoptimized")
-        options = dataclasses.replace(options, **given)
-        explicit = set(given) | (set(TRANSFORMATIONS) if optimize is not None and not optimize else set())
-    return options.switched_off([name for name in passes_off() if name not in explicit])
+            verb = "contradicts" if len(contradictions) == 1 else "contradict"
+            raise TimeRLError(f"{user_location()}: {' and '.join(contradictions)} {verb} options=; give each "
+                              "switch once, in options=")
+        return options  # exactly as given: how a test pins the switch it is about
+    options = DEFAULT if optimize is None or optimize else CompileOptions.preset("unoptimized")
+    options = dataclasses.replace(options, **given)
+    return options.switched_off([name for name in passes_off() if name not in given])
 
 
 def passes_off() -> list[str]:

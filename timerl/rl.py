@@ -33,7 +33,7 @@ from timerl.errors import ArgumentError, TimeRLError, int_argument, str_argument
 from timerl.pdg.graph import Edge, TensorType
 from timerl.rt import functional as F
 from timerl.rt.placeholder import placeholder
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 from timerl.rt.tensor import RecurrentTensor
 
 RT = RecurrentTensor

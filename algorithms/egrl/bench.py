@@ -44,6 +44,7 @@ def bench(methods: list[str], workloads: list[str], seeds: int, settings: Settin
                 started = time.perf_counter()
                 result = run(method, graph, seed, settings)
                 results.setdefault((method, workload), []).append(result)
+                _keep(result, out)
                 timing = "".join(f", {k} {v:.0f}" for k, v in result.extra.items())
                 print(f"{workload:10s} {method:8s} seed {seed}: speedup {result.speedup:.3f} "
                       f"({time.perf_counter() - started:.0f} s{timing})", flush=True)
@@ -58,6 +59,16 @@ def bench(methods: list[str], workloads: list[str], seeds: int, settings: Settin
         with open(os.path.join(out, "table.txt"), "w") as handle:
             handle.write(text + "\n")
     return text
+
+
+def _keep(result: Result, out: str) -> None:
+    """Appends the run (speedup, curve, best map) to ``runs.jsonl`` as soon as it ends: the tables and pictures
+    are written per workload, and a bench stopped before a workload's last method would otherwise lose them."""
+    mapping = None if result.mapping is None else result.mapping.tolist()
+    record = {"method": result.method, "workload": result.workload, "seed": result.seed, "speedup": result.speedup,
+              "curve": result.curve, "mapping": mapping}
+    with open(os.path.join(out, "runs.jsonl"), "a") as handle:
+        handle.write(json.dumps(record) + "\n")
 
 
 def _plot_best(results, workload: str, graph, out: str) -> None:

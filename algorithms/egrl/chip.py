@@ -13,9 +13,9 @@ Spring Hill page; `algorithms/egrl/README.md` says why they matter):
 
 Latency model (a roofline per layer): a layer's time is ``max(ops / compute, sum over the tensors it touches of
 bytes / bandwidth of the level the tensor lives in)``; it reads its weights (an embedding only the rows of its
-tokens), reads each producer's activation from where the producer's mapping put it (the network input comes from DRAM), and writes its own activation.
-The inference latency is the sum over layers (they run one after another) times ``1 + noise * N(0, 1)``, a
-measurement noise of 1 % by default.
+tokens), reads each producer's activation from where the producer's mapping put it (the network input comes
+from DRAM), and writes its own activation. The inference latency is the sum over layers (they run one after
+another) times ``1 + noise * N(0, 1)``, a measurement noise of 1 % by default.
 
 Capacity over lifetimes: weights stay resident for the whole inference; a layer's activation lives from the
 step that produces it to the step of its last consumer (layers run in topological order). A mapping is valid

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 
 from algorithms.mmap.baselines import AGENTS
+from algorithms.muzero.bench import MUZERO_AGENTS
+
+EVERY_AGENT = {**AGENTS, **MUZERO_AGENTS}  # the CLI is the top layer: MuZero (built on this package) joins here
 
 
 def main(argv=None) -> None:
@@ -14,10 +19,15 @@ def main(argv=None) -> None:
     bench = commands.add_parser("bench", help="run every baseline on every workload, print Markdown tables")
     bench.add_argument("--workloads", nargs="*", help="workload names (default: all parsed workloads)")
     bench.add_argument("--budget", type=int, default=None, help="episodes' worth of game moves per agent")
-    bench.add_argument("--agents", nargs="*", default=list(AGENTS), choices=list(AGENTS))
+    bench.add_argument("--agents", nargs="*", default=list(AGENTS), choices=list(EVERY_AGENT),
+                       help="default: the baselines; add muzero, muzero_nosearch, muzero_nolearn")
+    bench.add_argument("--seconds", type=float, default=None,
+                       help="budget as wall clock per agent and workload (random play's moves in that time)")
+    bench.add_argument("--curves", default=None, help="PNG of the learning agents' curves")
+    bench.add_argument("--json", default=None, help="write the reports as JSON")
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--jobs", type=int, default=2, help="workloads benchmarked in parallel")
-    bench.add_argument("--reference", default="msa", choices=list(AGENTS),
+    bench.add_argument("--reference", default="msa", choices=list(EVERY_AGENT),
                        help="the compiler baseline speedups are measured against")
 
     plot = commands.add_parser("plot", help="draw the mapping one agent finds")
@@ -35,8 +45,16 @@ def main(argv=None) -> None:
     elif args.command == "bench":
         from algorithms.mmap.bench import DEFAULT_BUDGET, markdown, run_bench
 
-        reports = run_bench(args.workloads, args.budget or DEFAULT_BUDGET, args.seed, args.agents, args.jobs)
+        reports = run_bench(args.workloads, args.budget or DEFAULT_BUDGET, args.seed, args.agents, args.jobs,
+                            EVERY_AGENT, args.seconds)
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump([dataclasses.asdict(report) for report in reports], handle, indent=1)
         print(markdown(reports, args.agents, args.reference))
+        if args.curves:
+            from algorithms.mmap.plot import plot_curves
+
+            plot_curves(reports, args.curves)
     else:
         from algorithms.mmap.bench import DEFAULT_BUDGET
         from algorithms.mmap.plot import plot_mapping

@@ -12,7 +12,10 @@ workload, the Pearson correlation between a game's return and its simulated spee
 simulated latency (the shape of the paper's Table 5).
 
 Budget: `budget` episodes' worth of game moves per agent (budget x buffers), the same for every search
-agent, which is the paper's "same hardware budget" comparison made deterministic. Moves replayed after a
+agent, which is the paper's "same hardware budget" comparison made deterministic; or, with `seconds`, the moves
+random play makes in that many seconds on the workload (measured first), so that every search agent gets about
+that wall clock (agents that are no game players, e.g. MuZero's, turn the moves back into seconds at the same
+speed). Each agent's measured seconds are reported. Moves replayed after a
 Drop-backup rewind count too; on workloads with long alias groups one game can take 20-35x its buffers.
 Speed is measured first, one workload at a time, so that it is one core's speed; the agents then run in
 `jobs` processes.
@@ -47,6 +50,8 @@ class AgentScore:
     seconds: float
     simulated: float
     """Latency of the mapping in the event-level simulator (microseconds)."""
+    curve: list | None = None
+    """A learning agent's curve (its `Result`'s ``curve``, e.g. MuZero's per self-play round), else None."""
 
 
 @dataclass(frozen=True)
@@ -75,23 +80,29 @@ def moves_per_second(problem: Problem, seconds: float = 1.0, seed: int = 0) -> f
     return moves / (time.perf_counter() - start)
 
 
-def score_agents(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS)) -> dict:
-    """Every agent's best game on one workload, each mapping checked."""
+def score_agents(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS),
+                 registry: dict | None = None, moves: int | None = None) -> dict:
+    """Every agent's best game on one workload, each mapping checked. ``registry``: agent name -> agent (default
+    the baselines' `AGENTS`); ``moves``: the budget in game moves (default ``budget`` x buffers)."""
     problem = build_problem(name)
+    registry = AGENTS if registry is None else registry
+    moves = budget * problem.num_buffers if moves is None else moves
     scores = {}
     for agent in agents:
         start = time.perf_counter()
-        result = AGENTS[agent](problem, seed=seed, budget=budget * problem.num_buffers)
+        result = registry[agent](problem, seed=seed, budget=moves)
         seconds = time.perf_counter() - start
         check_mapping(problem, result.mapping)
         scores[agent] = AgentScore(result.reward, result.latency, seconds,
-                                   simulate_mapping(problem, result.mapping).latency_us)
+                                   simulate_mapping(problem, result.mapping).latency_us, getattr(result, "curve", None))
     return scores
 
 
-def score_workload(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS)) -> tuple:
+def score_workload(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS),
+                   registry: dict | None = None, moves: int | None = None) -> tuple:
     """(every agent's score, the reward-latency correlation) on one workload."""
-    return score_agents(name, budget, seed, agents), reward_latency_correlation(build_problem(name), seed=seed)
+    return (score_agents(name, budget, seed, agents, registry, moves),
+            reward_latency_correlation(build_problem(name), seed=seed))
 
 
 def reward_latency_correlation(problem: Problem, games: int = CORRELATION_GAMES, seed: int = 0,
@@ -125,11 +136,16 @@ def bench_workload(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agent
     return _report(name, moves_per_second(build_problem(name), seed=seed), *score_workload(name, budget, seed, agents))
 
 
-def run_bench(names=None, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS), jobs: int = 2) -> list:
+def run_bench(names=None, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS), jobs: int = 2,
+              registry: dict | None = None, seconds: float | None = None) -> list:
+    """Every agent on every workload (`jobs` workloads at a time); ``seconds``: the budget as wall clock at
+    random play's speed instead of ``budget`` episodes (module docstring)."""
     names = list(names or available_workload_names() or FALLBACK_WORKLOADS)
     speeds = {name: moves_per_second(build_problem(name), seed=seed) for name in names}
+    moves = {name: None if seconds is None else int(seconds * speeds[name]) for name in names}
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {name: pool.submit(score_workload, name, budget, seed, tuple(agents)) for name in names}
+        futures = {name: pool.submit(score_workload, name, budget, seed, tuple(agents), registry, moves[name])
+                   for name in names}
         return [_report(name, speeds[name], *futures[name].result()) for name in names]
 
 
@@ -169,11 +185,25 @@ def markdown(reports: list, agents=tuple(AGENTS), reference: str = "heuristic") 
                                 for a in searchers)
             slow = " | ".join(f"{getattr(report, all_slow) / getattr(report.scores[a], field):.4f}" for a in agents)
             lines.append(f"| {report.name} | {versus} | {slow} |" + (f" {report.correlation:.3f} |" if extra else ""))
+    lines += ["", "Seconds each agent took:", "", "| workload | " + " | ".join(agents) + " |",
+              "|" + "---|" * (1 + len(agents))]
+    for report in reports:
+        lines.append(f"| {report.name} | " + " | ".join(f"{report.scores[a].seconds:.0f}" for a in agents) + " |")
     if reports and reference in agents:
         for label, field in (("cost model", "latency"), ("simulated", "simulated")):
             means = ", ".join(f"{a} {np.mean([getattr(r.scores[reference], field) / getattr(r.scores[a], field) for r in reports]):.4f}"
                               for a in searchers)
-            lines += ["", f"Mean speedup vs {reference} ({label}): {means}"]
+            prod = ", ".join(f"{a} {np.mean([getattr(r.scores[reference], field) / min(getattr(r.scores[a], field), getattr(r.scores[reference], field)) for r in reports]):.4f}"
+                             for a in searchers)
+            faster = ", ".join(f"{a} {sum(getattr(r.scores[reference], field) > getattr(r.scores[a], field) for r in reports)}"
+                               f"/{len(reports)}" for a in searchers)
+            lines += ["", f"Mean speedup vs {reference} ({label}): {means}",
+                      f"Mean 'prod' speedup vs {reference} (best of agent and {reference}, {label}): {prod}",
+                      f"Workloads where the agent is faster than {reference} ({label}): {faster}"]
+    if reports and "es" in agents:
+        at_least = ", ".join(f"{a} {sum(r.scores[a].reward >= r.scores['es'].reward for r in reports)}/{len(reports)}"
+                             for a in agents if a != "es")
+        lines += ["", f"Workloads where the agent's reward >= ES's: {at_least}"]
     if reports:
         lines += ["", f"Mean reward-latency correlation: {np.nanmean([r.correlation for r in reports]):.3f}"]
     return "\n".join(lines)

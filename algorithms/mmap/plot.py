@@ -37,3 +37,24 @@ def plot_mapping(problem: Problem, records: list[dict], title: str, out: str) ->
     figure.tight_layout()
     figure.savefig(out)
     plt.close(figure)
+
+
+def plot_curves(reports: list, out: str) -> None:
+    """The learning agents' curves (`AgentScore.curve`: per round, its seconds and mean return as a fraction of
+    the best saving), one panel per workload, ES's reward as a dotted line."""
+    learned = [r for r in reports if any(s.curve for s in r.scores.values())]
+    figure, axes = plt.subplots(1, max(len(learned), 1), figsize=(4 * max(len(learned), 1), 3.5), squeeze=False)
+    for axis, report in zip(axes[0], learned):
+        for agent, score in report.scores.items():
+            if score.curve:
+                axis.plot([c["seconds"] for c in score.curve], [c["mean"] for c in score.curve], label=agent)
+        if "es" in report.scores:
+            axis.axhline(report.scores["es"].reward / max(report.best_saving, 1e-12), color="gray", linestyle=":",
+                         label="es (best game)")
+        axis.set_title(report.name, fontsize=9)
+        axis.set_xlabel("seconds")
+        axis.set_ylabel("mean return / best saving")
+        axis.legend(fontsize=6)
+    figure.tight_layout()
+    figure.savefig(out, dpi=100)
+    plt.close(figure)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from algorithms.muzero.agent import MuZeroConfig
 from algorithms.muzero.bench import SMALL_WORKLOADS, bench_workload, markdown
 
 
@@ -18,10 +19,12 @@ def main(argv=None) -> None:
     bench.add_argument("--seconds", type=float, default=120.0, help="wall-clock budget per agent and workload")
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--out", default="muzero_bench", help="prefix of the JSON and PNG files")
+    bench.add_argument("--workers", type=int, default=1, help="self-play actors; more than one run on local Ray")
     args = parser.parse_args(argv)
     rows = []
+    config = MuZeroConfig(workers=args.workers)
     for name in args.workloads:
-        rows.append(bench_workload(name, args.seconds, args.seed))
+        rows.append(bench_workload(name, args.seconds, args.seed, config))
         print(markdown(rows[-1:]), flush=True)
         with open(f"{args.out}.json", "w") as handle:
             json.dump(rows, handle, indent=1)

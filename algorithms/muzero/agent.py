@@ -21,11 +21,12 @@ import numpy as np
 
 from algorithms.mmap.baselines.result import Result, result_of
 from algorithms.mmap.problem import Problem
+from algorithms.muzero.actors import Actors
 from algorithms.muzero.learner import LearnerConfig, train
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import Layout, Sizes, init_weights
 from algorithms.muzero.replay import Replay
-from algorithms.muzero.selfplay import SearchProgram, SelfPlay
+from algorithms.muzero.selfplay import SearchProgram
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,7 @@ class MuZeroConfig:
     sizes: Sizes = Sizes()
     seed: int = 0
     backend: str = "torch"
+    workers: int = 1  # self-play actors (`actors.Actors`); more than one run on local Ray
 
 
 @dataclasses.dataclass
@@ -62,7 +64,8 @@ class _Run:
         self.weights = self.layout.pack(initial)
         search_config = SearchConfig(num_simulations=config.simulations, max_depth=config.max_depth)
         self.program = SearchProgram(self.layout, config.games, search_config, config.backend)
-        self.selfplay = SelfPlay(problem, self.program, seed=config.seed)
+        self.actors = Actors(problem, self.layout, config.games, search_config, config.backend, config.seed,
+                             config.workers, use_ray=config.workers > 1, program=self.program)
         self.replay = Replay(unroll=config.learner.unroll, n_step=config.n_step, discount=search_config.discount)
         self.saving = max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.best = None
@@ -74,8 +77,7 @@ class _Run:
         return time.perf_counter() - self.start
 
     def play_round(self, temperature: float, noise: bool = True) -> None:
-        self.selfplay.noise = noise
-        trajectories = self.selfplay.play(self.weights, temperature, greedy_games=1)
+        trajectories = self.actors.play(self.weights, temperature, noise, greedy_games=1)
         for trajectory in trajectories:
             self.replay.add(trajectory)
             self.moves += trajectory.game.moves
@@ -110,4 +112,4 @@ def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
     run.play_round(0.0, noise=False)
     best = run.best
     return Outcome(result_of("muzero", best.game, best.played, run.moves), run.curve, run.losses,
-                   len(run.curve), run.selfplay.searches)
+                   len(run.curve), run.actors.searches)

@@ -10,18 +10,51 @@ agent and heuristic, Table 3).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 
 import numpy as np
 
-from algorithms.mmap.baselines import AGENTS
+from algorithms.mmap.baselines import AGENTS, Result
 from algorithms.mmap.bench import moves_per_second
 from algorithms.mmap.check import check_mapping
-from algorithms.mmap.problem import build_problem
+from algorithms.mmap.problem import Problem, build_problem
 from algorithms.muzero.agent import MuZeroConfig, muzero_play
+from algorithms.muzero.learner import LearnerConfig
 
 SMALL_WORKLOADS = ("autoencoder_momentum", "transformer_decode", "mlp_sgd", "cnn_sgd", "gru_scan_sgd",
                    "lstm_scan_adam")
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnedResult(Result):
+    curve: tuple = ()
+    """Per self-play round: seconds, temperature, mean return and best return so far (fractions of the best
+    saving)."""
+
+
+VARIANTS = {
+    "muzero": MuZeroConfig(),
+    # paper Fig. 7, learning without search: one simulation per move, so the move is the prior's pUCT choice
+    # (plus the root's Dirichlet noise) and the policy target that choice; value and reward learning unchanged
+    "muzero_nosearch": MuZeroConfig(simulations=1),
+    # search without learning: the same search, self-play and learner computation at a learning rate of 0, so
+    # every search uses the initial random networks
+    "muzero_nolearn": MuZeroConfig(learner=LearnerConfig(lr=0.0)),
+}
+
+
+def play_variant(variant: str, problem: Problem, seed: int = 0, budget: int | None = None) -> LearnedResult:
+    """A `VARIANTS` entry as an agent of `algorithms.mmap.bench` (``budget`` in game moves): it gets the wall clock
+    random play takes for ``budget`` moves on this workload (60 s without a budget)."""
+    seconds = 60.0 if budget is None else budget / moves_per_second(problem, seed=seed)
+    outcome = muzero_play(problem, seed=seed, seconds=seconds, config=VARIANTS[variant])
+    fields = {f.name: getattr(outcome.result, f.name) for f in dataclasses.fields(Result)}
+    return LearnedResult(**{**fields, "agent": variant}, curve=tuple(outcome.curve))
+
+
+MUZERO_AGENTS = {name: functools.partial(play_variant, name) for name in VARIANTS}
 
 
 def bench_workload(name: str, seconds: float, seed: int = 0, config: MuZeroConfig | None = None) -> dict:

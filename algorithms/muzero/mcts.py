@@ -91,6 +91,9 @@ class Tree(NamedTuple):
     children_visits: RT
     children_rewards: RT
     embeddings: RT
+    node_depth: RT  # (B, N) int64: edges from the root, set when the node is expanded
+    node_reward_sum: RT  # (B, N) Z(n): sum over the edges from the root to n of discount^(start depth) * reward
+    node_decay: RT  # (B, N) discount^depth(n)
 
     def root_visits(self) -> RT:
         """(B, A) visit counts of the root's children."""
@@ -124,7 +127,7 @@ def search(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: 
     existing = _at(_rows(before.children_index, path.parent), path.action)
     leaf = F.where(existing == UNVISITED, simulation, existing)
     step = recurrent_fn(_rows(before.embeddings, path.parent), path.action)
-    expanded = _expand(before, path.parent, path.action, leaf, step, nodes, actions)
+    expanded = _expand(before, path.parent, path.action, leaf, step, nodes, actions, config.discount)
     backed = _backward(expanded, path, leaf, step, nodes, actions, config)
     for field_after, value in zip(after, backed):
         field_after[sim] = value
@@ -138,7 +141,9 @@ def _tree_placeholders(batch: int, nodes: int, actions: int, hidden: int, domain
                 trl.placeholder(per_node, "int64", domain), trl.placeholder(per_node, "int64", domain),
                 trl.placeholder(per_edge, "int64", domain), trl.placeholder(per_edge, "float32", domain),
                 trl.placeholder(per_edge, "float32", domain), trl.placeholder(per_edge, "float32", domain),
-                trl.placeholder(per_edge, "float32", domain), trl.placeholder((batch, nodes, hidden), "float32", domain))
+                trl.placeholder(per_edge, "float32", domain), trl.placeholder((batch, nodes, hidden), "float32", domain),
+                trl.placeholder(per_node, "int64", domain), trl.placeholder(per_node, "float32", domain),
+                trl.placeholder(per_node, "float32", domain))
 
 
 def _initial_tree(root: Root, batch: int, nodes: int, actions: int, hidden: int) -> Tree:
@@ -153,7 +158,9 @@ def _initial_tree(root: Root, batch: int, nodes: int, actions: int, hidden: int)
         children_index=F.full((batch, nodes, actions), UNVISITED, "int64"),
         children_prior_logits=F.where(root_node.unsqueeze(-1), root.prior_logits.unsqueeze(1), zeros_edge),
         children_values=zeros_edge, children_visits=zeros_edge, children_rewards=zeros_edge,
-        embeddings=F.where(root_node.unsqueeze(-1), root.embedding.unsqueeze(1), F.zeros((batch, nodes, hidden))))
+        embeddings=F.where(root_node.unsqueeze(-1), root.embedding.unsqueeze(1), F.zeros((batch, nodes, hidden))),
+        node_depth=F.full((batch, nodes), 0, "int64"), node_reward_sum=F.zeros((batch, nodes)),
+        node_decay=F.ones((batch, nodes)))
 
 
 def _hot(index: RT, size: int) -> RT:
@@ -164,9 +171,18 @@ def _hot(index: RT, size: int) -> RT:
 
 def _rows(array: RT, node: RT) -> RT:
     """``array[b, node[b]]`` for every b: (B, N, ...) and (B,) -> (B, ...)."""
-    nodes = int(array.shape[1])
-    hot = _hot(node, nodes).reshape((int(node.shape[0]), nodes) + (1,) * (len(array.shape) - 2))
-    return F.where(hot, array, F.zeros((), array.dtype)).sum(dim=1)
+    return _of_nodes(array, node.unsqueeze(-1)).squeeze(1)
+
+
+def _of_nodes(array: RT, node: RT) -> RT:
+    """``array[b, node[b, k]]`` for every (b, k): (B, N, ...) and (B, K) -> (B, K, ...), as one selection of rows
+    of the flattened array (XLA's CPU gather along an inner dimension recomputes its fused operand per element)."""
+    batch, nodes = (int(d) for d in array.shape[:2])
+    rest, picks = tuple(int(d) for d in array.shape[2:]), int(node.shape[1])
+    offsets = F.tensor((np.arange(batch) * nodes).reshape(batch, 1))
+    rows = (node + offsets).reshape((batch * picks,))
+    flat = array.reshape((batch * nodes,) + (rest or (1,)))
+    return F.index_select(flat, 0, rows).reshape((batch, picks) + rest)
 
 
 def _at(row: RT, action: RT) -> RT:
@@ -191,36 +207,26 @@ class Path(NamedTuple):
 
 
 def _select(tree: Tree, invalid: RT, config: SearchConfig, nodes: int, actions: int) -> Path:
-    """The path mctx's selection loop walks, found for all nodes at once (module docstring)."""
+    """The path mctx's selection loop walks, found for all nodes at once (module docstring): from the root, each
+    node's chosen child (itself where that child is unexpanded: the walk stops there); node n is on the path
+    when the walk of depth(n) steps from the root ends at n, which binary lifting finds in ceil(log2(depth))
+    rounds (the 2^k-step jumps, and each node's walk along the bits of its depth)."""
     chosen = _puct_actions(tree, invalid, config, nodes)
     batch = int(tree.parents.shape[0])
-    is_root = F.tensor(np.arange(nodes) == 0).unsqueeze(0)  # (1, N)
-    up = F.where(is_root, 0, F.maximum(tree.parents, 0))  # (B, N): the parent, the root its own
-    # one gather of the parent's row: its rewards (B, N, A) and its chosen action
-    parent_rows = F.gather(F.cat([tree.children_rewards, chosen.astype("float32").unsqueeze(-1)], dim=-1), 1,
-                           up.unsqueeze(-1).expand(batch, nodes, actions + 1))
-    incoming = _hot(tree.action_from_parent, actions)
-    reward_in = F.where(incoming, parent_rows.spatial[:, :, 0:actions], 0.0).sum(dim=-1)
-    followed = is_root | (parent_rows.spatial[:, :, actions].astype("int64") == tree.action_from_parent)
-    below_root = np.tile(np.arange(nodes) > 0, (batch, 1))
-    # [chain followed, depth, Z, discount^depth, 2^r-th ancestor] of every node, as one float array so that each
-    # doubling round is one gather (depths and node indices are exact in float32)
-    chain = F.stack([(followed & (tree.node_visits > 0)).astype("float32"),
-                     F.tensor(below_root.astype(np.float32)), F.where(is_root, 0.0, reward_in),
-                     F.tensor(np.where(below_root, config.discount, 1.0).astype(np.float32)),
-                     up.astype("float32")], dim=-1)
+    node = F.tensor(np.tile(np.arange(nodes), (batch, 1)))
+    child = F.where(_hot(chosen, actions), tree.children_index, F.zeros((), "int64")).sum(dim=-1)
+    jump = F.where(child < 0, node, child)  # (B, N): one step of the walk
+    depth = tree.node_depth
+    walked = F.full((batch, nodes), 0, "int64")  # every node's walk starts at the root
     deepest = max(1, min(config.depth, config.num_simulations))
-    for _ in range((deepest - 1).bit_length()):  # after round r, the ancestor is the 2^(r+1)-th
-        index = chain.spatial[:, :, 4].astype("int64").unsqueeze(-1).expand(batch, nodes, 5)
-        above = F.gather(chain, 1, index)
-        chain = F.stack([chain.spatial[:, :, 0] * above.spatial[:, :, 0],
-                         chain.spatial[:, :, 1] + above.spatial[:, :, 1],
-                         above.spatial[:, :, 2] + above.spatial[:, :, 3] * chain.spatial[:, :, 2],
-                         above.spatial[:, :, 3] * chain.spatial[:, :, 3], above.spatial[:, :, 4]], dim=-1)
-    depth = chain.spatial[:, :, 1]
-    on_path = (chain.spatial[:, :, 0] > 0) & (depth < config.depth)
-    parent = F.where(on_path, depth, -1.0).argmax(dim=-1)
-    return Path(parent, _at(chosen, parent), chosen, on_path, chain.spatial[:, :, 2], chain.spatial[:, :, 3])
+    rounds = deepest.bit_length()  # depths below 2^rounds; deeper nodes are below the depth cap
+    for k in range(rounds):
+        walked = F.where(F.apply("remainder", depth, 2 ** (k + 1)) >= 2 ** k, _of_nodes(jump, walked), walked)
+        if k + 1 < rounds:
+            jump = _of_nodes(jump, jump)
+    on_path = (walked == node) & (depth < config.depth)
+    parent = F.where(on_path, depth, -1).argmax(dim=-1)
+    return Path(parent, _at(chosen, parent), chosen, on_path, tree.node_reward_sum, tree.node_decay)
 
 
 def _puct_actions(tree: Tree, invalid: RT, config: SearchConfig, nodes: int) -> RT:
@@ -245,11 +251,17 @@ def _normalised_q(qvalues: RT, child_visits: RT, node_value: RT, epsilon: float 
 
 
 # ----------------------------------------------------------------------------------- expansion and backup
-def _expand(tree: Tree, parent: RT, action: RT, leaf: RT, step: Step, nodes: int, actions: int) -> Tree:
+def _expand(tree: Tree, parent: RT, action: RT, leaf: RT, step: Step, nodes: int, actions: int,
+            discount: float) -> Tree:
     leaf_mask = _hot(leaf, nodes)  # (B, N)
     edge = _hot(parent, nodes).unsqueeze(-1) & _hot(action, actions).unsqueeze(1)  # (B, N, A)
     leaf_row = leaf_mask.unsqueeze(-1)
+    parent_decay = _at(tree.node_decay, parent)
     return tree._replace(
+        node_depth=F.where(leaf_mask, (_at(tree.node_depth, parent) + 1).unsqueeze(-1), tree.node_depth),
+        node_reward_sum=F.where(leaf_mask, (_at(tree.node_reward_sum, parent) + parent_decay * step.reward).unsqueeze(-1),
+                                tree.node_reward_sum),
+        node_decay=F.where(leaf_mask, (parent_decay * discount).unsqueeze(-1), tree.node_decay),
         node_visits=F.where(leaf_mask, tree.node_visits + 1.0, tree.node_visits),
         node_values=F.where(leaf_mask, step.value.unsqueeze(-1), tree.node_values),
         parents=F.where(leaf_mask, parent.unsqueeze(-1), tree.parents),

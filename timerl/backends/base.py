@@ -10,6 +10,8 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from timerl.backends.numpy_backend import NumpyBackend
+
 
 class Backend(Protocol):
     """Everything the executors call on a backend. The compiled backends (torch, jax) also have ``vmap`` and
@@ -56,63 +58,8 @@ class Backend(Protocol):
     def row(self, value: Any, index: int) -> Any: ...
 
 
-class NumpyBackend:
-    """The reference interpreter's arrays."""
-
-    name = "numpy"
-    slices_are_views = True
-
-    def __init__(self) -> None:
-        import array_api_compat.numpy as xp
-
-        self.kernels: dict = {}
-        self.xp = xp
-
-    def compile(self, kernel):
-        return kernel
-
-    def session(self):
-        import contextlib
-
-        return contextlib.nullcontext()
-
-    def from_numpy(self, value: np.ndarray) -> np.ndarray:
-        return value
-
-    def to_numpy(self, value: Any) -> np.ndarray:
-        return np.asarray(value)
-
-    def nbytes(self, value: Any) -> int:
-        return int(np.asarray(value).nbytes)
-
-    def stack(self, values: Sequence[Any]) -> np.ndarray:
-        return np.stack([np.asarray(v) for v in values])
-
-    def write(self, buffer: np.ndarray, index: int, value: Any) -> np.ndarray:
-        buffer[index] = value
-        return buffer
-
-    def write_block(self, buffer: np.ndarray, start: int, values: Any) -> np.ndarray:
-        buffer[start:start + len(values)] = values
-        return buffer
-
-    def zeros(self, shape: Sequence[int], dtype: str) -> np.ndarray:
-        return np.zeros(tuple(shape), dtype=dtype)
-
-    def row(self, value: np.ndarray, index: int) -> np.ndarray:
-        return value[index]
-
-    def to_host(self, value: Any) -> Any:
-        return value
-
-    def to_device(self, value: Any) -> Any:
-        return value
-
-    def cast(self, value: Any, dtype: str) -> np.ndarray:
-        return np.asarray(value, dtype=dtype)
-
-
 def get_backend(name: str):
+    # torch and jax are imported when a program first asks for them, not when timerl is imported (seconds)
     if name == "torch":
         from timerl.backends.torch_backend import TorchBackend
 

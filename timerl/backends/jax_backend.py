@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from timerl.backends.jax_keys import kernel_key, shared
+from timerl.backends.numpy_backend import NumpyBackend
 
 
 @jax.jit
@@ -24,8 +25,6 @@ class JaxBackend:
     def __init__(self) -> None:
         self.kernels: dict = {}
         self.dynamic_nodes: dict = {}
-        from timerl.backends.base import NumpyBackend
-
         self.xp = jnp
         self.device = jax.devices()[0]
         self.host = jax.devices("cpu")[0]

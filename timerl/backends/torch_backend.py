@@ -8,6 +8,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from timerl.ops.registry import OPS
+
 _DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "int64": torch.int64,
            "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
            "bfloat16": torch.bfloat16}
@@ -29,12 +31,11 @@ class TorchBackend:
     def compile(self, kernel):
         return kernel
 
-    # torch's own kernels for ops whose array-API lowering takes several calls: (attributes) -> kernel, used
-    # where the inputs already have the result's floating-point type (`timerl.runtime.evaluate.point_kernel`)
-    native_kernels = {
-        "log_softmax": lambda dim: functools.partial(torch.log_softmax, dim=dim),
-        "softmax": lambda dim: functools.partial(torch.softmax, dim=dim),
-    }
+    # torch's own kernels for ops whose array-API lowering takes several calls (the registry's ``lowering``):
+    # (attributes) -> kernel, used where the inputs already have the result's floating-point type
+    # (`timerl.runtime.evaluate.point_kernel`)
+    native_kernels = {name: functools.partial(op.lowering["torch"], torch) for name, op in OPS.items()
+                      if "torch" in op.lowering}
 
     # the kernels of ops that can write into a given buffer (``out=``): buffer donation, where an input dies at
     # the op and has the result's type (`timerl.runtime.plan.GroupLowering._donations`)
@@ -101,12 +102,17 @@ class TorchBackend:
         return torch.zeros(tuple(shape), dtype=_DTYPES[dtype], device=self.device)
 
     def to_host(self, value: torch.Tensor) -> torch.Tensor:
-        if self.device.type == "cpu":
+        """A swapped-out copy. On a GPU: into pinned host memory, without waiting for the copy (the host
+        copy is only ever read by `to_device`, a copy on the same stream, so it comes after this one);
+        on a CPU-only machine (the simulated device): a copy in the same memory."""
+        if self.on_cpu:
             return value.clone()
-        return value.to("cpu", non_blocking=False)
+        host = torch.empty(value.shape, dtype=value.dtype, device="cpu", pin_memory=True)
+        return host.copy_(value, non_blocking=True)
 
     def to_device(self, value: torch.Tensor) -> torch.Tensor:
-        return value.to(self.device)
+        """Back to the device: from pinned memory, ``non_blocking`` lets the CPU go on issuing work."""
+        return value.to(self.device, non_blocking=True)
 
     def cast(self, value: Any, dtype: str) -> torch.Tensor:
         if not isinstance(value, torch.Tensor):

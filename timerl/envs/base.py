@@ -26,7 +26,7 @@ from timerl.errors import ShapeError, TimeRLError, user_location
 from timerl.rt import functional as F
 from timerl.rt.context import current_context
 from timerl.rt.placeholder import placeholder
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 from timerl.rt.tensor import RecurrentTensor
 
 RT = RecurrentTensor

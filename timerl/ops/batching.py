@@ -1,76 +1,123 @@
-"""Batch rules (paper §5.2): an op applied at many points at once, the points stacked along a new leading axis.
+"""Vectorize rules (paper §5.2): an op applied at many points at once, the points stacked along a new leading axis.
 
 A vectorized statement computes each member at every point of a loop in one call. Where the op's own kernel,
 with its axis attributes moved past the new axis, computes every point's result, that call is the kernel itself:
 one dispatch of the array library, where `torch.func.vmap` / `jax.vmap` would trace the kernel first (about a
-millisecond a call on torch). Rules by category:
+millisecond a call on torch). Each op's registry entry names its rule (``vectorize=``); the rules are built here:
 
-- elementwise ops and ``matmul``: the batched operands get size-1 axes after the batch axis up to the rank of
-  the widest operand, so broadcasting lines every point's operands up as it would for one point;
-- reductions and scans over named axes (``dims``, ``dim``): the axes move by one;
-- ``reshape``, ``expand``, ``permute``, ``flip``: the target shape or permutation gains the batch axis;
-- ``spatial_index`` and its gradient ``spatial_scatter`` (basic indexing): the key gains a full slice in front;
-- ``discounted_sum`` (a sum over axis 0 weighted by powers of gamma): the weights multiply axis 1;
-- ``scatter`` and ``gather_fill`` (index, src and x share every axis but the indexed one): operands the same
-  at every point are broadcast along the batch axis, and the indexed axis moves by one.
+- `aligned` (elementwise ops and ``matmul``): the batched operands get size-1 axes after the batch axis up to the
+  rank of the widest operand, so broadcasting lines every point's operands up as it would for one point;
+- `shifted_axes` / `shifted_axis` (reductions over ``dims``, scans and ``flip`` along ``dim``): the axes move by
+  one;
+- `reshaped`, `expanded`, `permuted`: the target shape or permutation gains the batch axis;
+- `discounted` (``discounted_sum``, a sum over axis 0 weighted by powers of gamma): the weights multiply axis 1;
+- `spatially_indexed` (``spatial_index``, ``spatial_scatter``): the key gains a whole slice for the batch axis;
+- `indexed` (``scatter`` and ``gather_fill``: index, src and x share every axis but the indexed one): operands
+  the same at every point are broadcast along the batch axis, and the indexed axis moves by one;
+- `VMAP`: no rule of its own; the executor uses the array library's vmap of the op's kernel.
 
-Every other op has no rule (`batch_rule` returns None) and the executor uses the array library's vmap.
+A rule is called as ``rule(attrs, ranks, axes, xp, kernel, kernel_with)``: ``ranks`` are each input's rank at one
+point; ``axes`` 0 for inputs batched along axis 0, None for inputs that are the same at every point; ``kernel`` the
+op's kernel for one point; ``kernel_with(attrs)`` the kernel with other attributes. It returns the op at every
+point in one call, or None where these operands need the array library's vmap instead.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
-from timerl.ops.registry import CONTRACTION, ELEMENTWISE, OPS, REDUCTION, SCAN
+from timerl.ops.registry import OPS, Unsupported
 
-_AXIS_SCANS = frozenset({"cumsum", "softmax", "log_softmax"})
-_INDEXED = frozenset({"scatter", "gather_fill"})
-_SPATIAL = frozenset({"spatial_index", "spatial_scatter"})
+Kernel = Callable[..., Any]
+VectorizeRule = Callable[[dict, Sequence[int], Sequence["int | None"], Any, Kernel, Callable[[dict], Kernel]],
+                         "Kernel | None"]
 
 
 def batch_rule(op: str, attrs: dict, ranks: Sequence[int], axes: Sequence[int | None], xp: Any,
-               kernel: Callable[..., Any], kernel_with: Callable[[dict], Callable[..., Any]]) -> Callable | None:
-    """The op at every point in one call of a kernel, or None where this module has no rule.
+               kernel: Kernel, kernel_with: Callable[[dict], Kernel]) -> Kernel | None:
+    """The op at every point in one call of a kernel (the op's ``vectorize`` rule), or None where the array
+    library's vmap has to do it."""
+    rule = OPS[op].vectorize
+    if isinstance(rule, Unsupported):
+        return None
+    return rule(attrs, ranks, axes, xp, kernel, kernel_with)
 
-    ``ranks``: each input's rank at one point; ``axes``: 0 for inputs batched along axis 0, None for inputs that
-    are the same at every point; ``kernel``: the op's kernel for one point; ``kernel_with(attrs)``: the kernel with
-    other attributes."""
-    category = OPS[op].category
-    if category == ELEMENTWISE or category == CONTRACTION:
-        return _aligned(kernel, ranks, axes, xp)
-    if op in _INDEXED:
-        return _indexed(kernel_with({**attrs, "dim": _shift(attrs["dim"])}), axes, xp)
-    if sum(a == 0 for a in axes) != 1 or axes[0] != 0:
-        return None  # the rules below move the axes of one batched operand, the first
-    if category == REDUCTION and op != "discounted_sum" and "dims" in attrs:
-        return kernel_with({**attrs, "dims": tuple(_shift(d) for d in attrs["dims"])})
-    if (category == SCAN and op in _AXIS_SCANS) or op == "flip":
-        return kernel_with({**attrs, "dim": _shift(attrs["dim"])})
-    if op == "reshape":
-        return lambda x: xp.reshape(x, (x.shape[0], *attrs["shape"]))
-    if op == "expand":
-        aligned = _aligned(lambda x: x, ranks, axes, xp, rank=len(attrs["shape"]))
-        return lambda x: xp.broadcast_to(aligned(x), (x.shape[0], *attrs["shape"]))
-    if op == "permute":
-        return kernel_with({**attrs, "perm": (0, *(p + 1 for p in attrs["perm"]))})
-    if op in _SPATIAL:  # basic indexing: a full slice for the batch axis in front of the key
-        key = (slice(None), *(attrs["key"] if isinstance(attrs["key"], tuple) else (attrs["key"],)))
-        if op == "spatial_index":
-            return kernel_with({**attrs, "key": key})
-        return lambda g: kernel_with({**attrs, "key": key, "shape": (g.shape[0], *attrs["shape"])})(g)
-    if op == "discounted_sum":
-        gamma = attrs["gamma"]
 
-        def discounted(x: Any) -> Any:
-            n = x.shape[1]
-            weights = xp.pow(xp.full((n,), gamma, dtype=x.dtype), xp.astype(xp.arange(n), x.dtype))
-            return xp.sum(xp.reshape(weights, (1, n) + (1,) * (x.ndim - 2)) * x, axis=1)
-
-        return discounted
+def VMAP(attrs, ranks, axes, xp, kernel, kernel_with) -> None:
+    """No rule of the op's own: the array library's vmap of its kernel."""
     return None
 
 
-def _indexed(shifted: Callable[..., Any], axes: Sequence[int | None], xp: Any) -> Callable[..., Any]:
+def aligned(attrs, ranks, axes, xp, kernel, kernel_with) -> Kernel:
+    return _aligned(kernel, ranks, axes, xp)
+
+
+def _first_batched_only(rule: VectorizeRule) -> VectorizeRule:
+    """``rule`` where the first operand alone is batched; vmap otherwise (the rules move one operand's axes)."""
+
+    def checked(attrs, ranks, axes, xp, kernel, kernel_with):
+        if sum(a == 0 for a in axes) != 1 or axes[0] != 0:
+            return None
+        return rule(attrs, ranks, axes, xp, kernel, kernel_with)
+
+    return functools.wraps(rule)(checked)
+
+
+@_first_batched_only
+def shifted_axes(attrs, ranks, axes, xp, kernel, kernel_with) -> Kernel:
+    """The kernel with every axis of ``dims`` moved past the batch axis."""
+    return kernel_with({**attrs, "dims": tuple(_shift(d) for d in attrs["dims"])})
+
+
+@_first_batched_only
+def shifted_axis(attrs, ranks, axes, xp, kernel, kernel_with) -> Kernel:
+    """The kernel with its ``dim`` moved past the batch axis."""
+    return kernel_with({**attrs, "dim": _shift(attrs["dim"])})
+
+
+@_first_batched_only
+def reshaped(attrs, ranks, axes, xp, kernel, kernel_with) -> Kernel:
+    return lambda x: xp.reshape(x, (x.shape[0], *attrs["shape"]))
+
+
+@_first_batched_only
+def expanded(attrs, ranks, axes, xp, kernel, kernel_with) -> Kernel:
+    aligned_input = _aligned(lambda x: x, ranks, axes, xp, rank=len(attrs["shape"]))
+    return lambda x: xp.broadcast_to(aligned_input(x), (x.shape[0], *attrs["shape"]))
+
+
+@_first_batched_only
+def permuted(attrs, ranks, axes, xp, kernel, kernel_with) -> Kernel:
+    return kernel_with({**attrs, "perm": (0, *(p + 1 for p in attrs["perm"]))})
+
+
+@_first_batched_only
+def discounted(attrs, ranks, axes, xp, kernel, kernel_with) -> Kernel:
+    gamma = attrs["gamma"]
+
+    def every_point(x: Any) -> Any:
+        n = x.shape[1]
+        weights = xp.pow(xp.full((n,), gamma, dtype=x.dtype), xp.astype(xp.arange(n), x.dtype))
+        return xp.sum(xp.reshape(weights, (1, n) + (1,) * (x.ndim - 2)) * x, axis=1)
+
+    return every_point
+
+
+@_first_batched_only
+def spatially_indexed(attrs, ranks, axes, xp, kernel, kernel_with) -> Kernel:
+    """``x[key]`` and its scatter: the key gains a whole slice for the batch axis (and the scatter's target
+    shape the batch's size)."""
+    key = attrs["key"] if isinstance(attrs["key"], tuple) else (attrs["key"],)
+    batched = {**attrs, "key": (slice(None), *key)}
+    if "shape" not in attrs:
+        return kernel_with(batched)
+    return lambda x: kernel_with({**batched, "shape": (x.shape[0], *attrs["shape"])})(x)
+
+
+def indexed(attrs, ranks, axes, xp, kernel, kernel_with) -> Kernel:
+    shifted = kernel_with({**attrs, "dim": _shift(attrs["dim"])})
+
     def every_point(*inputs: Any) -> Any:
         points = next(x.shape[0] for x, axis in zip(inputs, axes) if axis == 0)
         return shifted(*(x if axis == 0 else xp.broadcast_to(x[None], (points, *x.shape))
@@ -83,8 +130,8 @@ def _shift(axis: int) -> int:
     return axis + 1 if axis >= 0 else axis
 
 
-def _aligned(kernel: Callable[..., Any], ranks: Sequence[int], axes: Sequence[int | None], xp: Any,
-             rank: int | None = None) -> Callable[..., Any]:
+def _aligned(kernel: Kernel, ranks: Sequence[int], axes: Sequence[int | None], xp: Any,
+             rank: int | None = None) -> Kernel:
     """``kernel`` on operands whose batched ones are first brought to rank ``1 + rank`` (default: the widest
     operand's rank at one point) with size-1 axes after the batch axis."""
     widest = max(ranks) if rank is None else rank

@@ -14,7 +14,8 @@ import math
 
 import numpy as np
 
-from timerl.ops.registry import INT_DTYPES, MOVEMENT, ShapeError, register, same_dim
+from timerl.ops.batching import VMAP
+from timerl.ops.registry import INT_DTYPES, MOVEMENT, NOT_A_REDUCTION, ShapeError, register, same_dim
 
 
 def _shape(inputs, attrs):
@@ -45,5 +46,6 @@ def _bincount(xp, index, weights, size):
     return xp.reshape(counts, batch + (size,))
 
 
-register("bincount", MOVEMENT, shape=_shape, dtype=lambda ins, a: [ins[1].dtype], impl=_bincount,
+register("bincount", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
+         shape=_shape, dtype=lambda ins, a: [ins[1].dtype], impl=_bincount,
          grad=lambda F, ins, outs, g, a: [None, F.gather(g[0], -1, ins[0])])

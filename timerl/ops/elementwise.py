@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from timerl.ops.batching import aligned
 from timerl.ops.registry import (
     ELEMENTWISE,
+    NOT_A_REDUCTION,
     NOT_DIFFERENTIABLE,
+    WINDOW_CARRIED,
     ShapeError,
     ValueCheck,
     broadcast_shapes,
@@ -33,12 +36,13 @@ def _bool_result(inputs, attrs):
     return ["bool"]
 
 
-def unary(name: str, impl: Callable[..., Any], grad: Any, *, dtype=_promoted) -> None:
-    register(name, ELEMENTWISE, shape=_same_shape, dtype=dtype, impl=impl, grad=grad)
+def elementwise(name: str, impl: Callable[..., Any], grad: Any, *, dtype=_promoted, check_values=None) -> None:
+    """An op of one or more operands applied element by element, with NumPy broadcasting."""
+    register(name, ELEMENTWISE, shape=_same_shape, dtype=dtype, impl=impl, grad=grad, vectorize=aligned,
+             incrementalize=NOT_A_REDUCTION, window=lambda attrs: WINDOW_CARRIED, check_values=check_values)
 
 
-def binary(name: str, impl: Callable[..., Any], grad: Any, *, dtype=_promoted, check_values=None) -> None:
-    register(name, ELEMENTWISE, shape=_same_shape, dtype=dtype, impl=impl, grad=grad, check_values=check_values)
+unary = binary = elementwise  # the registrations below say their arity
 
 
 def _negative_integer_power(xp, x, y):
@@ -54,7 +58,7 @@ _integer_power = ValueCheck(_negative_integer_power, lambda details: ShapeError(
 
 
 def compare(name: str, impl: Callable[..., Any]) -> None:
-    register(name, ELEMENTWISE, shape=_same_shape, dtype=_bool_result, impl=impl, grad=NOT_DIFFERENTIABLE)
+    elementwise(name, impl, NOT_DIFFERENTIABLE, dtype=_bool_result)
 
 
 def _sigmoid(xp, x):
@@ -86,9 +90,9 @@ unary("identity", lambda xp, x: x, lambda F, ins, outs, g, a: [g[0]])
 unary("detach", lambda xp, x: x, NOT_DIFFERENTIABLE)
 unary("clip", lambda xp, x, low, high: xp.clip(x, low, high),
       lambda F, ins, outs, g, a: [F.where((ins[0] >= a["low"]) & (ins[0] <= a["high"]), g[0], 0.0)])
-register("astype", ELEMENTWISE, shape=_same_shape, dtype=lambda ins, a: [a.get("dtype")],
-         impl=lambda xp, x, dtype: xp.astype(x, getattr(xp, dtype)),
-         grad=lambda F, ins, outs, g, a: [F.astype(g[0], ins[0].dtype) if is_float(ins[0].dtype) else None])
+unary("astype", lambda xp, x, dtype: xp.astype(x, getattr(xp, dtype)),
+      lambda F, ins, outs, g, a: [F.astype(g[0], ins[0].dtype) if is_float(ins[0].dtype) else None],
+      dtype=lambda ins, a: [a.get("dtype")])
 
 binary("add", lambda xp, x, y: x + y,
        lambda F, ins, outs, g, a: [_unbroadcast(F, g[0], ins[0]), _unbroadcast(F, g[0], ins[1])])
@@ -133,8 +137,8 @@ def _where_dtype(inputs, attrs):
     return [promote(inputs[1].dtype, inputs[2].dtype)]
 
 
-register("where", ELEMENTWISE, shape=_same_shape, dtype=_where_dtype,
-         impl=lambda xp, c, x, y: xp.where(c, x, y),
-         grad=lambda F, ins, outs, g, a: [None, _unbroadcast(F, F.where(ins[0], g[0], 0.0), ins[1]),
-                                          _unbroadcast(F, F.where(ins[0], 0.0, g[0]), ins[2])])
+elementwise("where", lambda xp, c, x, y: xp.where(c, x, y),
+            lambda F, ins, outs, g, a: [None, _unbroadcast(F, F.where(ins[0], g[0], 0.0), ins[1]),
+                                        _unbroadcast(F, F.where(ins[0], 0.0, g[0]), ins[2])],
+            dtype=_where_dtype)
 # fmt: on

@@ -12,7 +12,8 @@ one row leave one of the two values (as torch.scatter).
 
 from __future__ import annotations
 
-from timerl.ops.registry import INT_DTYPES, MOVEMENT, ShapeError, register, same_dim
+from timerl.ops.batching import indexed
+from timerl.ops.registry import INT_DTYPES, MOVEMENT, NOT_A_REDUCTION, ShapeError, register, same_dim
 
 
 def _same_layout(op, x, index, dim):
@@ -61,7 +62,8 @@ def _scatter_grad(F, ins, outs, g, a):
     return [kept, None, F.apply("gather_fill", g[0], ins[1], dim=dim, fill=0)]
 
 
-register("scatter", MOVEMENT, shape=_scatter_shape, dtype=lambda ins, a: [ins[0].dtype], impl=_scatter,
+register("scatter", MOVEMENT, vectorize=indexed, incrementalize=NOT_A_REDUCTION,
+         shape=_scatter_shape, dtype=lambda ins, a: [ins[0].dtype], impl=_scatter,
          grad=_scatter_grad)
 
 
@@ -81,7 +83,8 @@ def _gather_fill(xp, x, index, dim, fill):
     return xp.where(inside, values, fill)
 
 
-register("gather_fill", MOVEMENT, shape=_gather_fill_shape, dtype=lambda ins, a: [ins[0].dtype],
+register("gather_fill", MOVEMENT, vectorize=indexed, incrementalize=NOT_A_REDUCTION,
+         shape=_gather_fill_shape, dtype=lambda ins, a: [ins[0].dtype],
          impl=_gather_fill,
          # reads outside give a constant: they pass no gradient, and scatter_add drops such indices
          grad=lambda F, ins, outs, g, a: [F.apply("scatter_add", g[0], ins[1], dim=a["dim"],

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from timerl.ops.batching import VMAP, expanded, permuted, reshaped, shifted_axis, spatially_indexed
 from timerl.ops.registry import (
     INT_DTYPES,
     MOVEMENT,
+    NOT_A_REDUCTION,
     NOT_DIFFERENTIABLE,
     ShapeError,
     index_range,
@@ -13,7 +15,7 @@ from timerl.ops.registry import (
     register,
     same_dim,
 )
-from timerl.rt.symbolic import as_expr, minimum
+from timerl.symbolic import as_expr, minimum
 
 
 def _dtype0(inputs, attrs):
@@ -28,7 +30,8 @@ def _reshape_shape(inputs, attrs):
     return [tuple(shape)]
 
 
-register("reshape", MOVEMENT, shape=_reshape_shape, dtype=_dtype0,
+register("reshape", MOVEMENT, vectorize=reshaped, incrementalize=NOT_A_REDUCTION,
+         shape=_reshape_shape, dtype=_dtype0,
          impl=lambda xp, x, shape: xp.reshape(x, tuple(shape)),
          grad=lambda F, ins, outs, g, a: [F.reshape(g[0], ins[0].shape)])
 
@@ -40,7 +43,8 @@ def _inverse(perm):
     return tuple(inverse)
 
 
-register("permute", MOVEMENT, shape=lambda ins, a: [tuple(ins[0].shape[p] for p in a["perm"])], dtype=_dtype0,
+register("permute", MOVEMENT, vectorize=permuted, incrementalize=NOT_A_REDUCTION,
+         shape=lambda ins, a: [tuple(ins[0].shape[p] for p in a["perm"])], dtype=_dtype0,
          impl=lambda xp, x, perm: xp.permute_dims(x, tuple(perm)),
          grad=lambda F, ins, outs, g, a: [F.permute(g[0], _inverse(a["perm"]))])
 
@@ -54,10 +58,12 @@ def _expand_shape(inputs, attrs):
     return [tuple(shape)]
 
 
-register("expand", MOVEMENT, shape=_expand_shape, dtype=_dtype0,
+register("expand", MOVEMENT, vectorize=expanded, incrementalize=NOT_A_REDUCTION,
+         shape=_expand_shape, dtype=_dtype0,
          impl=lambda xp, x, shape: xp.broadcast_to(x, tuple(shape)),
          grad=lambda F, ins, outs, g, a: [F.sum_to(g[0], ins[0].shape)])
-register("flip", MOVEMENT, shape=lambda ins, a: [ins[0].shape], dtype=_dtype0,
+register("flip", MOVEMENT, vectorize=shifted_axis, incrementalize=NOT_A_REDUCTION,
+         shape=lambda ins, a: [ins[0].shape], dtype=_dtype0,
          impl=lambda xp, x, dim: xp.flip(x, axis=dim),
          grad=lambda F, ins, outs, g, a: [F.flip(g[0], a["dim"])])
 
@@ -99,7 +105,8 @@ def index_shape(shape, key):
     return tuple(result)
 
 
-register("spatial_index", MOVEMENT, shape=lambda ins, a: [index_shape(ins[0].shape, a["key"])], dtype=_dtype0,
+register("spatial_index", MOVEMENT, vectorize=spatially_indexed, incrementalize=NOT_A_REDUCTION,
+         shape=lambda ins, a: [index_shape(ins[0].shape, a["key"])], dtype=_dtype0,
          impl=lambda xp, x, key: x[key],
          grad=lambda F, ins, outs, g, a: [F.apply("spatial_scatter", g[0], key=a["key"], shape=ins[0].shape)])
 
@@ -118,7 +125,8 @@ def _concrete(shape, like):
     raise ShapeError("a spatial scatter needs a static shape")
 
 
-register("spatial_scatter", MOVEMENT, shape=lambda ins, a: [tuple(a["shape"])], dtype=_dtype0,
+register("spatial_scatter", MOVEMENT, vectorize=spatially_indexed, incrementalize=NOT_A_REDUCTION,
+         shape=lambda ins, a: [tuple(a["shape"])], dtype=_dtype0,
          impl=_spatial_scatter, grad=lambda F, ins, outs, g, a: [F.spatial(g[0], a["key"])])
 
 
@@ -145,7 +153,8 @@ def _cat_grad(F, ins, outs, g, a):
     return grads
 
 
-register("cat", MOVEMENT, shape=_cat_shape, dtype=lambda ins, a: [promote(*(t.dtype for t in ins))],
+register("cat", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
+         shape=_cat_shape, dtype=lambda ins, a: [promote(*(t.dtype for t in ins))],
          impl=lambda xp, *xs, dim: xp.concat(xs, axis=dim), grad=_cat_grad)
 def _stack_shape(inputs, attrs):
     first = inputs[0].shape
@@ -155,7 +164,8 @@ def _stack_shape(inputs, attrs):
     return [first[:attrs["dim"]] + (len(inputs),) + first[attrs["dim"]:]]
 
 
-register("stack", MOVEMENT, shape=_stack_shape,
+register("stack", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
+         shape=_stack_shape,
          dtype=lambda ins, a: [promote(*(t.dtype for t in ins))],
          impl=lambda xp, *xs, dim: xp.stack(xs, axis=dim),
          grad=lambda F, ins, outs, g, a: [F.spatial(g[0], (slice(None),) * a["dim"] + (k,)) for k in range(len(ins))])
@@ -183,12 +193,13 @@ def _gather_shape(inputs, attrs):
     return [inputs[1].shape]
 
 
-register("gather", MOVEMENT, shape=_gather_shape, dtype=_dtype0,
+register("gather", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
+         shape=_gather_shape, dtype=_dtype0,
          impl=lambda xp, x, index, dim: xp.take_along_axis(x, index, axis=dim),
          check_values=index_range("gather", 1, "dim"),
          grad=lambda F, ins, outs, g, a: [F.apply("scatter_add", g[0], ins[1], dim=a["dim"],
                                                   size=ins[0].shape[a["dim"]]), None])
-register("scatter_add", MOVEMENT,
+register("scatter_add", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
          shape=lambda ins, a: [ins[0].shape[:a["dim"]] + (a["size"],) + ins[0].shape[a["dim"] + 1:]],
          dtype=_dtype0, impl=_scatter_add,
          grad=lambda F, ins, outs, g, a: [F.gather(g[0], a["dim"], ins[1]), None])
@@ -209,12 +220,13 @@ def _index_add(xp, g, index, dim, size):
     return xp.moveaxis(result, -1, dim) if hasattr(xp, "moveaxis") else result
 
 
-register("index_select", MOVEMENT, shape=_index_select_shape, dtype=_dtype0,
+register("index_select", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
+         shape=_index_select_shape, dtype=_dtype0,
          impl=lambda xp, x, index, dim: xp.take(x, index, axis=dim),
          check_values=index_range("index_select", 1, "dim"),
          grad=lambda F, ins, outs, g, a: [F.apply("index_add", g[0], ins[1], dim=a["dim"],
                                                   size=ins[0].shape[a["dim"]]), None])
-register("index_add", MOVEMENT,
+register("index_add", MOVEMENT, vectorize=shifted_axis, incrementalize=NOT_A_REDUCTION,
          shape=lambda ins, a: [ins[0].shape[:a["dim"]] + (a["size"],) + ins[0].shape[a["dim"] + 1:]],
          dtype=_dtype0, impl=_index_add,
          grad=lambda F, ins, outs, g, a: [F.index_select(g[0], a["dim"], ins[1]), None])
@@ -225,7 +237,8 @@ def _one_hot_shape(inputs, attrs):
     return [inputs[0].shape + (attrs["num_classes"],)]
 
 
-register("one_hot", MOVEMENT, shape=_one_hot_shape,
+register("one_hot", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
+         shape=_one_hot_shape,
          dtype=lambda ins, a: ["int64"],
          impl=lambda xp, x, num_classes: xp.astype(x[..., None] == xp.arange(num_classes), xp.int64),
          check_values=index_range("one_hot", 0),

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import functools
+
+from timerl.ops.batching import VMAP, aligned, discounted, shifted_axes, shifted_axis
 from timerl.ops.registry import (
     CONTRACTION,
+    NOT_A_REDUCTION,
     NOT_DIFFERENTIABLE,
     REDUCTION,
     SCAN,
+    WINDOW_CARRIED,
+    WINDOW_REDUCED,
+    RunningSum,
     ShapeError,
     broadcast_shapes,
     is_float,
     promote,
     register,
+    same_dim,
+    no_window,
+    unsupported,
 )
 
 
@@ -38,8 +48,18 @@ def _float_dtype(inputs, attrs):
     return [inputs[0].dtype if is_float(inputs[0].dtype) else "float32"]
 
 
-def reduction(name, impl, grad, dtype=_dtype_of_input):
-    register(name, REDUCTION, shape=_reduced_shape, dtype=dtype, impl=impl, grad=grad)
+def reduction(name, impl, grad, incrementalize, dtype=_dtype_of_input, window=no_window):
+    """A reduction over the axes ``dims`` (sorted), keeping them as size 1 where ``keepdim``."""
+    register(name, REDUCTION, shape=_reduced_shape, dtype=dtype, impl=impl, grad=grad, vectorize=shifted_axes,
+             incrementalize=incrementalize, window=window)
+
+
+def _over_the_range(attrs, dtype) -> bool:
+    """A float sum over axis 0 alone, the range a read ``x[0:T]`` adds in front."""
+    return tuple(attrs.get("dims", ())) == (0,) and not attrs.get("keepdim", False) and is_float(dtype)
+
+
+_NO_RUNNING_FORM = "no running form written yet (a running {} along the range would do)"
 
 
 def _kept(F, grad, attrs):
@@ -79,13 +99,17 @@ def _floating(xp, x):
 
 # fmt: off
 reduction("sum", lambda xp, x, dims, keepdim: xp.sum(x, axis=dims, keepdims=keepdim), _sum_grad,
-          dtype=_accumulated_dtype)
+          RunningSum(_over_the_range), dtype=_accumulated_dtype,
+          window=lambda a: WINDOW_REDUCED if tuple(a["dims"] or ()) == (0,) and not a["keepdim"] else None)
 reduction("mean", lambda xp, x, dims, keepdim: xp.mean(_floating(xp, x), axis=dims, keepdims=keepdim), _mean_grad,
-          dtype=_float_dtype)
-reduction("max", lambda xp, x, dims, keepdim: xp.max(x, axis=dims, keepdims=keepdim), _extreme_grad)
-reduction("min", lambda xp, x, dims, keepdim: xp.min(x, axis=dims, keepdims=keepdim), _extreme_grad)
+          unsupported(_NO_RUNNING_FORM.format("sum divided by the count")), dtype=_float_dtype)
+reduction("max", lambda xp, x, dims, keepdim: xp.max(x, axis=dims, keepdims=keepdim), _extreme_grad,
+          unsupported(_NO_RUNNING_FORM.format("maximum")))
+reduction("min", lambda xp, x, dims, keepdim: xp.min(x, axis=dims, keepdims=keepdim), _extreme_grad,
+          unsupported(_NO_RUNNING_FORM.format("minimum")))
 reduction("argmax", lambda xp, x, dims, keepdim: xp.argmax(x, axis=dims[0], keepdims=keepdim),
-          NOT_DIFFERENTIABLE, dtype=lambda ins, a: ["int64"])
+          NOT_DIFFERENTIABLE, unsupported(_NO_RUNNING_FORM.format("maximum with its position")),
+          dtype=lambda ins, a: ["int64"])
 # fmt: on
 
 
@@ -97,7 +121,9 @@ def _flip(F, x, dim):
     return F.flip(x, dim)
 
 
-register("cumsum", SCAN, shape=_same, dtype=_accumulated_dtype, impl=_cumsum,
+register("cumsum", SCAN, vectorize=shifted_axis, incrementalize=NOT_A_REDUCTION,
+         window=lambda a: WINDOW_CARRIED if a["dim"] == 0 else None,
+         shape=_same, dtype=_accumulated_dtype, impl=_cumsum,
          grad=lambda F, ins, outs, g, a: [_flip(F, F.cumsum(_flip(F, g[0], a["dim"]), a["dim"]), a["dim"])])
 
 
@@ -112,9 +138,16 @@ def _log_softmax(xp, x, dim):
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
 
 
-register("softmax", SCAN, shape=_same, dtype=_float_dtype, impl=_softmax,
+def _torch_kernel(name):
+    """torch's own kernel of an op along ``dim``: one call where the array-API lowering takes several."""
+    return lambda torch, dim: functools.partial(getattr(torch, name), dim=dim)
+
+
+register("softmax", SCAN, vectorize=shifted_axis, incrementalize=NOT_A_REDUCTION,
+         lowering={"torch": _torch_kernel("softmax")}, shape=_same, dtype=_float_dtype, impl=_softmax,
          grad=lambda F, ins, outs, g, a: [outs[0] * (g[0] - F.sum(g[0] * outs[0], dim=a["dim"], keepdim=True))])
-register("log_softmax", SCAN, shape=_same, dtype=_float_dtype, impl=_log_softmax,
+register("log_softmax", SCAN, vectorize=shifted_axis, incrementalize=NOT_A_REDUCTION,
+         lowering={"torch": _torch_kernel("log_softmax")}, shape=_same, dtype=_float_dtype, impl=_log_softmax,
          grad=lambda F, ins, outs, g, a: [g[0] - F.exp(outs[0]) * F.sum(g[0], dim=a["dim"], keepdim=True)])
 
 
@@ -149,13 +182,19 @@ def _discounted_spread(xp, g, like, gamma):
     return xp.reshape(weights, (n,) + (1,) * (like.ndim - 1)) * g[None, ...]
 
 
-register("discounted_sum", REDUCTION, shape=lambda ins, a: [ins[0].shape[1:]], dtype=_float_dtype,
+register("discounted_sum", REDUCTION, vectorize=discounted, window=lambda a: WINDOW_REDUCED,
+         incrementalize=unsupported(
+             "no running form written yet (r[t:T].discounted_sum as the backward recurrence g[t] = r[t] + "
+             "gamma * g[t + 1], paper §5.3)"),
+         shape=lambda ins, a: [ins[0].shape[1:]], dtype=_float_dtype,
          impl=_discounted_sum,
          grad=lambda F, ins, outs, g, a: [F.apply("discounted_spread", g[0], ins[0], gamma=a["gamma"])])
-register("discounted_spread", SCAN, shape=lambda ins, a: [ins[1].shape], dtype=_float_dtype,
+register("discounted_spread", SCAN, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
+         shape=lambda ins, a: [ins[1].shape], dtype=_float_dtype,
          impl=_discounted_spread,
          grad=lambda F, ins, outs, g, a: [F.apply("discounted_sum", g[0], gamma=a["gamma"]), None])
-register("discounted_cum_sum", SCAN, shape=_same, dtype=_float_dtype, impl=_discounted_cum_sum,
+register("discounted_cum_sum", SCAN, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
+         shape=_same, dtype=_float_dtype, impl=_discounted_cum_sum,
          grad=lambda F, ins, outs, g, a: [F.apply("discounted_cum_sum", g[0], gamma=a["gamma"],
                                                   reverse=not a["reverse"])])
 
@@ -164,8 +203,6 @@ def _matmul_shape(inputs, attrs):
     a, b = inputs[0].shape, inputs[1].shape
     if len(a) < 2 or len(b) < 2:
         raise ShapeError("matmul primitive takes operands with at least 2 dimensions")
-    from timerl.ops.registry import same_dim
-
     if not same_dim(a[-1], b[-2]):
         if isinstance(a[-1], int) and isinstance(b[-2], int):
             raise ShapeError(f"matmul of shapes {tuple(a)} and {tuple(b)}: inner sizes {a[-1]} and {b[-2]} differ")
@@ -180,6 +217,7 @@ def _matmul_grad(F, ins, outs, g, a):
     return [grad_left, grad_right]
 
 
-register("matmul", CONTRACTION, shape=_matmul_shape,
+register("matmul", CONTRACTION, vectorize=aligned, incrementalize=NOT_A_REDUCTION,
+         shape=_matmul_shape,
          dtype=lambda ins, a: [promote(ins[0].dtype, ins[1].dtype)],
          impl=lambda xp, x, y: xp.matmul(x, y), grad=_matmul_grad)

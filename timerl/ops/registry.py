@@ -6,33 +6,50 @@ Rule kinds, for every op:
 - ``impl``: the lowering, written once against the Python array API (``xp`` is NumPy's, torch's or
   jax.numpy's namespace, as `array_api_compat` exposes them), so the reference interpreter, the torch
   backend and the jax backend run the same definition;
-- ``grad``: the vector-Jacobian product written with other ops (``F`` is `timerl.rt.functional`).
-Optionally, ``check_values``: a `ValueCheck` of concrete input values that no shape rule can see (an index out
-of range). The NumPy and torch executors call it like ``impl`` on the host before the kernel; jax computes its
-``find`` inside the jitted computation, next to the kernel, and raises after the call (`timerl.runtime.evaluate.first_violation`).
+- ``grad``: the vector-Jacobian product written with other ops (``F`` is `timerl.rt.functional`);
+- ``vectorize``: the op at many points in one call, the points stacked on a new leading axis (paper §5.2;
+  the rules are built in `timerl.ops.batching`);
+- ``incrementalize``: how a reduction over a whole range of a dimension becomes an accumulation along it
+  (paper §5.3): a `RunningSum` or `RunningContributions` record that `timerl.pdg.incrementalize` rewrites;
+- ``lowering``: the backends' own kernels where one call replaces several array-API calls: backend name ->
+  ``(backend's array module) -> (attributes) -> kernel`` (torch's fused ``log_softmax``); ``impl`` elsewhere.
+Optionally, ``window``: how a vectorized statement passes a window (a range read, padded in a batch to its
+longest length, `timerl.runtime.windows`) through the op, by its attributes: `WINDOW_REDUCED` (a sum over the
+window's axis, the padding masked to zeros), `WINDOW_CARRIED` (the window's axis kept, position by position),
+or None (the default: a statement holding it is not batched over windows). And ``check_values``: a
+`ValueCheck` of concrete input values that no shape rule can see (an index out of range). The NumPy and torch
+executors call it like ``impl`` on the host before the kernel; jax computes its ``find`` inside the jitted
+computation, next to the kernel, and raises after the call (`timerl.runtime.evaluate.first_violation`).
 Either way it raises a `TimeRLError` that the executor completes with the op's line and point.
 A rule an op cannot have is `unsupported("why")`; ``tests/test_registry.py`` walks every op and rule kind.
-Ops whose evaluation the executors do themselves (sources, sinks, merges, UDFs) have ``impl=executor``.
+Ops whose evaluation the executors do themselves (sources, sinks, merges, UDFs) have ``impl=executor``; what
+the passes need to know of them is their category (`timerl.ops.categories`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
 
 from timerl.errors import IndexOutOfRangeError, ShapeError
-from timerl.pdg.graph import Attrs, Dim, TensorType
-
-ELEMENTWISE = "elementwise"
-REDUCTION = "reduction"
-SCAN = "scan"
-MOVEMENT = "movement"
-CONTRACTION = "contraction"
-SOURCE = "source"
-SINK = "sink"
-MERGE = "merge"
-UDF = "udf"
-ACCUMULATE = "accumulate"
+from timerl.ops.categories import (  # noqa: F401  (the op files register with these)
+    ACCUMULATE,
+    CONST,
+    CONTRACTION,
+    DRAW,
+    ELEMENTWISE,
+    MERGE,
+    MOVEMENT,
+    REDUCTION,
+    SCAN,
+    SINK,
+    SOURCE,
+    UDF,
+    Category,
+)
+from timerl.ops.types import Attrs, Dim, TensorType
+from timerl.symbolic import as_expr
 
 
 @dataclass(frozen=True)
@@ -76,13 +93,41 @@ DtypeRule = Callable[[Sequence[TensorType], Attrs], Sequence[str]]
 
 
 @dataclass(frozen=True)
+class RunningSum:
+    """A sum over the whole range of one dimension, read by this op, becomes an accumulation along it, the op
+    reading the total; where ``applies(attrs, output dtype)`` holds."""
+
+    applies: Callable[[Attrs, str], bool]
+
+
+@dataclass(frozen=True)
+class RunningContributions:
+    """Gradient contributions read over the whole range of one dimension (a masked read) are summed as
+    they come, step by step, instead of all at the end."""
+
+
+WINDOW_REDUCED, WINDOW_CARRIED = "reduced", "carried"
+
+
+def no_window(attrs: Any) -> None:
+    return None
+
+
+NOT_A_REDUCTION = unsupported("reads no range it reduces: nothing to accumulate step by step")
+
+
+@dataclass(frozen=True)
 class OpDef:
     name: str
-    category: str
+    category: Category
     shape: ShapeRule | Unsupported
     dtype: DtypeRule | Unsupported
     impl: Callable[..., Any] | Unsupported
     grad: Callable[..., Any] | Unsupported
+    vectorize: Callable[..., Any] | Unsupported
+    incrementalize: RunningSum | RunningContributions | Unsupported
+    lowering: Mapping[str, Callable[..., Any]]
+    window: Callable[[Any], str | None] = no_window
     check_values: ValueCheck | None = None
 
     def infer(self, inputs: Sequence[TensorType], attrs: Attrs) -> tuple[TensorType, ...]:
@@ -91,15 +136,17 @@ class OpDef:
         return tuple(TensorType(tuple(s), d) for s, d in zip(shapes, dtypes))
 
 
-RULE_KINDS = ("shape", "dtype", "impl", "grad")
+RULE_KINDS = ("shape", "dtype", "impl", "grad", "vectorize", "incrementalize")
 OPS: dict[str, OpDef] = {}
 
 
-def register(name: str, category: str, *, shape: Any, dtype: Any, impl: Any, grad: Any,
-             check_values: ValueCheck | None = None) -> OpDef:
+def register(name: str, category: Category, *, shape: Any, dtype: Any, impl: Any, grad: Any, vectorize: Any,
+             incrementalize: Any, lowering: Mapping[str, Callable[..., Any]] | None = None,
+             window: Callable[[Any], str | None] = no_window, check_values: ValueCheck | None = None) -> OpDef:
     if name in OPS:
         raise ValueError(f"op {name} registered twice")
-    op = OpDef(name, category, shape, dtype, impl, grad, check_values)
+    op = OpDef(name, category, shape, dtype, impl, grad, vectorize, incrementalize,
+               MappingProxyType(dict(lowering or {})), window, check_values)
     OPS[name] = op
     return op
 
@@ -114,8 +161,6 @@ def lookup(name: str) -> OpDef:
 def same_dim(a: Dim, b: Dim) -> bool:
     if isinstance(a, int) and isinstance(b, int):
         return a == b
-    from timerl.rt.symbolic import as_expr
-
     return as_expr(a).same(b)
 
 

@@ -16,13 +16,13 @@ from typing import Callable
 
 import numpy as np
 
-from timerl.pdg.graph import Graph, Node, TensorType
-from timerl.sched.group import identity_read
+from timerl.ops.registry import CONST
+from timerl.pdg.graph import Graph, Node, TensorType, identity_read
 
 
 def _constant(graph: Graph, node: Node, slot: int, value: float) -> bool:
     producer = graph.nodes[node.inputs[slot].producer]
-    return producer.op == "const" and bool(np.all(np.asarray(producer.attrs["value"]) == value))
+    return producer.category is CONST and bool(np.all(np.asarray(producer.attrs["value"]) == value))
 
 
 def same_type(a: TensorType, b: TensorType) -> bool:

@@ -20,7 +20,7 @@ from typing import Mapping
 
 from timerl.pdg.algebra import same_type
 from timerl.pdg.graph import Attrs, Edge, Graph, Node, Point
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 from timerl.sched.demand import evaluable_everywhere
 from timerl.sched.group import identity_read
 

@@ -2,7 +2,7 @@
 
 Two ops are the same when they have the same op, attributes, domain, definition condition, output types and
 inputs, their inputs read through the same dependence expressions from producers that are themselves the same
-(compared structurally, with the symbolic keys of `timerl.rt.symbolic`). Autodiff writes such repeats often (a
+(compared structurally, with the symbolic keys of `timerl.symbolic`). Autodiff writes such repeats often (a
 weight's transpose for each gradient that needs it, the same cast or constant in many places). Every reader of
 a repeat then reads the first op that computes it; the repeats are left without readers for dead code
 elimination to drop.
@@ -20,9 +20,8 @@ from typing import Any, Callable
 import numpy as np
 
 from timerl.pdg.graph import Edge, Graph, Node, Point, TensorType
-from timerl.rt.symbolic import Expr
+from timerl.symbolic import Expr
 
-_NEVER = frozenset({"source", "sink", "udf", "rand", "randn", "merge", "grad_accumulate"})
 _SMALL = 4096  # constants up to this many elements are compared by value, larger ones by identity
 
 
@@ -41,7 +40,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         changed = False
         seen: dict[tuple, int] = {}
         for node in graph.nodes:
-            if node.op in _NEVER or node.id in masks or representative[node.id] != node.id:
+            if not node.category.pure or node.id in masks or representative[node.id] != node.id:
                 continue
             key = _node_key(node, find)
             if key is None:

@@ -1,4 +1,4 @@
-"""Dead code elimination: drop every op no sink depends on (through reads or gradient masks).
+"""Dead code elimination: drop every op no root (a sink) depends on (through reads or gradient masks).
 
 Node ids are renumbered densely; random draws are keyed by their ``stream`` attribute, fixed when the op was
 created, so removing ops never changes the numbers a program draws.
@@ -13,7 +13,7 @@ from timerl.pdg.graph import Graph
 
 def eliminate_dead_code(graph: Graph) -> Graph:
     live: set[int] = set()
-    stack = [n.id for n in graph.nodes if n.op == "sink"]
+    stack = [n.id for n in graph.nodes if n.category.root]
     while stack:
         node_id = stack.pop()
         if node_id in live:

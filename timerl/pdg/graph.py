@@ -13,11 +13,12 @@ A node's *definition domain* is the box ``0 <= d < D`` of its dimensions interse
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Union
+from typing import Iterator, Mapping, Union
 
-from timerl.rt.symbolic import TRUE, Cond, Expr, IntLike, Symbol, conjunction, disjunction, position
-
-Dim = Union[int, Expr]
+from timerl.ops.categories import MERGE, Category
+from timerl.ops.registry import OPS
+from timerl.ops.types import Attrs, Dim, TensorType  # noqa: F401  (the types nodes carry)
+from timerl.symbolic import TRUE, Cond, Expr, IntLike, Symbol, conjunction, disjunction, position, same_all
 
 
 @dataclass(frozen=True)
@@ -64,15 +65,6 @@ IndexItem = Union[Point, Range]
 
 
 @dataclass(frozen=True)
-class TensorType:
-    shape: tuple[Dim, ...]
-    dtype: str
-
-    def __str__(self) -> str:
-        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
-
-
-@dataclass(frozen=True)
 class Edge:
     producer: int
     output: int
@@ -92,36 +84,6 @@ class Edge:
 
 
 @dataclass(frozen=True)
-class Attrs:
-    """An immutable bag of op attributes (may hold callables and arrays, so it is compared by identity)."""
-
-    items: tuple[tuple[str, Any], ...] = ()
-
-    @staticmethod
-    def of(**values: Any) -> Attrs:
-        return Attrs(tuple(sorted(values.items())))
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.items)
-
-    def __getitem__(self, name: str) -> Any:
-        for key, value in self.items:
-            if key == name:
-                return value
-        raise KeyError(name)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        for key, value in self.items:
-            if key == name:
-                return value
-        return default
-
-    def __str__(self) -> str:
-        shown = [f"{k}={v}" for k, v in self.items if not callable(v) and getattr(v, "ndim", 0) == 0]
-        return ", ".join(shown)
-
-
-@dataclass(frozen=True)
 class Node:
     id: int
     op: str
@@ -133,15 +95,27 @@ class Node:
     location: str
     name: str = ""
 
+    @property
+    def category(self) -> Category:
+        """The op's category (`timerl.ops.categories`): what passes dispatch on instead of the op's name."""
+        return OPS[self.op].category
+
     def label(self) -> str:
         name = f" '{self.name}'" if self.name else ""
         return f"{self.op}{name} (%{self.id}, created at {self.location})"
 
     def definition_condition(self) -> Cond:
         """The definition domain inside the box of ``domain``."""
-        if self.op == "merge":
+        if self.category is MERGE:
             return conjunction(self.condition, disjunction(*(e.condition for e in self.inputs)))
         return self.condition
+
+
+def identity_read(edge: Edge, consumer: Node, producer: Node) -> bool:
+    """``x[b, i, t]`` read at ``[b, i, t]``, always, unmasked: a read that fusion keeps inside one group."""
+    return (edge.masked_by is None and edge.condition.key() == ("bool", True)
+            and same_all(consumer.domain, producer.domain)
+            and all(isinstance(item, Point) and item.expr.same(dim) for item, dim in zip(edge.index, producer.domain)))
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ so memory grows with ``T``. Rewritten as a recurrence along ``t``,
 each contribution dies at its step and the scheduler may run the sum next to the steps that produce it
 (paper §6.3): peak memory follows the access pattern, not ``T``.
 
-The same holds for a user's sum over a whole dimension, ``x[i, 0:T].sum(0)``. Rules are per op category,
-in `RULES`; an op with no rule is left whole. The accumulator is a merge marked
+The same holds for a user's sum over a whole dimension, ``x[i, 0:T].sum(0)``. Each op's registry entry says
+whether it has a running form (``incrementalize``: a `RunningSum` or `RunningContributions` record, rewritten
+here by the rewrite in `REWRITES` for its kind); an op whose rule is `unsupported` is left whole. The accumulator is a merge marked
 ``running=<dim name>``: demand analysis (`timerl.sched.demand`) runs it only on the prefixes its readers need.
 The pass is an option of the pipeline (`timerl.pdg.pipeline`), off-able so results can be compared.
 """
@@ -23,23 +24,24 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from timerl.ops.registry import ACCUMULATE, OPS, REDUCTION, is_float
+from timerl.ops.registry import OPS, RunningContributions, RunningSum
 from timerl.pdg.graph import Attrs, Edge, Graph, Node, Point, Range
-from timerl.rt.symbolic import TRUE, Symbol, compare, const, position
+from timerl.symbolic import TRUE, Symbol, compare, const, position
 
 
 def incrementalize(graph: Graph) -> Graph:
-    """Rewrite every input edge that a rule in `RULES` accepts; the graph is returned unchanged otherwise."""
+    """Rewrite every input edge that its op's rule accepts; the graph is returned unchanged otherwise."""
     nodes = list(graph.nodes)
     for node in graph.nodes:
-        rule = RULES.get(OPS[node.op].category)
-        if rule is None:
+        rule = OPS[node.op].incrementalize
+        rewrite = REWRITES.get(type(rule))
+        if rewrite is None:
             continue
         current = node
         for slot, edge in enumerate(node.inputs):
             dim = _full_range_dim(graph, edge)
-            if dim is not None and rule.accepts(current, slot):
-                current = rule.rewrite(graph, nodes, current, slot, dim)
+            if dim is not None and rewrite.accepts(rule, current, slot):
+                current = rewrite.rewrite(graph, nodes, current, slot, dim)
         nodes[node.id] = current
     if len(nodes) == len(graph.nodes):
         return graph
@@ -90,7 +92,7 @@ class _RunningGradient:
     """``grad_accumulate`` over a masked full-range read: the sum of per-step contributions, as they come."""
 
     @staticmethod
-    def accepts(node: Node, slot: int) -> bool:
+    def accepts(rule: RunningContributions, node: Node, slot: int) -> bool:
         edge = node.inputs[slot]
         return edge.masked_by is not None and node.attrs["windows"][slot] == ()
 
@@ -113,10 +115,8 @@ class _RunningReduction:
     """``x[..., 0:T].sum(0)`` of floats: the sum over the range dimension, step by step."""
 
     @staticmethod
-    def accepts(node: Node, slot: int) -> bool:
-        edge = node.inputs[slot]
-        return (node.op == "sum" and tuple(node.attrs.get("dims", ())) == (0,) and edge.masked_by is None
-                and not node.attrs.get("keepdim", False) and is_float(node.outputs[0].dtype))
+    def accepts(rule: RunningSum, node: Node, slot: int) -> bool:
+        return node.inputs[slot].masked_by is None and rule.applies(node.attrs, node.outputs[0].dtype)
 
     @staticmethod
     def rewrite(graph: Graph, nodes: list[Node], node: Node, slot: int, dim: Symbol) -> Node:
@@ -128,7 +128,7 @@ class _RunningReduction:
         return replace(node, op="identity", attrs=Attrs(), inputs=(here_read,))
 
 
-RULES = {
-    ACCUMULATE: _RunningGradient(),
-    REDUCTION: _RunningReduction(),
+REWRITES = {
+    RunningContributions: _RunningGradient(),
+    RunningSum: _RunningReduction(),
 }

@@ -7,7 +7,11 @@ after every pass and an error names the pass that broke the graph.
 
 ``incrementalize`` is off unless asked for or ``device_memory`` is set: a running sum is a recurrence, which
 keeps the executor from batching the loop it sits in (`timerl.runtime.batch`), so it pays off when memory is
-the constraint and costs time otherwise."""
+the constraint and costs time otherwise.
+
+``recompute`` (`timerl.pdg.recompute`, default off) runs last: values that wait for a late reader are
+computed again before it, where that costs few flops for the bytes it frees; after CSE, which would merge
+the copies back, and with the bounds, which its cost model needs."""
 
 from __future__ import annotations
 
@@ -20,8 +24,9 @@ from timerl.pdg.cse import eliminate_common_subexpressions
 from timerl.pdg.dce import eliminate_dead_code
 from timerl.pdg.graph import Graph
 from timerl.pdg.incrementalize import incrementalize as incrementalize_reductions
+from timerl.pdg.recompute import recompute as recompute_values
 from timerl.pdg.verify import verify
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 
 PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
     ("contributions", fold_contributions),  # needs the bounds: which consumers are evaluable everywhere
@@ -32,13 +37,18 @@ PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
 )
 
 
-def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int],
-                   options: CompileOptions = CompileOptions()) -> Graph:
-    """Run the `PASSES` whose switch is on in ``options`` (``incrementalize=None`` counts as off), in order."""
-    for name, transform in PASSES:
+def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int], options: CompileOptions = CompileOptions(),
+                   passes: tuple[tuple[str, Callable[[Graph], Graph]], ...] = PASSES) -> Graph:
+    """Run the ``passes`` whose switch is on in ``options`` (``incrementalize=None`` counts as off), in order;
+    then, with ``options.recompute``, `timerl.pdg.recompute`."""
+    for name, transform in passes:
         if not getattr(options, name):
             continue
         graph = transform(graph, bounds) if transform is fold_contributions else transform(graph)
         if options.checks:
             verify(graph, bounds, after=name)
+    if options.recompute:
+        graph = recompute_values(graph, bounds)
+        if options.checks:
+            verify(graph, bounds, after="recompute")
     return graph

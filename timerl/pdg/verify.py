@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Mapping
 
 from timerl.errors import DomainError, ShapeError, TimeRLError
-from timerl.ops.registry import OPS, Unsupported, same_dim
+from timerl.ops.registry import MERGE, OPS, Unsupported, same_dim
 from timerl.pdg.graph import Graph, Point, Range, TensorType
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 
 
 def verify(graph: Graph, bounds: Mapping[Symbol, int] | None = None, after: str = "construction") -> None:
@@ -16,7 +16,7 @@ def verify(graph: Graph, bounds: Mapping[Symbol, int] | None = None, after: str 
     for node in graph.nodes:
         if node.op not in OPS:
             raise TimeRLError(f"after {after}: {node.label()} uses an unknown op {node.op!r}")
-        if node.op == "merge" and not node.inputs:
+        if node.category is MERGE and not node.inputs:
             raise DomainError(f"{node.label()}: placeholder is never assigned")
         for edge in node.inputs:
             producer = graph.nodes[edge.producer]
@@ -31,7 +31,7 @@ def verify(graph: Graph, bounds: Mapping[Symbol, int] | None = None, after: str 
             if bounds is not None:
                 _check_constant_reads(graph, node, edge, producer, bounds)
         rule = OPS[node.op]
-        if isinstance(rule.shape, Unsupported) or node.op in ("merge", "udf", "grad_accumulate", "sink"):
+        if isinstance(rule.shape, Unsupported) or not rule.category.checked:
             continue
         inputs = [_read_type(graph, e) for e in node.inputs]
         expected = rule.infer(inputs, node.attrs)

@@ -13,10 +13,10 @@ from timerl.ops import registry
 from timerl.ops.registry import OPS, is_float
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt.context import Context
-from timerl.rt.symbolic import Symbol
-from timerl.rt.tensor import RecurrentTensor, check_same_context
+from timerl.symbolic import Symbol
+from timerl.rt.view import TensorView, check_same_context
 
-RT = RecurrentTensor
+RT = TensorView
 
 
 def normalize_axis(axis: int, rank: int) -> int:
@@ -75,7 +75,7 @@ def constant(ctx: Context, value: Any, dtype: str | None = None, domain: tuple[S
         raise ShapeError(f"{location or user_location()}: cannot make a tensor of {value!r}: {error}") from None
     node = ctx.add_node("const", Attrs.of(value=array, shape=array.shape, dtype=dtype), tuple(domain), [],
                         (TensorType(array.shape, dtype),), location or user_location())
-    return RT.of(ctx, node)
+    return ctx.view(node)
 
 
 def _as_tensors(args: Sequence[Any]) -> list[RT]:
@@ -110,7 +110,7 @@ def apply(op: str, *args: Any, as_tuple: bool = False, **attrs: Any) -> Any:
     domain = ctx.order_dims(set().union(*(t.domain for t in inputs)))
     edges = [Edge(t.node.id, t.output, t.index) for t in inputs]
     node = ctx.add_node(op, frozen, domain, edges, types, location)
-    results = [RT.of(ctx, node, k) for k in range(len(types))]
+    results = [ctx.view(node, k) for k in range(len(types))]
     return results[0] if len(results) == 1 and not as_tuple else tuple(results)
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from timerl.errors import ArgumentError, ShapeError, user_location
-from timerl.rt.symbolic import Expr, exact_division
-from timerl.rt.tensor import RecurrentTensor as RT
+from timerl.symbolic import Expr, exact_division
+from timerl.rt.view import TensorView as RT
 
 
 def shape_argument(name: str, shape: Any) -> tuple:

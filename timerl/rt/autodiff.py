@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from timerl.errors import ShapeError, TimeRLError, user_location
-from timerl.ops.registry import OPS, Unsupported, is_float, same_dim
+from timerl.ops.registry import ACCUMULATE, MERGE, OPS, Unsupported, is_float, same_dim
 from timerl.pdg.graph import Attrs, Edge, IndexItem, Point, Range, TensorType
 from timerl.rt import functional as F
 from timerl.rt.context import Context, NodeDraft
-from timerl.rt.symbolic import (
+from timerl.symbolic import (
     FALSE,
     TRUE,
     Cond,
@@ -37,9 +37,9 @@ from timerl.rt.symbolic import (
     same_all,
 )
 from timerl.rt.inversion import invert_read
-from timerl.rt.tensor import RecurrentTensor
+from timerl.rt.view import TensorView
 
-RT = RecurrentTensor
+RT = TensorView
 
 
 @dataclass
@@ -84,10 +84,10 @@ def gradient_of(x: RT) -> RT:
             produced = x.node.outputs[x.output]
             total = F.constant(ctx, np.zeros(_static(produced.shape, x.node)), produced.dtype, x.node.domain)
         else:
-            total = RT.of(ctx, nodes[0])
+            total = ctx.view(nodes[0])
             for node in nodes[1:]:
-                total = F.apply("add", total, RT.of(ctx, node))
-    return RT(ctx, total.node, 0, x.index)
+                total = F.apply("add", total, ctx.view(node))
+    return ctx.view(total.node, 0, x.index)
 
 
 @contextlib.contextmanager
@@ -136,12 +136,12 @@ def _differentiable_output(node: NodeDraft) -> bool:
 
 
 def _passes_gradient(node: NodeDraft) -> bool:
-    if node.op == "grad_accumulate":
+    if node.category is ACCUMULATE:
         raise TimeRLError(f"{node.location}: differentiating a gradient (second-order gradients) is not "
                           "supported; detach() it first")
     if not _differentiable_output(node):
         return False
-    return node.op == "merge" or not isinstance(OPS[node.op].grad, Unsupported)
+    return node.category is MERGE or not isinstance(OPS[node.op].grad, Unsupported)
 
 
 # ---- building the gradient graph ---------------------------------------------------------------------------
@@ -180,12 +180,12 @@ def _contribute(ctx: Context, consumer: NodeDraft, grads: dict[int, NodeDraft], 
     if not any(e.producer in relevant for e in consumer.inputs):
         return
     start = len(ctx.nodes)
-    grad_out = RT.of(ctx, grads[consumer.id])
-    if consumer.op == "merge":
+    grad_out = ctx.view(grads[consumer.id])
+    if consumer.category is MERGE:
         vjps = [grad_out] * len(consumer.inputs)
     else:
-        ins = [RT(ctx, ctx.nodes[e.producer], e.output, e.index) for e in consumer.inputs]
-        outs = [RT.of(ctx, consumer, k) for k in range(len(consumer.outputs))]
+        ins = [ctx.view(ctx.nodes[e.producer], e.output, e.index) for e in consumer.inputs]
+        outs = [ctx.view(consumer, k) for k in range(len(consumer.outputs))]
         try:
             vjps = list(OPS[consumer.op].grad(F, ins, outs, [grad_out], consumer.attrs))
         except ShapeError as error:
@@ -256,7 +256,7 @@ def _only_where(ctx: Context, condition: Cond, vjp: RT, domain: tuple[Symbol, ..
         branches.append(Edge(zero.node.id, zero.output, zero.index, negation(condition)))
     node = ctx.add_node("merge", Attrs.of(shape=tuple(vjp.shape), dtype=vjp.dtype), domain, branches,
                         (TensorType(tuple(vjp.shape), vjp.dtype),), user_location(), condition=TRUE)
-    return RT.of(ctx, node)
+    return ctx.view(node)
 
 
 def _over_domain(ctx: Context, vjp: RT, domain: tuple[Symbol, ...]) -> RT:

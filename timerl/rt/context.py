@@ -6,9 +6,12 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
+from timerl.compile import compile_program
 from timerl.errors import ArgumentError, DomainError, TimeRLError, user_location
-from timerl.pdg.graph import Attrs, Edge, Graph, Node, TensorType
-from timerl.rt.symbolic import TRUE, And, Cond, Expr, Symbol, as_cond, conjunction, non_affine_in, position
+from timerl.ops.registry import OPS, Category
+from timerl.pdg.graph import Attrs, Edge, Graph, IndexItem, Node, Point, TensorType
+from timerl.symbolic import TRUE, And, Cond, Expr, Symbol, as_cond, conjunction, non_affine_in, position
+from timerl.rt.view import TensorView
 
 _ACTIVE: list[Context] = []
 
@@ -30,13 +33,20 @@ class NodeDraft:
     gradient_of: int | None = None  # set on nodes created by backward(): the forward node they serve
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def category(self) -> Category:
+        return OPS[self.op].category
+
     def freeze(self) -> Node:
         return Node(self.id, self.op, self.attrs, self.domain, self.condition, tuple(self.inputs), self.outputs,
                     self.location, self.name)
 
 
 class Context:
-    """``trl.Context(dims="b i t")``: dimensions outermost first, each with an upper bound symbol."""
+    """A program being recorded: its dimensions, outermost first, each with an upper bound symbol, and its nodes.
+    Users create `timerl.rt.tensor.Context`, whose tensors have operators (``tensor_class``)."""
+
+    tensor_class: type[TensorView] = TensorView
 
     def __init__(self, dims: str | Sequence[str]) -> None:
         if not isinstance(dims, (str, list, tuple)) or not all(isinstance(n, str) for n in dims):
@@ -94,7 +104,7 @@ class Context:
                  outputs: tuple[TensorType, ...], location: str, condition: Cond | None = None) -> NodeDraft:
         if condition is None:
             condition = self.current_condition()
-            if op != "sink":
+            if not OPS[op].category.root:
                 # a node that does not vary over a dim a `when` mentions (a scalar operand, a per-iteration
                 # tensor inside a per-step block) runs wherever some point of that dim may need it
                 condition = conjunction(TRUE, *(c for c in conjuncts(condition)
@@ -139,13 +149,17 @@ class Context:
     def bound_of(self, dim: Symbol) -> Symbol:
         return self.bounds[position(dim, self.dims)]
 
+    def view(self, node: NodeDraft, output: int = 0, index: tuple[IndexItem, ...] | None = None) -> TensorView:
+        """A tensor of this program reading ``output`` of ``node`` through ``index`` (default: at its own point)."""
+        if index is None:
+            index = tuple(Point(d) for d in node.domain)
+        return self.tensor_class(self, node, output, index)
+
     def graph(self) -> Graph:
         return Graph(self.dims, self.bounds, tuple(n.freeze() for n in self.nodes))
 
     # ---- compiling ------------------------------------------------------------------------------------
     def compile(self, bounds: dict | None = None, backend: str = "torch", **options: Any):
-        from timerl.compile import compile_program
-
         return compile_program(self, bounds or {}, backend, **options)
 
 

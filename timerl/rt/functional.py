@@ -15,13 +15,13 @@ from timerl.errors import (
     int_argument,
     user_location,
 )
-from timerl.ops.registry import is_float
+from timerl.ops.registry import is_float, same_dim
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt.apply import (  # noqa: F401  (re-exported: F.apply, F.constant, ...)
     RT, _as_tensors, apply, check_dtype, constant, normalize_axes, normalize_axis, static_shape)
 from timerl.rt.arguments import forward_slices, inferred_size, shape_argument, tensor_argument, tensors_argument
 from timerl.rt.context import current_context
-from timerl.rt.symbolic import Expr, Symbol, same_all
+from timerl.symbolic import Expr, Symbol, same_all
 
 
 # ---- creation -------------------------------------------------------------------------------------------
@@ -61,7 +61,7 @@ def _leaf(op: str, shape: Sequence[int], dtype: str, domain: Sequence[Symbol], r
     node = ctx.add_node(op, Attrs.of(shape=shape, dtype=check_dtype(dtype), **attrs), domain, [],
                         (TensorType(shape, dtype),), user_location())
     node.requires_grad = _grad_flag(requires_grad, dtype)
-    return RT.of(ctx, node)
+    return ctx.view(node)
 
 
 def _grad_flag(requires_grad: bool, dtype: str) -> bool:
@@ -218,8 +218,6 @@ def discounted_cum_sum(x: RT, gamma: float) -> RT:
 
 def sum_to(x: RT, shape: Sequence[Any]) -> RT:
     """Sum ``x`` down to ``shape`` (the inverse of broadcasting)."""
-    from timerl.ops.registry import same_dim
-
     shape = shape_argument("shape", shape)
     extra = x.ndim - len(shape)
     dims = list(range(extra))
@@ -258,8 +256,6 @@ def reshape(x: RT, *shape: Any) -> RT:
 
 
 def _same(a: Any, b: Any) -> bool:
-    from timerl.ops.registry import same_dim
-
     return same_dim(a, b)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from timerl.errors import TimeRLError
 from timerl.pdg.graph import Edge, IndexItem, Point, Range
 from timerl.rt.context import NodeDraft
-from timerl.rt.symbolic import (
+from timerl.symbolic import (
     FALSE,
     TRUE,
     Affine,

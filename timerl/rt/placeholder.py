@@ -13,14 +13,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from timerl.errors import DomainError, ShapeError, TimeRLError, bool_argument, user_location
-from timerl.ops.registry import is_float
+from timerl.ops.registry import MERGE, is_float, same_dim
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt import functional as F
 from timerl.rt.context import conjuncts, current_context
-from timerl.rt.symbolic import TRUE, Cond, Expr, Symbol, affine_coefficient, as_expr, compare, conjunction
-from timerl.rt.tensor import RecurrentTensor
+from timerl.symbolic import TRUE, Cond, Expr, Symbol, affine_coefficient, as_expr, compare, conjunction
+from timerl.rt.view import TensorView
 
-RT = RecurrentTensor
+RT = TensorView
 
 
 def placeholder(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = (),
@@ -31,7 +31,7 @@ def placeholder(shape: Sequence[int] = (), dtype: str = "float32", domain: Seque
                         ctx.check_domain(domain, user_location()), [],
                         (TensorType(shape, dtype),), user_location())
     node.requires_grad = bool_argument("requires_grad", requires_grad)
-    return RT.of(ctx, node)
+    return ctx.view(node)
 
 
 def param(init: Any, domain: Sequence[Symbol] | None = None, dtype: str | None = None) -> RT:
@@ -53,7 +53,7 @@ def _default_dtype(value: Any) -> str:
 def assign(target: RT, key: Any, value: Any) -> None:
     location = user_location()
     node = target.node
-    if node.op != "merge" or not target.is_plain():
+    if node.category is not MERGE or not target.is_plain():
         raise TimeRLError(f"{location}: only placeholders (trl.placeholder / trl.param) take assignments")
     keys = key if isinstance(key, tuple) else (key,)
     if len(keys) > len(node.domain):
@@ -98,8 +98,6 @@ def assign(target: RT, key: Any, value: Any) -> None:
 
 
 def _conform(value: RT, expected: TensorType, location: str) -> RT:
-    from timerl.ops.registry import same_dim
-
     if value.dtype != expected.dtype:
         if is_float(value.dtype) and is_float(expected.dtype) or value.dtype in ("int64", "int32", "bool"):
             value = F.astype(value, expected.dtype)

@@ -1,8 +1,10 @@
-"""`RecurrentTensor`: a view of one output of a PDG node, read through a symbolic index.
+"""`RecurrentTensor`: the tensors users hold, views of PDG nodes (`timerl.rt.view`) with operators and methods.
 
-A view keeps, for each dimension of its producer's domain, a `Point` or `Range` written in the view's own
-dimensions; ``x[t + 1]`` only rewrites that index (no node), so dependence expressions reach the PDG
-exactly as the user wrote them. Ranges become leading spatial dimensions, in index order.
+Arithmetic and comparisons build ops through `timerl.rt.functional`, so ``x + 1``, ``x.sum()`` and ``F.sum(x)``
+are the same; ``x[t + 1]`` indexes the domain (no op), ``x.spatial[...]`` the shape; ``o[t + 1] = rhs`` assigns
+a placeholder (`timerl.rt.placeholder`); ``y.backward()`` and ``w.grad`` are symbolic backpropagation
+(`timerl.rt.autodiff`). `Context` is the user's ``trl.Context``: the tensors of its programs are
+`RecurrentTensor`s.
 """
 
 from __future__ import annotations
@@ -11,65 +13,81 @@ from typing import Any, Callable
 
 import numpy as np
 
-from timerl.errors import DomainError, ShapeError, TimeRLError, user_location
-from timerl.pdg.graph import IndexItem, Point, Range, TensorType
-from timerl.rt.context import Context, NodeDraft
-from timerl.rt.symbolic import Expr, Symbol, as_expr, non_affine_part
+from timerl.errors import DomainError, user_location
+from timerl.pdg.graph import IndexItem, Point, Range
+from timerl.rt import context
+from timerl.rt import functional as F
+from timerl.rt.autodiff import backward, gradient_of
+from timerl.rt.placeholder import assign
+from timerl.symbolic import Expr, Symbol, as_expr, non_affine_part
+from timerl.rt.view import TensorView
 
 
-class RecurrentTensor:
-    __slots__ = ("ctx", "node", "output", "index", "domain", "shape", "dtype", "_grad")
-    __array_priority__ = 1000  # so `numpy_array * rt` defers to us
+def _binary(name: str, reverse: bool = False) -> Callable:
+    if reverse:
+        return lambda self, other: F.apply(name, other, self)
+    return lambda self, other: F.apply(name, self, other)
 
-    def __init__(self, ctx: Context, node: NodeDraft, output: int, index: tuple[IndexItem, ...]) -> None:
-        self.ctx = ctx
-        self.node = node
-        self.output = output
-        self.index = index
-        symbols: set[Symbol] = set()
-        for item in index:
-            symbols |= {s for s in item.symbols() if not s.is_bound}
-        self.domain: tuple[Symbol, ...] = ctx.order_dims(symbols)
-        produced = node.outputs[output]
-        lengths = tuple(_simplify_dim(item.length()) for item in index if isinstance(item, Range))
-        self.shape: tuple[int | Expr, ...] = lengths + tuple(produced.shape)
-        self.dtype: str = produced.dtype
-        self._grad: tuple[int, RecurrentTensor] | None = None  # (number of backward passes, gradient)
 
-    @classmethod
-    def of(cls, ctx: Context, node: NodeDraft, output: int = 0) -> RecurrentTensor:
-        return cls(ctx, node, output, tuple(Point(d) for d in node.domain))
+class RecurrentTensor(TensorView):
+    __slots__ = ()
 
-    # ---- basic properties --------------------------------------------------------------------------------
-    @property
-    def type(self) -> TensorType:
-        return TensorType(self.shape, self.dtype)
+    # ---- arithmetic, comparisons and methods: ops built by `timerl.rt.functional` ----------------------------
+    __add__, __radd__ = _binary("add"), _binary("add", reverse=True)
+    __sub__, __rsub__ = _binary("sub"), _binary("sub", reverse=True)
+    __mul__, __rmul__ = _binary("mul"), _binary("mul", reverse=True)
+    __truediv__, __rtruediv__ = _binary("div"), _binary("div", reverse=True)
+    __pow__, __rpow__ = _binary("pow"), _binary("pow", reverse=True)
+    __lt__, __le__, __gt__, __ge__ = _binary("lt"), _binary("le"), _binary("gt"), _binary("ge")
+    __eq__, __ne__ = _binary("eq"), _binary("ne")  # type: ignore[assignment]
+    __hash__ = object.__hash__  # ``==`` builds an op, so hashing stays by identity
+    __and__, __or__ = _binary("logical_and"), _binary("logical_or")
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
+    def __invert__(self) -> RecurrentTensor:
+        return F.apply("logical_not", self)
 
-    @property
-    def requires_grad(self) -> bool:
-        return self.node.requires_grad
+    def __neg__(self) -> RecurrentTensor:
+        return F.apply("neg", self)
 
-    def is_plain(self) -> bool:
-        """True when the view reads its producer at the very point (no shift, range or dropped dim)."""
-        return all(isinstance(item, Point) and item.expr.same(d) for item, d in zip(self.index, self.node.domain))
+    def __matmul__(self, other: Any) -> RecurrentTensor:
+        return F.matmul(self, other)
 
-    def __repr__(self) -> str:
-        dims = ", ".join(d.name for d in self.domain)
-        shape = ", ".join(str(s) for s in self.shape)
-        return f"RecurrentTensor(domain=({dims}), shape=({shape}), dtype={self.dtype}, op={self.node.op})"
+    def __rmatmul__(self, other: Any) -> RecurrentTensor:
+        return F.matmul(other, self)
 
-    def __bool__(self) -> bool:
-        raise TimeRLError(f"{user_location()}: a recurrent tensor has no truth value while the program is being "
-                          "defined; use trl.where(...) or ctx.when(...)")
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d recurrent tensor")
-        return int(self.shape[0])
+    sum = F.sum
+    mean = F.mean
+    max = F.max
+    min = F.min
+    argmax = F.argmax
+    cumsum = F.cumsum
+    softmax = F.softmax
+    log_softmax = F.log_softmax
+    discounted_sum = F.discounted_sum
+    discounted_cum_sum = F.discounted_cum_sum
+    reshape = F.reshape
+    permute = F.permute
+    transpose = F.transpose
+    unsqueeze = F.unsqueeze
+    squeeze = F.squeeze
+    expand = F.expand
+    flip = F.flip
+    gather = F.gather
+    index_select = F.index_select
+    one_hot = F.one_hot
+    clip = F.clip
+    clamp = F.clamp
+    detach = F.detach
+    astype = F.astype
+    exp = F.exp
+    log = F.log
+    sqrt = F.sqrt
+    abs = F.abs
+    tanh = F.tanh
+    sigmoid = F.sigmoid
+    relu = F.relu
+    sign = F.sign
+    sum_to = F.sum_to
 
     # ---- indexing the domain -------------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> RecurrentTensor:
@@ -96,16 +114,12 @@ class RecurrentTensor:
                 raise DomainError(f"{user_location()}: cannot index a range read with another range")
             else:
                 index.append(item.substitute(mapping))
-        return RecurrentTensor(self.ctx, view.node, view.output, tuple(index))
+        return self.ctx.view(view.node, view.output, tuple(index))
 
     def _materialized(self) -> RecurrentTensor:
-        from timerl.rt import functional as F
-
         return F.apply("identity", self)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        from timerl.rt.placeholder import assign
-
         assign(self, key, value)
 
     @property
@@ -115,13 +129,9 @@ class RecurrentTensor:
 
     # ---- sinks and gradients -----------------------------------------------------------------------------------
     def sink(self, fn: Callable[[dict, Any], Any]) -> None:
-        from timerl.rt import functional as F
-
         F.sink(self, fn)
 
     def backward(self) -> None:
-        from timerl.rt.autodiff import backward
-
         backward(self)
 
     @property
@@ -131,10 +141,9 @@ class RecurrentTensor:
             return None
         passes = len(self.ctx.objectives)
         if self._grad is None or self._grad[0] != passes:
-            from timerl.rt.autodiff import gradient_of
-
             self._grad = (passes, gradient_of(self))
         return self._grad[1]
+
 
 
 class _SpatialIndexer:
@@ -142,14 +151,7 @@ class _SpatialIndexer:
         self.tensor = tensor
 
     def __getitem__(self, key: Any) -> RecurrentTensor:
-        from timerl.rt import functional as F
-
         return F.spatial(self.tensor, key)
-
-
-def _simplify_dim(dim: Expr) -> int | Expr:
-    value = dim.constant_value()
-    return dim if value is None else value
 
 
 def _domain_items(tensor: RecurrentTensor, key: Any) -> list[IndexItem]:
@@ -191,35 +193,8 @@ def _check_affine(expr: Expr, what: str) -> None:
                           "`//` and `%` by constants, trl.min and trl.max (e.g. t + 1, 2*t, t // 2)")
 
 
-def install_operators() -> None:
-    """Arithmetic, comparisons and methods, all forwarding to `timerl.rt.functional`."""
-    from timerl.rt import functional as F
+class Context(context.Context):
+    """``trl.Context(dims="b i t")``: dimensions outermost first, each with an upper bound symbol; the tensors
+    of its program are `RecurrentTensor`s."""
 
-    def binary(name: str, reverse: bool = False) -> Callable:
-        if reverse:
-            return lambda self, other: F.apply(name, other, self)
-        return lambda self, other: F.apply(name, self, other)
-
-    cls = RecurrentTensor
-    for dunder, op in [("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"), ("pow", "pow")]:
-        setattr(cls, f"__{dunder}__", binary(op))
-        setattr(cls, f"__r{dunder}__", binary(op, reverse=True))
-    for dunder, op in [("lt", "lt"), ("le", "le"), ("gt", "gt"), ("ge", "ge"), ("eq", "eq"), ("ne", "ne")]:
-        setattr(cls, f"__{dunder}__", binary(op))
-    cls.__hash__ = object.__hash__  # type: ignore[assignment]
-    cls.__and__ = binary("logical_and")  # type: ignore[attr-defined]
-    cls.__or__ = binary("logical_or")  # type: ignore[attr-defined]
-    cls.__invert__ = lambda self: F.apply("logical_not", self)  # type: ignore[attr-defined]
-    cls.__neg__ = lambda self: F.apply("neg", self)  # type: ignore[attr-defined]
-    cls.__matmul__ = lambda self, other: F.matmul(self, other)  # type: ignore[attr-defined]
-    cls.__rmatmul__ = lambda self, other: F.matmul(other, self)  # type: ignore[attr-defined]
-    for method in F.METHODS:
-        setattr(cls, method, getattr(F, method))
-
-
-def check_same_context(*tensors: RecurrentTensor) -> Context:
-    contexts = {id(t.ctx): t.ctx for t in tensors}
-    if len(contexts) > 1:
-        raise ShapeError(f"{user_location()}: tensors from different contexts cannot meet")
-    return next(iter(contexts.values()))
-
+    tensor_class = RecurrentTensor

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 
 from timerl.errors import ShapeError
 from timerl.pdg.graph import Edge, Graph, Range
-from timerl.rt.symbolic import TRUE, Cond, Symbol, compile_function
+from timerl.symbolic import TRUE, Cond, Symbol, compile_function
 
 
 class EdgeReader:

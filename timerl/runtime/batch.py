@@ -23,13 +23,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from timerl.errors import TimeRLError
-from timerl.pdg.graph import Graph, Node
+from timerl.pdg.graph import Graph, Node, identity_read
 from timerl.ops.batching import batch_rule
+from timerl.ops.registry import ACCUMULATE, CONST, SINK
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
 from timerl.runtime.plan import static_bytes
-from timerl.rt.symbolic import compile_function
+from timerl.symbolic import compile_function
 from timerl.sched import ast
-from timerl.sched.group import identity_read
 from timerl.runtime.statements import flatten, freed_parts, statement_major
 from timerl.runtime.windows import masked_reduction, windowed_members
 
@@ -54,7 +54,7 @@ class BatchedGroup:
         self.compiled: dict = {}  # input layout -> the members as one function (`_members_function`)
         self.windowed = windowed_members(self.graph, group) or set()
         self.kernels = {n.id: self._kernel(n) for n in self.members
-                        if n.op not in ("const", "grad_accumulate", "sink")}
+                        if n.category.kernel}
         self.sizes = {n.id: static_bytes(n) for n in self.members}
         # per member and input slot, planned once: read inside the group (INSIDE), a range read (WINDOW) or
         # a read of another group's points (GATHER)
@@ -187,13 +187,13 @@ class BatchedGroup:
             return len(arguments) - 1
 
         for node in self.members:
-            if node.op == "const":
+            if node.category is CONST:
                 refs[node.id] = (-1 - argument(self.executable.namespace[f"C{node.id}"]), False)
                 continue
-            if node.op == "grad_accumulate":
+            if node.category is ACCUMULATE:
                 refs[node.id] = (-1 - argument(self._accumulate(node, points)), True)
                 continue
-            if node.op == "sink":
+            if node.category is SINK:
                 sinks.append(node)
                 continue
             inputs, axes = [], []

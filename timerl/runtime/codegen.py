@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 from timerl.runtime.statements import flatten, freed_parts
 from timerl.sched import ast
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
 from timerl.runtime import rng
 from timerl.runtime.evaluate import bound_kernel
@@ -21,7 +22,7 @@ class DrawPrefetch:
 
     def __init__(self, draw: Node, chain: list[Node], count: int, seed: int, backend: Any, point_bytes: int) -> None:
         attrs = draw.attrs.as_dict()
-        self.draw = (seed, attrs["stream"], attrs["shape"], attrs["dtype"], draw.op == "randn")
+        self.draw = (seed, attrs["stream"], attrs["shape"], attrs["dtype"], draws_normal(draw.op))
         position = {m.id: k for k, m in enumerate(chain)}
         self.steps = [(bound_kernel(m, backend), [position[e.producer] for e in m.inputs]) for m in chain[1:]]
         self.count = count

@@ -1,65 +1,89 @@
 """The device bytes a schedule needs, found by walking it without computing anything.
 
-Every statement stores and frees the same number of bytes whenever it runs (when all shapes are static), so
-replaying the loops with byte counts alone gives the exact peak of a real run without swapping. This is the
+A statement stores and frees bytes that depend at most on its point (a window ``r[t:T]`` has ``T - t`` rows):
+sizes are symbolic expressions of the point and the bounds, evaluated as the loops are replayed, so replaying
+the loops with byte counts alone gives the exact peak of a real run without swapping. This is the
 figure a `DeviceOutOfMemoryError` states: ``device_memory`` set to it fits. With scheduled swaps, the same
 replay decides at compile time which offloads and fetches to keep (`choose_swaps`).
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import replace
-from typing import Any
+from typing import Any, Mapping
 
-from timerl.runtime.plan import output_bytes, static_bytes
+import numpy as np
+
+from timerl.symbolic import Expr, Symbol, compile_function
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.sched import ast
 
+Size = int | Expr  # bytes, possibly depending on a statement's point
 
-def required_device_bytes(schedule: ast.Schedule, graph: Any, groups: dict) -> int | None:
-    """Peak device bytes of running ``schedule``; None when some size is only known at run time."""
-    counter = _counter(graph, groups)
-    if counter is None:
-        return None
+
+Transient = Mapping[int, tuple[int, tuple[int, ...]]]  # `timerl.runtime.plan.GroupLowering.transient`
+
+
+def required_device_bytes(schedule: ast.Schedule, graph: Any, groups: dict, bounds: Mapping[Symbol, int],
+                          transient: Transient) -> int:
+    """Peak device bytes of running ``schedule`` (without the pool's reactive swapping)."""
+    counter = _ByteCounter(graph, groups, bounds, transient)
     counter.build(schedule.root, ())([])
     return counter.peak
 
 
-def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int) -> ast.Schedule:
-    """Keep the scheduled offloads and fetches (paper §6.2) of the fewest groups, largest points first, that
-    bring the schedule's peak within ``budget``; all of them when even that does not fit (the pool's reactive
-    swapping is the fallback), none when it fits without. Decided at compile time by dry runs."""
-    counter = _counter(graph, groups)
-    if counter is None:
-        return schedule
-    swapped = sorted(_swapped_groups(schedule.root), key=lambda g: (-counter.stored[g], g))
-    if not swapped:
-        return schedule
+SWAP_FRACTION = 4096  # points smaller than budget / SWAP_FRACTION bytes are never swapped (paper §6.2's threshold)
 
-    def peak(kept: int) -> int:
-        trial = _counter(graph, groups)
-        trial.swapping = set(swapped[:kept])
-        trial.build(schedule.root, ())([])
-        return trial.peak
 
-    if peak(0) <= budget:
-        kept = 0
-    elif peak(len(swapped)) > budget:
-        kept = len(swapped)
-    else:  # the peak only falls as more groups swap: the smallest prefix that fits, by bisection
-        low, high = 0, len(swapped)
+def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int, bounds: Mapping[Symbol, int],
+                 transient: Transient) -> ast.Schedule:
+    """Keep the scheduled offloads and fetches (paper §6.2) of the fewest swap units that bring the schedule's
+    peak within ``budget``, none when it fits without, and every unit that lowers the peak alone when even all
+    of them do not fit (the pool's reactive swapping is the fallback). Units are tried in the order of how much
+    each one alone lowers the peak (then the others, largest points first); the smallest prefix that fits is
+    found by bisection. Units of points smaller than
+    ``budget / SWAP_FRACTION`` bytes are dropped (copies cost more than they save). Decided at compile time by
+    dry runs, so a program whose swapped peak fits never runs out of device memory."""
+
+    counter = _ByteCounter(graph, groups, bounds, transient)
+    replay = counter.build(schedule.root, ())  # built once, run once per trial
+
+    def peak(kept: set[int]) -> int:
+        counter.swapping, counter.live, counter.peak = kept, 0, 0
+        replay([])
+        return counter.peak
+
+    base = peak(set())
+    if base <= budget:
+        return ast.Schedule(_only_swaps_of(schedule.root, set()), schedule.labels)
+    sizes = counter
+    units = {unit: group for unit, group in _swap_units(schedule.root).items()
+             if sizes.largest(group) * SWAP_FRACTION >= budget}
+    gains = {unit: base - peak({unit}) for unit in units}
+    helping = sorted((unit for unit in units if gains[unit] > 0), key=lambda unit: (-gains[unit], unit))
+    order = helping + sorted((unit for unit in units if gains[unit] <= 0),
+                             key=lambda unit: (-sizes.largest(units[unit]), unit))  # may help together
+    if peak(set(order)) > budget:
+        kept = len(helping) if helping else len(order)
+    else:  # the peak falls as more units swap: the smallest prefix that fits, by bisection
+        low, high = 0, len(order)
         while high - low > 1:
             middle = (low + high) // 2
-            low, high = (low, middle) if peak(middle) <= budget else (middle, high)
+            low, high = (low, middle) if peak(set(order[:middle])) <= budget else (middle, high)
         kept = high
-    return ast.Schedule(_only_swaps_of(schedule.root, set(swapped[:kept])), schedule.labels)
+    return ast.Schedule(_only_swaps_of(schedule.root, set(order[:kept])), schedule.labels)
 
 
-def _swapped_groups(node: ast.AstNode) -> set[int]:
+def _swap_units(node: ast.AstNode) -> dict[int, int]:
+    """Swap unit -> its group, for every offload and fetch in the program."""
     if isinstance(node, (ast.Offload, ast.Fetch)):
-        return {node.node}
-    children = _children(node)
-    return set().union(*(_swapped_groups(child) for child in children)) if children else set()
+        return {node.unit: node.node}
+    found: dict[int, int] = {}
+    for child in _children(node):
+        found.update(_swap_units(child))
+    return found
 
 
 def _children(node: ast.AstNode) -> tuple:
@@ -73,77 +97,112 @@ def _children(node: ast.AstNode) -> tuple:
 
 
 def _only_swaps_of(node: ast.AstNode, kept: set[int]) -> ast.AstNode:
-    """The program without the offloads and fetches of groups outside ``kept``."""
+    """The program without the offloads and fetches of swap units outside ``kept``."""
     if isinstance(node, ast.Sequence):
         body = tuple(_only_swaps_of(child, kept) for child in node.body
-                     if not isinstance(child, (ast.Offload, ast.Fetch)) or child.node in kept)
+                     if not isinstance(child, (ast.Offload, ast.Fetch)) or child.unit in kept)
         return replace(node, body=body)
     if isinstance(node, ast.Loop):
         return replace(node, body=_only_swaps_of(node.body, kept))
     if isinstance(node, ast.If):
         orelse = None if node.orelse is None else _only_swaps_of(node.orelse, kept)
         return replace(node, then=_only_swaps_of(node.then, kept), orelse=orelse)
-    if isinstance(node, (ast.Offload, ast.Fetch)) and node.node not in kept:
+    if isinstance(node, (ast.Offload, ast.Fetch)) and node.unit not in kept:
         return ast.Sequence(())
     return node
-
-
-def _counter(graph: Any, groups: dict) -> _ByteCounter | None:
-    stored: dict[int, int] = {}
-    transient: dict[int, int] = {}
-    for group in groups.values():
-        sizes = {n: static_bytes(graph.nodes[n]) for n in group.members if graph.nodes[n].outputs}
-        if any(size is None for size in sizes.values()):
-            return None
-        stored[group.id] = sum(sizes[n] for n in group.freed_later)
-        transient[group.id] = sum(sizes[n] for n in group.freed_inside)
-    return _ByteCounter(stored, transient, graph)
 
 
 class _ByteCounter(AstInterpreter):
     """Statements add and remove their groups' bytes; loops and conditionals run as the executor's do."""
 
-    def __init__(self, stored: dict[int, int], transient: dict[int, int], graph: Any) -> None:
-        self.stored, self.transient, self.graph = stored, transient, graph
+    def __init__(self, graph: Any, groups: dict, bounds: Mapping[Symbol, int], transient: Transient) -> None:
+        self.graph, self.groups, self.transient = graph, groups, transient
+        self.bounds = {bound: int(value) for bound, value in bounds.items()}
         self.live = self.peak = 0
-        self.swapping: set[int] | None = None  # groups whose offloads and fetches count (None: all)
+        self.swapping: set[int] | None = None  # swap units whose offloads and fetches count (None: all),
+        # read as the replay runs: one built replay serves every trial of `choose_swaps`
 
+    # ---- sizes --------------------------------------------------------------------------------------------
+    def _bytes(self, parts: tuple[tuple[int, tuple[int, ...]], ...]) -> tuple[tuple[Symbol, ...], Size]:
+        """The bytes of these (member, outputs) of one point, as an expression of the members' dimensions."""
+        total: Size = 0
+        dims: tuple[Symbol, ...] = ()
+        for member_id, outputs in parts:
+            node = self.graph.nodes[member_id]
+            dims = dims or node.domain
+            for k in outputs:
+                produced = node.outputs[k]
+                elements = functools.reduce(operator.mul, produced.shape, 1)
+                total = total + elements * np.dtype(produced.dtype).itemsize
+        if isinstance(total, Expr):
+            total = total.substitute(self.bounds)
+            value = total.constant_value()
+            total = total if value is None else value
+        return dims, total
+
+    def _whole(self, members: tuple[int, ...]) -> tuple[tuple[Symbol, ...], Size]:
+        return self._bytes(tuple((m, tuple(range(len(self.graph.nodes[m].outputs)))) for m in members))
+
+    def _at(self, size: tuple[tuple[Symbol, ...], Size], point: tuple[Expr, ...], scope):
+        """A function of the loop counters giving the bytes at the statement's point."""
+        dims, total = size
+        if isinstance(total, int):
+            return lambda counters: total
+        at_point = total.substitute(dict(zip(dims, point)))
+        function = compile_function((at_point,), scope)
+        return lambda counters: function(*counters)[0]
+
+    def largest(self, group: int) -> int:
+        """The most bytes a point of ``group`` stores (to order the groups that may swap)."""
+        dims, total = self._whole(self.groups[group].freed_later)
+        if isinstance(total, int):
+            return total
+        extents = {dim: self.bounds[self.graph.bound_of(dim)] - 1 for dim in dims}
+        return max(total.substitute({d: 0 for d in dims}).constant_value() or 0,
+                   total.substitute(extents).constant_value() or 0)
+
+    # ---- statements ---------------------------------------------------------------------------------------
     def _execute(self, node: ast.Execute, scope) -> Run:
-        adds, passing = self.stored[node.node], self.transient[node.node]
+        group = self.groups[node.node]
+        adds = self._at(self._whole(group.freed_later), node.point, scope)
+        static, dynamic = self.transient[node.node]
+        dims, dynamic_bytes = self._whole(dynamic)
+        passing = self._at((dims, static + dynamic_bytes), node.point, scope)
 
         def execute(counters: list) -> None:
-            self.live += adds
-            self.peak = max(self.peak, self.live + passing)
+            self.live += adds(counters)
+            self.peak = max(self.peak, self.live + passing(counters))
 
         return execute
 
     def _deallocate(self, node: ast.Deallocate, scope) -> Run:
-        """Whole members, or (`timeline.Freed`) some of their outputs: static, as every size here."""
-        frees = self.stored[node.node] if node.parts is None else sum(
-            output_bytes(self.graph.nodes[member], k) for member, outputs in node.parts for k in outputs)
+        """Whole members, or (`timeline.Freed`) some of their outputs."""
+        size = (self._whole(self.groups[node.node].freed_later) if node.parts is None
+                else self._bytes(node.parts))
+        frees = self._at(size, node.point, scope)
 
         def deallocate(counters: list) -> None:
-            self.live -= frees
+            self.live -= frees(counters)
 
         return deallocate
 
     def _offload(self, node: ast.Offload, scope) -> Run:
-        if self.swapping is not None and node.node not in self.swapping:
-            return lambda counters: None
-        moved = self.stored[node.node]
+        moved = self._at(self._whole(self.groups[node.node].freed_later), node.point, scope)
+        unit = node.unit
 
         def offload(counters: list) -> None:
-            self.live -= moved
+            if self.swapping is None or unit in self.swapping:
+                self.live -= moved(counters)
 
         return offload
 
     def _fetch(self, node: ast.Fetch, scope) -> Run:
-        if self.swapping is not None and node.node not in self.swapping:
-            return lambda counters: None
-        moved = self.stored[node.node]
+        moved = self._at(self._whole(self.groups[node.node].freed_later), node.point, scope)
+        unit = node.unit
 
         def fetch(counters: list) -> None:
-            self.live += moved
-            self.peak = max(self.peak, self.live)
+            if self.swapping is None or unit in self.swapping:
+                self.live += moved(counters)
+                self.peak = max(self.peak, self.live)
 
         return fetch

@@ -13,38 +13,65 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from timerl.errors import ShapeError, TimeRLError
-from timerl.ops.registry import OPS
+from timerl.ops.registry import ACCUMULATE, CONST, DRAW, MERGE, OPS, SINK, SOURCE, UDF
+from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
 from timerl.runtime import rng
 from timerl.runtime.access import point_dict
-from timerl.rt.symbolic import Expr, Symbol, compile_function
+from timerl.symbolic import Expr, Symbol, compile_function
 
 
 def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, bounds: Mapping[Symbol, int],
              backend: Any) -> tuple[Any, ...]:
+    category = node.category
+    if category.kernel or category is ACCUMULATE:
+        return _evaluate_array(node, point, inputs, seed, bounds, backend)
+    return _BY_EXECUTOR[category](node, point, inputs, seed, node.attrs.as_dict(), backend)
+
+
+def _const(node, point, inputs, seed, attrs, backend):
+    return (backend.from_numpy(attrs["value"]),)
+
+
+def _draw(node, point, inputs, seed, attrs, backend):
+    return (backend.from_numpy(rng.draw(seed, attrs["stream"], point, attrs["shape"], attrs["dtype"],
+                                        draws_normal(node.op))),)
+
+
+def _source(node, point, inputs, seed, attrs, backend):
+    value = _call_user(node, point, lambda: np.asarray(attrs["fn"](point_dict(node.domain, point)),
+                                                         dtype=attrs["dtype"]))
+    return (backend.from_numpy(_check_shape(node, value, attrs["shape"])),)
+
+
+def _merge(node, point, inputs, seed, attrs, backend):
+    return (inputs[0],)  # the executor reads only the branch whose condition holds
+
+
+def _sink(node, point, inputs, seed, attrs, backend):
+    _call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(inputs[0])))
+    return ()
+
+
+def _udf(node, point, inputs, seed, attrs, backend):
+    arrays = [backend.to_numpy(v) for v in inputs]
+    results = attrs["fn"](point_dict(node.domain, point), *arrays)
+    return tuple(backend.from_numpy(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
+
+
+_BY_EXECUTOR = {CONST: _const, DRAW: _draw, SOURCE: _source, MERGE: _merge, SINK: _sink, UDF: _udf}
+
+
+def _evaluate_array(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, bounds: Mapping[Symbol, int],
+                    backend: Any) -> tuple[Any, ...]:
+    """An op computed with arrays: its registry kernel, or a gradient accumulation."""
     op = node.op
     attrs = node.attrs.as_dict()
-    if op == "const":
-        return (backend.from_numpy(attrs["value"]),)
-    if op in ("rand", "randn"):
-        return (backend.from_numpy(rng.draw(seed, attrs["stream"], point, attrs["shape"], attrs["dtype"], op == "randn")),)
-    if op == "source":
-        value = _call_user(node, point, lambda: np.asarray(attrs["fn"](point_dict(node.domain, point)),
-                                                             dtype=attrs["dtype"]))
-        return (backend.from_numpy(_check_shape(node, value, attrs["shape"])),)
-    if op == "merge":
-        return (inputs[0],)
-    if op == "sink":
-        _call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(inputs[0])))
-        return ()
-    if op == "udf":
-        arrays = [backend.to_numpy(v) for v in inputs]
-        results = attrs["fn"](point_dict(node.domain, point), *arrays)
-        return tuple(backend.from_numpy(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
+    accumulate = node.category is ACCUMULATE
     host = getattr(backend, "host_for_dynamic_shapes", None)
-    if host is not None and _dynamic(node, backend) and not (op == "grad_accumulate" and _whole_stacks(inputs, attrs)):
+    if host is not None and _dynamic(node, backend) and not (accumulate and _whole_stacks(inputs, attrs)):
         return _on_host(node, point, inputs, seed, bounds, backend, host)
-    if op == "grad_accumulate":
+    if accumulate:
         return (accumulate_gradient(node, point, inputs, attrs, bounds, backend),)
     check_values(node, point, inputs, backend)
     try:
@@ -131,7 +158,7 @@ def _dynamic(node: Node, backend: Any) -> bool:
     known = backend.dynamic_nodes.get(node.id)
     if known is None:
         known = backend.dynamic_nodes[node.id] = (
-            node.op == "grad_accumulate" or has_symbols(node.attrs.as_dict())
+            node.category is ACCUMULATE or has_symbols(node.attrs.as_dict())
             or any(not isinstance(d, int) for t in node.outputs for d in t.shape)
             or any(e.ranges() for e in node.inputs))
     return known
@@ -226,7 +253,7 @@ def _call_user(node: Node, point: tuple[int, ...], call: Any) -> Any:
     except TimeRLError:
         raise
     except Exception as error:
-        kind = "source" if node.op == "source" else "sink"
+        kind = node.category.name  # a source or a sink
         raise TimeRLError(f"{node.label()}: the {kind} function failed at {point_dict(node.domain, point)}: "
                           f"{type(error).__name__}: {error}") from error
 

@@ -12,10 +12,11 @@ import time
 from typing import Any, Callable, Mapping
 
 from timerl.errors import DeviceOutOfMemoryError, TimeRLError
+from timerl.ops.registry import MERGE
 from timerl.options import CompileOptions
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
-from timerl.runtime.dryrun import required_device_bytes
+from timerl.runtime.dryrun import choose_swaps, required_device_bytes
 from timerl.runtime.evaluate import StackedContributions
 from timerl.runtime.batch import batched_loop
 from timerl.runtime.statements import freed_parts, statement_dependences
@@ -28,7 +29,7 @@ from timerl.runtime.plan import GroupLowering
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
 from timerl.runtime.stacks import StackedPool
-from timerl.rt.symbolic import Symbol, compile_function
+from timerl.symbolic import Symbol, compile_function
 from timerl.sched import ast
 
 
@@ -63,6 +64,10 @@ class Executable:
                                   prefetch_draws=options.prefetch_draws and backend.name != "jax",
                                   matmul_add=options.matmul_add, donation=options.donation)
         self.group_functions = {g.id: lowering.lower(g) for g in groups}
+        self.transient = lowering.transient
+        if swap and device_memory is not None:  # which scheduled swaps run: against the budget, by dry runs
+            self.schedule = schedule = choose_swaps(schedule, graph, self.groups, device_memory, self.bounds,
+                                                    self.transient)
         self.prefetchers = lowering.prefetchers
         self.constants = lowering.constants
         interpreter = _Interpreter(self)
@@ -89,8 +94,10 @@ class Executable:
             try:
                 self._program([])
             except DeviceOutOfMemoryError as error:
-                required = None if self.swap else required_device_bytes(self.schedule, self.graph, self.groups)
-                if required is None or not hasattr(error, "in_use"):
+                if self.swap or not hasattr(error, "in_use"):
+                    raise
+                required = required_device_bytes(self.schedule, self.graph, self.groups, self.bounds, self.transient)
+                if required <= self.device_memory:  # the count disagrees with the pool's: keep its message
                     raise
                 raise DeviceOutOfMemoryError(
                     f"{str(error).split(': the program needs')[0]}: the program needs at least {required} bytes of "
@@ -178,7 +185,7 @@ def block_axes(graph: Graph) -> dict[int, int]:
             producer = graph.nodes[edge.producer]
             static = all(isinstance(d, int) for t in producer.outputs for d in t.shape)
             unit = all(edge.index[k].step == 1 for k in ranged)
-            if len(ranged) == 1 and static and unit and edge.masked_by is None and producer.op != "merge":
+            if len(ranged) == 1 and static and unit and edge.masked_by is None and producer.category is not MERGE:
                 axes.setdefault(edge.producer, set()).add(ranged[0])
             else:
                 axes.setdefault(edge.producer, set()).add(None)

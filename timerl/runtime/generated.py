@@ -11,7 +11,7 @@ from timerl.errors import ShapeError, TimeRLError
 from timerl.pdg.graph import Graph, Node
 from timerl.runtime.access import point_dict
 from timerl.runtime.evaluate import evaluate
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 
 SKIP = object()  # what a reader returns where its edge's condition does not hold
 

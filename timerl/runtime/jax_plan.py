@@ -25,20 +25,18 @@ import dataclasses
 from typing import Any, Callable
 
 from timerl.backends.jax_keys import Unhashable, freeze, shared
-from timerl.pdg.graph import Node
+from timerl.ops.registry import DRAW
+from timerl.ops.special import draws_normal
+from timerl.pdg.graph import Node, identity_read
 from timerl.runtime import jax_rng
 from timerl.ops.registry import OPS
 from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
 from timerl.runtime.plan import GroupLowering, static_bytes
-from timerl.sched.group import identity_read
-
-_CALLS_USER = {"source", "sink", "udf"}
-
 
 def signature(node: Node, seed: int) -> Any:
     """What a member computes, independent of its id: equal signatures, equal kernels. A draw's depends on
     the seed and its stream."""
-    if node.op in ("rand", "randn"):
+    if node.category is DRAW:
         return (node.op, seed, freeze(node.attrs.as_dict()))
     return (node.op, freeze(node.attrs.as_dict()), node.outputs[0].dtype)
 
@@ -61,7 +59,7 @@ class JaxGroupLowering(GroupLowering):
         return super().lower(dataclasses.replace(group, members=self._order(group)))
 
     def _pure(self, node: Node) -> bool:
-        if node.op in ("rand", "randn"):
+        if node.category is DRAW:
             return jax_rng.on_device(node.op, node.attrs["dtype"]) and static_bytes(node) is not None
         return super()._pure(node)
 
@@ -79,7 +77,7 @@ class JaxGroupLowering(GroupLowering):
         needs: dict[int, set[int]] = {
             n: {e.producer for e in nodes[n].inputs if position.get(e.producer, len(members)) < position[n]}
             for n in members}
-        calls = [n for n in members if nodes[n].op in _CALLS_USER]
+        calls = [n for n in members if nodes[n].category.calls_user]
         for earlier, later in zip(calls, calls[1:]):
             needs[later].add(earlier)
         done: list[int] = []
@@ -102,7 +100,7 @@ class JaxGroupLowering(GroupLowering):
             self.ns.setdefault("raise_first", raise_first)
             return [f"{outputs[0]}, found = K{n}(*{args})", f"raise_first(V{n}, found, point)"]
         self.ns[f"K{n}"] = shared(self._key(member), lambda: self._kernel(member), self.backend.jit)
-        if member.op in ("rand", "randn"):
+        if member.category is DRAW:
             return [f"{outputs[0]} = K{n}(*point)"]
         return [f"{outputs[0]} = K{n}(*{args})"]
 
@@ -113,10 +111,10 @@ class JaxGroupLowering(GroupLowering):
             return None
 
     def _kernel(self, member: Node) -> Callable:
-        if member.op in ("rand", "randn"):
+        if member.category is DRAW:
             attrs = member.attrs
             return jax_rng.drawer(self.backend.xp, self.ns["SEED"], attrs["stream"], attrs["shape"], attrs["dtype"],
-                                  member.op == "randn")
+                                  draws_normal(member.op))
         return bound_kernel(member, self.backend)
 
     def _checked_kernel(self, member: Node) -> Callable:
@@ -138,7 +136,7 @@ class JaxGroupLowering(GroupLowering):
         for member in members:
             if member.id not in fused:
                 continue
-            if member.op in ("rand", "randn"):
+            if member.category is DRAW:
                 names = [externals.setdefault(f"p{k}", f"x{len(externals)}") for k in range(len(member.domain))]
             else:
                 names = []

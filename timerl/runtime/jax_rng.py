@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from timerl.ops.special import draws_normal
 from timerl.runtime import rng
 
 _GOLDEN = np.uint64(rng._GOLDEN)
@@ -28,7 +29,9 @@ _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 def on_device(op: str, dtype: str) -> bool:
     """Whether a draw of this kind gives the host's values exactly when computed by jax."""
-    return op == "rand" and dtype in ("float32", "float64") or op == "randn" and dtype == "float32"
+    if draws_normal(op):
+        return dtype == "float32"
+    return dtype in ("float32", "float64")
 
 
 def _mix(value):

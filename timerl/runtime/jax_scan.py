@@ -40,7 +40,9 @@ from typing import Any, Callable
 import numpy as np
 
 from timerl.errors import TimeRLError
-from timerl.pdg.graph import Node, Point
+from timerl.ops.registry import CONST, DRAW, MERGE
+from timerl.ops.special import draws_normal
+from timerl.pdg.graph import Node, Point, identity_read
 from timerl.runtime import jax_rng
 from timerl.runtime.batch import batched_loop
 from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
@@ -48,9 +50,8 @@ from timerl.runtime.jax_plan import JaxGroupLowering, checked
 from timerl.runtime.plan import static_bytes
 from timerl.runtime.statements import flatten, freed_parts
 from timerl.runtime.walk import AstInterpreter, Run
-from timerl.rt.symbolic import TRUE, Symbol, compile_function
+from timerl.symbolic import TRUE, Symbol, compile_function
 from timerl.sched import ast
-from timerl.sched.group import identity_read
 
 LOCAL, CARRIED, INVARIANT = "local", "carried", "invariant"
 _log = logging.getLogger(__name__)
@@ -177,10 +178,10 @@ class ScannedLoop:
         for member in members:
             if len(member.domain) != len(leaf.point):
                 raise _Unsupported("a member over fewer dimensions")
-            if member.op == "merge":
+            if member.category is MERGE:
                 if len(member.outputs) != 1 or static_bytes(member) is None:
                     raise _Unsupported("a merge with dynamic shapes")
-            elif member.op != "const" and not (self.is_pure(member) and len(member.outputs) == 1):
+            elif member.category is not CONST and not (self.is_pure(member) and len(member.outputs) == 1):
                 raise _Unsupported(f"{member.label()} is no pure jax kernel")
             reads.append(tuple(self._read(member, edge, leaf) for edge in member.inputs))
         body = set(self.group_of)
@@ -344,7 +345,7 @@ class ScannedLoop:
     def _inputs(self, member: Node, reads: tuple[_Read, ...], outcome: tuple) -> list[_Read]:
         """The reads a member makes at an iteration with these outcomes (a merge: its first active input)."""
         active = [r for r in reads if self._active(r, outcome)]
-        return active[:1] if member.op == "merge" else active
+        return active[:1] if member.category is MERGE else active
 
     def _plan(self, shape: tuple) -> bool | None:
         """Whether every read of a run of segments finds its value (checked once per sequence of outcomes)."""
@@ -356,7 +357,7 @@ class ScannedLoop:
             for statement in self._executed(outcome):
                 for member, reads in zip(statement.members, statement.reads):
                     inputs = self._inputs(member, reads, outcome)
-                    if member.op == "merge" and not inputs or member.op not in ("merge", "const") and len(
+                    if member.category is MERGE and not inputs or member.category not in (MERGE, CONST) and len(
                             inputs) != len(reads):
                         ok = False  # a kernel missing an input: the point-by-point program says what is wrong
                     for read in inputs:
@@ -407,9 +408,9 @@ class ScannedLoop:
                             inputs.append(carry[carried[(read.producer, read.output)]])
                         else:
                             inputs.append(invariants[slot[(read.producer, read.output, read.key)]])
-                    if member.op == "merge":
+                    if member.category is MERGE:
                         value = xp.asarray(inputs[0], member.outputs[0].dtype)
-                    elif member.op in ("rand", "randn"):
+                    elif member.category is DRAW:
                         value = kernels[member.id](*point)
                     else:
                         value = kernels[member.id](*inputs)
@@ -429,15 +430,15 @@ class ScannedLoop:
         return jax.jit(segment), arguments
 
     def _kernel(self, member: Node) -> Callable:
-        if member.op == "const":
+        if member.category is CONST:
             value = np.asarray(member.attrs["value"])
             return lambda: self.backend.xp.asarray(value)
-        if member.op == "merge":
+        if member.category is MERGE:
             return lambda *inputs: inputs[0]
-        if member.op in ("rand", "randn"):
+        if member.category is DRAW:
             attrs = member.attrs
             return jax_rng.drawer(self.backend.xp, self.seed, attrs["stream"], attrs["shape"], attrs["dtype"],
-                                  member.op == "randn")
+                                  draws_normal(member.op))
         return bound_kernel(member, self.backend)
 
 

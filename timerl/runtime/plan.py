@@ -26,19 +26,15 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from timerl.ops.registry import ELEMENTWISE, OPS, Unsupported
-from timerl.pdg.graph import Edge, Graph, Node, Point
+from timerl.ops.registry import CONST, DRAW, ELEMENTWISE, MERGE, OPS, UDF, Unsupported
+from timerl.ops.special import draws_normal
+from timerl.pdg.graph import Edge, Graph, Node, Point, identity_read
 from timerl.runtime import rng
 from timerl.runtime.draws import DrawPrefetch
 from timerl.runtime.generated import udf_call
 from timerl.runtime.lifetimes import FRESH, free_after_last_use
 from timerl.runtime.evaluate import FLOAT_DTYPES, bound_kernel, has_symbols, point_kernel
-from timerl.rt.symbolic import TRUE, Symbol
-from timerl.sched.group import identity_read
-
-
-# Ops evaluated by the executor itself rather than by a registry kernel.
-_EVALUATED = {"source", "rand", "randn", "sink", "udf", "grad_accumulate"}
+from timerl.symbolic import TRUE, Symbol
 
 
 def static_bytes(node: Node) -> int | None:
@@ -82,6 +78,9 @@ class GroupLowering:
         self.donation = donation and not jit_groups
         self.constants: dict[str, np.ndarray] = {}
         self.prefetchers: list[DrawPrefetch] = []  # reset by the executor at every run
+        # group -> (most bytes of static-size values it reads only inside, alive at once; members whose values
+        # have sizes known only at run time): what the group adds to the peak while it runs (the dry run's)
+        self.transient: dict[int, tuple[int, tuple[int, ...]]] = {}
 
     # ---- the pieces of one member -------------------------------------------------------------------------------
     def _coordinates(self, node: Node) -> dict[Symbol, Symbol]:
@@ -95,7 +94,7 @@ class GroupLowering:
 
     def _pure(self, node: Node) -> bool:
         """A registry kernel whose shapes and attributes are the same at every point."""
-        if node.op in _EVALUATED or node.op in ("const", "merge") or isinstance(OPS[node.op].impl, Unsupported):
+        if not node.category.kernel or isinstance(OPS[node.op].impl, Unsupported):
             return False
         if self._checked_on_host(node):
             return False
@@ -120,6 +119,7 @@ class GroupLowering:
             body.append(f"{', '.join(f'p{k}' for k in range(len(first.domain)))}, = point")
         transient_sizes: dict[str, int] = {}  # local variable -> bytes, for values only the group reads
         transient_dynamic: list[str] = []
+        dynamic_members: list[int] = []
         pure = [m for m in members if self._pure(m)] if self.jit_groups else []
         fused = self._fuse(group, pure, inside) if len(pure) > 1 else set()
         fused_at = next((m.id for m in members if m.id in fused), None)
@@ -181,8 +181,10 @@ class GroupLowering:
                                         for name, produced in zip(outputs, member.outputs)})
             else:
                 transient_dynamic.append(f"nbytes_of({values})")
+                dynamic_members.append(n)
         donors = {f"v{n}_0": self._plain_items(graph.nodes[n], inside)[slot] for n, (slot, _) in donations.items()}
         body, transient_static = free_after_last_use(body, transient_sizes, donors)
+        self.transient[group.id] = (transient_static, tuple(dynamic_members))
         donated = sum(static_bytes(graph.nodes[n]) for n in donations)
         if transient_static or transient_dynamic or donated:
             total = " + ".join([str(transient_static)] + transient_dynamic)
@@ -220,7 +222,7 @@ class GroupLowering:
         dtypes = []
         for edge in member.inputs:
             producer = self.graph.nodes[edge.producer]
-            if producer.op == "const":
+            if producer.category is CONST:
                 dtypes.append(np.asarray(producer.attrs["value"]).dtype.name)
             else:
                 dtypes.append(producer.outputs[edge.output].dtype)
@@ -233,12 +235,12 @@ class GroupLowering:
         gives the values the points would draw; one array computation replaces one per point."""
         chains: dict[int, list[Node]] = {}
         for draw in members:
-            if draw.op not in ("rand", "randn") or not draw.domain or draw.condition is not TRUE:
+            if draw.category is not DRAW or not draw.domain or draw.condition is not TRUE:
                 continue
             chain = [draw]
             ids = {draw.id}
             for member in members:
-                if (member.id not in ids and OPS[member.op].category == ELEMENTWISE and self._pure(member)
+                if (member.id not in ids and member.category is ELEMENTWISE and self._pure(member)
                         and len(member.outputs) == 1 and member.domain == draw.domain
                         and all(e.producer in ids and identity_read(e, member, self.graph.nodes[e.producer])
                                 for e in member.inputs)):
@@ -354,7 +356,7 @@ class GroupLowering:
         listed = "[" + ", ".join(items) + "]"
         if not optional:
             return listed
-        if member.op == "merge":
+        if member.category is MERGE:
             if all(c is not None for c in conditioned):  # the first active input, one test each
                 chain = "NO_INPUT()"
                 for condition, read in reversed(conditioned):
@@ -368,10 +370,10 @@ class GroupLowering:
 
     def _evaluation(self, member: Node, args: str, outputs: list[str]) -> list[str]:
         n, ns = member.id, self.ns
-        if member.op == "const":
+        if member.category is CONST:
             self.constants[f"C{n}"] = np.asarray(member.attrs["value"])  # moved in at each run, in its session
             return [f"{outputs[0]} = C{n}"]
-        if member.op == "merge":
+        if member.category is MERGE:
             return [f"{outputs[0]}, = {args}"]
         if self._pure(member):
             if self.jit_groups:
@@ -379,12 +381,12 @@ class GroupLowering:
                 return [f"{outputs[0]} = K{n}(*{args})"]
             ns[f"K{n}"] = point_kernel(member, self.backend, self._input_dtypes(member))
             return [f"{outputs[0]} = K{n}(*{args})"]
-        if member.op in ("rand", "randn"):  # the counter-based draw itself, without `evaluate`'s dispatch
+        if member.category is DRAW:  # the counter-based draw itself, without `evaluate`'s dispatch
             attrs, backend, seed = member.attrs.as_dict(), self.backend, ns["SEED"]
-            stream, shape, dtype, normal = attrs["stream"], attrs["shape"], attrs["dtype"], member.op == "randn"
+            stream, shape, dtype, normal = attrs["stream"], attrs["shape"], attrs["dtype"], draws_normal(member.op)
             ns[f"D{n}"] = lambda point: backend.from_numpy(rng.draw(seed, stream, point, shape, dtype, normal))
             return [f"{outputs[0]} = D{n}(point)"]
-        if member.op == "udf":  # the user's function itself, without `evaluate`'s dispatch
+        if member.category is UDF:  # the user's function itself, without `evaluate`'s dispatch
             ns[f"U{n}"] = udf_call(member, self.backend)
             call = f"U{n}(point, {args})"
             return [f"{', '.join(outputs)}, = {call}" if outputs else call]

@@ -7,18 +7,20 @@ scheduling and no optimization here, on purpose: the simpler this is, the more i
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from typing import Any, Mapping
 
 
 import timerl.ops  # noqa: F401
+from timerl.ops.registry import MERGE
 from timerl.errors import DomainError, ScheduleError
 from timerl.pdg.graph import Graph, Node
-from timerl.backends.base import NumpyBackend
+from timerl.backends.numpy_backend import NumpyBackend
 from timerl.runtime.evaluate import evaluate
 from timerl.runtime.access import EdgeReader, condition_function, empty_stats, point_dict, stack_range
-from timerl.rt.symbolic import Symbol
+from timerl.symbolic import Symbol
 
 _EXPANDING = 1
 Key = tuple[int, tuple[int, ...]]
@@ -40,13 +42,11 @@ class ReferenceInterpreter:
     # ---- driving ----------------------------------------------------------------------------------------------
     def run(self) -> None:
         for node in self.graph.nodes:
-            if node.op == "sink":
+            if node.category.root:
                 for point in self.points(node):
                     self.value(node.id, point)
 
     def points(self, node: Node):
-        import itertools
-
         check = self.defined[node.id]
         for point in itertools.product(*(range(s) for s in self.sizes[node.id])):
             if check is None or check(point):
@@ -85,7 +85,7 @@ class ReferenceInterpreter:
     def _plan(self, node: Node, point: tuple[int, ...]) -> list[tuple[int, list[Key], tuple[int, ...], bool]]:
         """For each input read at ``point``: (slot, producer keys, range lengths, masked)."""
         readers = self.readers[node.id]
-        if node.op == "merge":
+        if node.category is MERGE:
             active = [k for k, r in enumerate(readers) if r.active(point)]
             if not active:
                 raise DomainError(f"{node.label()}: no branch defines the point "
@@ -110,7 +110,7 @@ class ReferenceInterpreter:
         sizes = self.sizes[node_id]
         check = self.defined[node_id]
         inside = all(0 <= c < s for c, s in zip(point, sizes))
-        if inside and (check is None or check(point) or self.graph.nodes[node_id].op == "merge"):
+        if inside and (check is None or check(point) or self.graph.nodes[node_id].category is MERGE):
             return
         node = self.graph.nodes[node_id]
         where = point_dict(node.domain, point)
@@ -140,7 +140,7 @@ class ReferenceInterpreter:
         node = self.graph.nodes[node_id]
         check = self.defined[node_id]
         result = all(0 <= c < s for c, s in zip(point, self.sizes[node_id])) and (check is None or check(point))
-        if result and node.op != "merge":
+        if result and node.category is not MERGE:
             for reader in self.readers[node_id]:
                 if reader.edge.masked_by is not None or not reader.active(point):
                     continue

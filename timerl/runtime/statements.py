@@ -3,9 +3,8 @@ and whether running each statement over the whole loop, in body order, respects 
 
 from __future__ import annotations
 
-from timerl.pdg.graph import Graph
+from timerl.pdg.graph import Graph, identity_read
 from timerl.sched import ast
-from timerl.sched.group import identity_read
 
 
 def statement_dependences(graph: Graph, groups: dict) -> tuple[dict[int, set[int]], dict[int, set[int]], dict]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from timerl.rt.symbolic import Symbol, compile_function
+from timerl.symbolic import Symbol, compile_function
 from timerl.sched import ast
 
 Run = Callable[[list], None]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from timerl.ops.registry import OPS, Unsupported
+from timerl.ops.registry import ACCUMULATE, CONST, OPS, SINK, WINDOW_CARRIED, WINDOW_REDUCED, Unsupported
 from timerl.pdg.graph import Graph
 from timerl.runtime.evaluate import has_symbols
 from timerl.runtime.plan import simple_read, static_bytes
-from timerl.rt.symbolic import TRUE
+from timerl.symbolic import TRUE
 
 
 def masked_reduction(kernel: Callable, xp: Any, batched: bool = False) -> Callable:
@@ -31,21 +31,22 @@ def windowed_members(graph: Graph, group: Any) -> set[int] | None:
     windowed: set[int] = set()
     for member_id in group.members:
         node = graph.nodes[member_id]
-        if node.op == "const":
+        category = node.category
+        if category is CONST:
             continue
         if has_symbols(node.attrs.as_dict()):
             return None
-        if node.op == "grad_accumulate":
+        if category is ACCUMULATE:
             if any(node.attrs["windows"]) or any(e.ranges() or e.condition is not TRUE for e in node.inputs):
                 return None
             if static_bytes(node) is None:
                 return None
             continue
-        if node.op == "sink":
+        if category is SINK:
             if any(e.producer in windowed or not simple_read(e) for e in node.inputs):
                 return None
             continue  # called point by point once the batch is computed
-        if node.op in ("merge", "source", "rand", "randn", "udf"):
+        if category.batched == "never":
             return None
         definition = OPS[node.op]
         if isinstance(definition.impl, Unsupported) or definition.check_values is not None:
@@ -64,12 +65,12 @@ def windowed_members(graph: Graph, group: Any) -> set[int] | None:
             if static_bytes(node) is None:
                 return None
             continue
-        if node.op == "discounted_sum" or (node.op == "sum" and tuple(node.attrs["dims"] or ()) == (0,)
-                                           and not node.attrs["keepdim"]):
+        window = definition.window(node.attrs)
+        if window == WINDOW_REDUCED:
             if static_bytes(node) is None:
                 return None
-            continue  # reduces the window away
-        if definition.category == "elementwise" or (node.op == "cumsum" and node.attrs["dim"] == 0):
+            continue
+        if window == WINDOW_CARRIED:
             if member_id in group.freed_later:
                 return None  # a window stored for other groups would need its padding undone
             windowed.add(member_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from timerl.rt.symbolic import Cond, Expr, Symbol
+from timerl.symbolic import Cond, Expr, Symbol
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,12 @@ class Deallocate:
 
 @dataclass(frozen=True)
 class Offload:
-    """Move the outputs of ``node`` at ``point`` from device to host memory."""
+    """Move the outputs of ``node`` at ``point`` from device to host memory; part of swap unit ``unit``
+    (`timerl.sched.timeline.Timeline.swap_pairs`), the fetch that brings them back has the same."""
 
     node: int
     point: tuple[Expr, ...]
+    unit: int = 0
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class Fetch:
 
     node: int
     point: tuple[Expr, ...]
+    unit: int = 0
 
 
 AstNode = Union[Loop, If, Sequence, Execute, Deallocate, Offload, Fetch]

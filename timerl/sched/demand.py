@@ -15,9 +15,10 @@ from typing import Mapping
 import islpy as isl
 
 from timerl.errors import DomainError, ScheduleError
+from timerl.ops.registry import MERGE
 from timerl.pdg.graph import Graph, Node
-from timerl.rt.symbolic import Symbol, conjunction
-from timerl.sched.polyhedra import Polyhedra
+from timerl.symbolic import Symbol, conjunction
+from timerl.sched.polyhedra import Polyhedra, isl_cond
 
 
 @dataclass
@@ -29,12 +30,12 @@ class Demand:
 
 
 def _is_root(node: Node) -> bool:
-    return node.op == "sink" or (node.op == "merge" and not _running(node))
+    return node.category.root or (node.category is MERGE and not _running(node))
 
 
 def _running(node: Node) -> str | None:
     """The dimension a running sum (`timerl.pdg.incrementalize`) accumulates along, by name."""
-    return node.attrs.get("running") if node.op == "merge" else None
+    return node.attrs.get("running") if node.category is MERGE else None
 
 
 def _prefixes(poly: Polyhedra, node: Node, points: isl.Set) -> isl.Set:
@@ -72,7 +73,7 @@ class _Evaluable:
             return self.known[node_id]
         node = self.graph.nodes[node_id]
         result = self.definition_of(node_id)
-        if node.op != "merge":
+        if node.category is not MERGE:
             for slot, edge in enumerate(node.inputs):
                 if edge.masked_by is not None:
                     continue
@@ -128,7 +129,7 @@ def analyze(graph: Graph, bounds: Mapping[Symbol, int]) -> Demand:
             if not _is_root(producer):
                 demand[edge.producer] = demand.get(edge.producer, isl.Set.empty(wanted.get_space())).union(wanted)
     for node in graph.nodes:
-        if node.op == "merge":
+        if node.category is MERGE:
             _check_branches(poly, node)
     return Demand(poly, definition, {k: v.coalesce() for k, v in demand.items()},
                   {k: v.coalesce() for k, v in relation.items()})
@@ -148,7 +149,7 @@ def _consumers_first(graph: Graph) -> list[int]:
     for node in graph.nodes:
         for edge in node.inputs:
             producer = graph.nodes[edge.producer]
-            if producer.op == "merge" and (not _running(producer) or node.id in {e.producer for e in producer.inputs}):
+            if producer.category is MERGE and (not _running(producer) or node.id in {e.producer for e in producer.inputs}):
                 continue
             pending[edge.producer] += 1
             producers_of[node.id].append(edge.producer)
@@ -174,7 +175,7 @@ def _domain_error(consumer: Node, producer: Node, outside: isl.Set, read: isl.Ma
     readers = read.intersect_range(isl.Set.from_point(point)).domain().sample_point()
     at = [readers.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(consumer.domain))]
     by = ", ".join(f"{d.name}={c}" for d, c in zip(consumer.domain, at))
-    what = "no branch defines that point" if producer.op == "merge" else "outside its domain"
+    what = "no branch defines that point" if producer.category is MERGE else "outside its domain"
     return DomainError(f"{consumer.label()} at ({by}) reads {producer.label()} at ({where}): {what}")
 
 
@@ -184,8 +185,6 @@ def _check_branches(poly: Polyhedra, node: Node) -> None:
     for first in range(len(conditions)):
         for second in range(first + 1, len(conditions)):
             both = conjunction(node.condition, conditions[first], conditions[second])
-            from timerl.sched.polyhedra import isl_cond
-
             text = f"{poly.params}{{ {poly.tuple_of(node)} : {poly.box(node)} and {isl_cond(both, poly.names(node))} }}"
             overlap = isl.Set(text).intersect(box).intersect_params(poly.context)
             if not overlap.is_empty():

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import islpy as isl
 
 from timerl.errors import ScheduleError
-from timerl.pdg.graph import Edge, Graph, Node, Point
-from timerl.rt.symbolic import same_all
+from timerl.ops.registry import MERGE
+from timerl.pdg.graph import Edge, Graph, Node, Point, identity_read
 from timerl.sched.demand import Demand
 
 
@@ -32,7 +32,7 @@ def _advances(edge: Edge, consumer: Node, producer: Node) -> bool:
     """A recurrence edge into a placeholder (``o[t + 1] = rhs``): the merge at ``p`` reads its right-hand side
     at a strictly earlier point. A path through it continues at a later point, so it cannot close a cycle at
     one point, and fusion may ignore it."""
-    if consumer.op != "merge":
+    if consumer.category is not MERGE:
         return False
     for item, dim in zip(edge.index, producer.domain):
         if not isinstance(item, Point):
@@ -43,13 +43,6 @@ def _advances(edge: Edge, consumer: Node, producer: Node) -> bool:
         if shift > 0:
             return True
     return False
-
-
-def identity_read(edge: Edge, consumer: Node, producer: Node) -> bool:
-    """``x[b, i, t]`` read at ``[b, i, t]``, always, unmasked: a read that fusion keeps inside one group."""
-    return (edge.masked_by is None and edge.condition.key() == ("bool", True)
-            and same_all(consumer.domain, producer.domain)
-            and all(isinstance(item, Point) and item.expr.same(dim) for item, dim in zip(edge.index, producer.domain)))
 
 
 def group_nodes(graph: Graph, demand: Demand, fuse: bool = True,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import islpy as isl
 
 from timerl.errors import ScheduleError
-from timerl.rt.symbolic import Cond, Expr, compare, conjunction, const, disjunction, floordiv, maximum, minimum, mod
+from timerl.symbolic import Cond, Expr, compare, conjunction, const, disjunction, floordiv, maximum, minimum, mod
 from timerl.sched import ast
 
 

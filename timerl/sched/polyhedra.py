@@ -13,7 +13,7 @@ import islpy as isl
 
 from timerl.errors import ScheduleError
 from timerl.pdg.graph import Edge, Graph, Node, Point
-from timerl.rt.symbolic import (
+from timerl.symbolic import (
     Affine,
     And,
     BoolConst,

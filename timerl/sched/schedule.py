@@ -18,7 +18,7 @@ import islpy as isl
 
 from timerl.errors import ScheduleError
 from timerl.pdg.graph import Graph
-from timerl.rt.symbolic import Expr, Symbol, const
+from timerl.symbolic import Expr, Symbol, const
 from timerl.sched import ast
 from timerl.sched.demand import Demand, analyze
 from timerl.sched.group import Group, group_nodes, is_internal, rename_relation
@@ -53,7 +53,7 @@ def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], fuse: bool = True
     per outer iteration share one, see `timerl.sched.group.group_nodes`); if fusing made isl fail, schedule op
     by op before calling it a cycle.
     ``memory_aware``: nest the schedule below its outermost band (`_memory_aware`). ``swaps``: place an
-    offload and a fetch statement for every point that waits for a later reader (`Timeline.swap_points`);
+    offload and a fetch statement between every two consecutive uses of a point (`Timeline.swap_pairs`);
     which of them run is chosen against the memory budget by `timerl.runtime.dryrun.choose_swaps`."""
     started = time.process_time()
     demand = analyze(graph, bounds)
@@ -132,10 +132,12 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
                            [(u.group, u.parts) for u in units])
              for key, relation in timeline.last_readers(units).items()}
     if swaps:
-        offloads, fetches = timeline.swap_points(groups, readers)
+        units, offloads, fetches = timeline.swap_pairs(groups, readers)
+        targets = [(group_id, index) for index, (group_id, _) in enumerate(units)]
         frees = {key: _Around(frees.get(key), *(
-            deallocation_program(relation[key], timeline.domain(key), context, built) if key in relation else None
-            for relation in (offloads, fetches))) for key in set(frees) | set(offloads) | set(fetches)}
+            _targets(deallocation_program(relation[key], timeline.domain(key), context, built), targets)
+            if key in relation else None for relation in (offloads, fetches)))
+            for key in set(frees) | set(offloads) | set(fetches)}
     body = [_after(ast.Execute(group_id, ()), frees.get(position), parameters)
             for position, group_id in enumerate(upfront)]
     if program is not None:
@@ -325,7 +327,7 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_g
              verb: type = ast.Deallocate):
     """isl's AST as ours; ``frees`` are the deallocation programs to insert after each site, and in such a
     program ``F<j>`` frees ``freed_groups[j]``, a (group, parts) pair, or, with ``verb``, offloads or fetches
-    the group ``freed_groups[j]``."""
+    the group of ``freed_groups[j]``, a (group, swap unit) pair (`Timeline.swap_pairs`)."""
     kind = node.get_type()
     if kind == isl.ast_node_type.block:
         children = node.block_get_children()
@@ -350,10 +352,8 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_g
         node_id = int(name[1:])
         pieces = pieces_of_all([call.get_op_arg(k) for k in range(1, call.get_op_n_arg())], loop_vars)
         if name[0] == "F":
-            target = freed_groups[node_id]
-            if isinstance(target, tuple):  # a deallocation of some outputs of a group (`timeline.Freed`)
-                return guarded([(guard, ast.Deallocate(target[0], point, target[1])) for guard, point in pieces])
-            return guarded([(guard, verb(target, point)) for guard, point in pieces])
+            group_id, detail = freed_groups[node_id]  # (group, parts) to free, (group, swap unit) to move
+            return guarded([(guard, verb(group_id, point, detail)) for guard, point in pieces])
         site = int(node.get_annotation().get_name()[1:])
         return guarded([(guard, _after(ast.Execute(node_id, point), frees.get(site), loop_vars))
                          for guard, point in pieces])

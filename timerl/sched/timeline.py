@@ -134,62 +134,87 @@ class Timeline:
         at ``q``."""
         return self._by_site(self._uses(freed, lambda uses: uses.lexmax()))
 
-    def swap_points(self, groups: list[Group], readers: dict[int, list[isl.Map]]
-                    ) -> tuple[dict[int, isl.UnionMap], dict[int, isl.UnionMap]]:
-        """Where each point may leave the device and come back (paper §6.2): offloaded after its last use
-        before its last reader (the write, when it has one reader) and fetched right before that reader, the
-        longest stretch a point can be away with one offload and one fetch. Both as ``last_readers``, with
-        ``F<g>`` naming group ``g`` (every stored member whole)."""
+    def swap_pairs(self, groups: list[Group], readers: dict[int, list[isl.Map]]
+                   ) -> tuple[list[tuple[int, int]], dict[int, isl.UnionMap], dict[int, isl.UnionMap]]:
+        """Where points may leave the device and come back (paper §6.2: an offload-fetch pair for every
+        consumer, plus one after production): between each two consecutive uses of a point (its write and its
+        reads, in schedule order), an offload after the first and a fetch before the second. The pairs of a
+        group are split by the site that fetches: each (group, fetching site) is one *swap unit*, kept or
+        dropped as a whole at compile time against the budget (`timerl.runtime.dryrun.choose_swaps`); units
+        whose two uses are close together gain nothing and are dropped there. Returns the units and, as
+        ``last_readers``, the offloads and fetches, ``F<j>`` naming unit ``j``."""
+        time_of, site_at = self._tables()
+        site_time = {key: self._time(key) for key in self.sites}
+        units: list[tuple[int, int]] = []
+        offloads = fetches = isl.UnionMap.empty(self.params.get_space())
+        for group in groups:
+            statement = f"S{group.id}"
+            if not group.freed_later or statement not in time_of:
+                continue
+            reads = readers.get(group.id, ())
+            uses, sites = self._uses_of(statement, reads, time_of, site_at)
+            later = uses.range_product(uses).intersect_range(isl.Map.lex_lt(uses.get_space().range()).wrap())
+            following = isl.UnionMap.from_map(later.uncurry().lexmin())  # [S[p] -> [u]] -> [next use]
+            using = {statement} | {read.get_tuple_name(isl.dim_type.in_) for read in reads}
+            for key in sorted(self.sites):
+                if site_time[key].get_tuple_name(isl.dim_type.in_) not in using:
+                    continue
+                at_key = isl.UnionMap.from_map(site_time[key].set_tuple_name(isl.dim_type.in_, f"N{key}").reverse())
+                fetched = following.apply_range(at_key)  # [S[p] -> [u]] -> N<key>[q]: fetched there
+                if fetched.is_empty():
+                    continue
+                name = f"F{len(units)}"
+                units.append((group.id, key))
+                fetch = fetched.domain_factor_domain().reverse()
+                offload = fetched.domain().unwrap().apply_range(sites).reverse()
+                fetches = fetches.union(_rename(fetch, isl.dim_type.out, name))
+                offloads = offloads.union(_rename(offload, isl.dim_type.out, name))
+        return units, self._by_site(offloads), self._by_site(fetches)
 
-        def before_last(uses: isl.Map) -> isl.Map:
-            return uses.subtract(uses.lexmax()).lexmax()
-
-        whole = [Freed(g.id, None, tuple(readers.get(g.id, ()))) if g.freed_later else None for g in groups]
-        offload = self._uses(whole, before_last)
-        fetch = self._uses(whole, lambda uses: uses.lexmax(), where=offload)
-        return self._by_site(offload), self._by_site(fetch)
-
-    def _uses(self, freed: list[Freed | None], pick, where: isl.UnionMap | None = None) -> isl.UnionMap:
-        """``{ N<k>[q] -> F<j>[p] }`` for the use of each point of ``freed[j]`` that ``pick`` selects from the
-        map of its uses ``{ S<g>[p] -> [time] }`` (its write and every read); ``where``: only points it also
-        maps."""
+    def _time(self, key: int) -> isl.Map:
+        """``{ S<g>[p] -> [time] }`` at site ``key``: its path, with the loops' counters, padded to one width."""
         width = max(len(path) for _, _, path in self.sites.values())
-        time_of: dict[str, isl.Map] = {}  # S<g> -> { S<g>[p] -> [time] }, all sites of the statement
-        site_at: dict[str, isl.UnionMap] = {}  # S<g> -> { [time] -> N<k>[p] }
-        for key, (schedule, counters, path) in self.sites.items():
-            coordinates = path + ["0"] * (width - len(path))
-            at = schedule.apply_range(isl.Map(f"{{ [{', '.join(counters)}] -> [{', '.join(coordinates)}] }}"))
+        schedule, counters, path = self.sites[key]
+        coordinates = path + ["0"] * (width - len(path))
+        return schedule.apply_range(isl.Map(f"{{ [{', '.join(counters)}] -> [{', '.join(coordinates)}] }}"))
+
+    def _tables(self) -> tuple[dict[str, isl.Map], dict[str, isl.UnionMap]]:
+        """``S<g> -> { S<g>[p] -> [time] }`` over all sites of the statement, and ``S<g> -> { [time] -> N<k>[p] }``."""
+        time_of: dict[str, isl.Map] = {}
+        site_at: dict[str, isl.UnionMap] = {}
+        for key in self.sites:
+            at = self._time(key)
             statement = at.get_tuple_name(isl.dim_type.in_)
             time_of[statement] = time_of[statement].union(at) if statement in time_of else at
             back = isl.UnionMap.from_map(at.set_tuple_name(isl.dim_type.in_, f"N{key}").reverse())
             site_at[statement] = site_at[statement].union(back) if statement in site_at else back
+        return time_of, site_at
+
+    @staticmethod
+    def _uses_of(statement: str, reads, time_of: dict[str, isl.Map], site_at: dict[str, isl.UnionMap]
+                 ) -> tuple[isl.Map, isl.UnionMap]:
+        """The times of every use of each point of ``statement`` (its write and the reads ``reads``,
+        ``{ S<consumer>[q] -> S<g>[p] }``), and the sites at those times."""
+        uses, sites = time_of[statement], site_at[statement]
+        for read in reads:
+            reader = read.get_tuple_name(isl.dim_type.in_)
+            if reader not in time_of:
+                continue
+            uses = uses.union(read.reverse().apply_range(time_of[reader]))
+            sites = sites.union(site_at[reader])
+        return uses, sites
+
+    def _uses(self, freed: list[Freed], pick) -> isl.UnionMap:
+        """``{ N<k>[q] -> F<j>[p] }`` for the use of each point of ``freed[j]`` that ``pick`` selects from the
+        map of its uses ``{ S<g>[p] -> [time] }`` (its write and every read)."""
+        time_of, site_at = self._tables()
         last = isl.UnionMap.empty(self.params.get_space())
         for index, unit in enumerate(freed):
-            if unit is None:
-                continue
             statement = f"S{unit.group}"
             if statement not in time_of:  # no site: it runs at no point of these bounds
                 continue
-            uses = time_of[statement]
-            sites = site_at[statement]
-            for read in unit.readers:
-                reader = read.get_tuple_name(isl.dim_type.in_)
-                if reader not in time_of:
-                    continue
-                uses = uses.union(read.reverse().apply_range(time_of[reader]))
-                sites = sites.union(site_at[reader])
-            chosen = isl.UnionMap.from_map(pick(uses))
-            if where is not None:
-                pieces: list[isl.Map] = []
-                where.foreach_map(lambda piece: pieces.append(piece) if piece.get_tuple_name(
-                    isl.dim_type.out) == f"F{index}" else None)
-                if not pieces:
-                    continue
-                points = isl.UnionSet.empty(chosen.get_space().params())
-                for piece in pieces:
-                    points = points.union(isl.UnionSet.from_set(piece.range().set_tuple_name(statement)))
-                chosen = chosen.intersect_domain(points)
-            latest = chosen.apply_range(sites)
+            uses, sites = self._uses_of(statement, unit.readers, time_of, site_at)
+            latest = isl.UnionMap.from_map(pick(uses)).apply_range(sites)
             last = last.union(_rename(latest.reverse(), isl.dim_type.out, f"F{index}"))
         return last
 

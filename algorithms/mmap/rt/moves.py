@@ -162,10 +162,9 @@ def move(tables: GameTables, state: State, action) -> tuple[State, Move]:
 
     snap = state.snapshot
     offending = tables.buffer_data(position)
-    forced = scatter(snap.book, per_game(F.where(stuck, column(offending, AT_GROUP_DROPPED), -1)),
-                     F.ones((games, 1), "int64"))
     rewound = per_game(stuck)
-    book = F.where(rewound, forced, book)
+    forced_drop = per_game(F.where(stuck, column(offending, AT_GROUP_DROPPED), -1))
+    book = scatter(F.where(rewound, snap.book, book), forced_drop, F.ones((games, 1), "int64"))
     snap_buffer_dropped = column(tables.buffer_data(snap.position), GROUP) == column(offending, GROUP)
     only_drop = F.tensor([False, False, True], dtype="bool")
     restored_legal = F.where(per_game(snap_buffer_dropped), only_drop, snap.plan.legal)

@@ -6,9 +6,10 @@ Occupancy is kept as one record per buffer (`records`, (G, 3, N): start, end, co
 records of buffers before the game's position count: a move writes its buffer's record with one scatter,
 and a Drop-backup rewind to buffer p needs no clearing, since the records from p on no longer count. A
 buffer without a rectangle (dropped, or a NoCopy that reuses an allocation) has start = num_times and
-end = -1, so it overlaps no interval. The columns in use over an interval are counted with a `bincount` of
-+1 at each overlapping record's column and -1 at its end, then a cumsum: O(buffers + columns) per game,
-where a grid would be O(times x columns). The Copy and NoCopy intervals of a move are counted together.
+end = -1, so it overlaps no interval. Whether a block of columns is free over an interval is answered from
+two cumulative counts over columns of the overlapping records (`lowest_free_columns`): O(buffers + columns)
+per game, where a grid would be O(times x columns). The Copy and NoCopy intervals of a move are counted
+together.
 
 Everything else a move reads about the game (an instruction's fast set, an alias group's offset and Drop
 state, a tensor's latest allocation) is one entry of the book (`tables.BookLayout`), read with one gather.
@@ -30,6 +31,7 @@ from algorithms.mmap.rt.tables import (
     TARGET,
     WIDTH,
     GameTables,
+    flat_gather,
     gather_fill,
 )
 from timerl.rt import functional as F
@@ -88,22 +90,22 @@ def book_entries(book, data) -> Entries:
 def lowest_free_columns(tables: GameTables, records, position, first, last, own_group, width, required):
     """For each game and each of K intervals [first, last] ((G, K) each): the lowest column c with
     [c, c + width) free over the interval, or `required` if that block is free (where required >= 0); -1 if
-    none. Records of the game's alias group `own_group` count as free (Eq. 4)."""
+    none. Records of the game's alias group `own_group` count as free (Eq. 4).
+
+    Of the records that count and overlap the interval, let A(x) be the number that start left of column x
+    and B(c) the number that end at or before c. Every record that ends at or before c starts left of
+    c + width, so [c, c + width) is free exactly when A(c + width) == B(c): two bincounts, two cumsums over
+    columns and one gather, O(buffers + columns) per game."""
     size = tables.num_columns
-    counted = (tables.group_key != per_game(own_group)) & (tables.buffers < per_game(position))
+    counted = (tables.group_key != per_game(own_group)) & (tables.buffers < per_game(position)) & tables.wide
     start, end, at = (records.spatial[:, k:k + 1, :] for k in range(3))
-    overlap = ((start <= F.unsqueeze(last, 2)) & (end >= F.unsqueeze(first, 2)) & F.unsqueeze(counted, 1))
+    overlap = (start <= F.unsqueeze(last, 2)) & (end >= F.unsqueeze(first, 2)) & F.unsqueeze(counted, 1)
     count = F.astype(overlap, "int64")
-    opens = F.where(overlap, at, 0)
-    closes = F.where(overlap, at + tables.width, 0)
-    changes = F.apply("bincount", F.cat([opens, closes], 2), F.cat([count, -count], 2), size=size + 1)
-    used = F.astype(F.cumsum(changes, 2).spatial[:, :, :size] > 0, "int64")
-    through = F.cumsum(used, 2)  # columns used in [0, c]
-    before = through - used  # columns used in [0, c)
+    starts_before = F.cumsum(F.apply("bincount", F.where(overlap, at + 1, 0), count, size=size + 1), 2)
+    ended_by = F.cumsum(F.apply("bincount", F.where(overlap, at + tables.width, 0), count, size=size + 1), 2)
     span = F.unsqueeze(width, 2)
-    # [c, c + width) is free when as many columns are used before c + width as before c; a block reaching
-    # past the last column reads the fill -1, which no count equals
-    fits = (gather_fill(through, tables.columns + span - 1, -1) == before) | (span == 0)
+    # a block reaching past the last column reads the fill -1, which no count equals
+    fits = (gather_fill(starts_before, tables.columns + span, -1) == ended_by.spatial[:, :, :size]) | (span == 0)
     lowest = F.min(F.where(fits, tables.columns, size), dim=2)
     lowest = F.where(lowest == size, -1, lowest)
     there = F.squeeze(gather_fill(F.astype(fits, "int64"), F.unsqueeze(required, 2), 0), 2) > 0
@@ -198,6 +200,5 @@ def plan(tables: GameTables, records, book, supply, edges, position, done) -> Pl
 def benefit(tables: GameTables, target, fast_set, slot_bit):
     """L_I(B') - L_I(B' + {b}) for the instruction I = target of b, B' = its buffers already in fast memory."""
     row = target * tables.table_width + fast_set
-    latency = F.expand(F.unsqueeze(tables.latency, 0), (target.shape[0], tables.latency.shape[0]))
-    before_after = gather_fill(latency, F.stack([row, row + slot_bit], 1), 0.0)
+    before_after = flat_gather(tables.latency, F.stack([row, row + slot_bit], 1), 0.0)
     return column(before_after, 0) - column(before_after, 1)

@@ -151,6 +151,7 @@ class GameTables:
         self.rows = F.tensor(buffer_rows(arrays, self.layout).reshape(-1), dtype="int64")
         self.group_key = F.tensor(arrays.group_key, dtype="int64")
         self.width = F.tensor(arrays.width, dtype="int64")
+        self.wide = F.tensor(arrays.width > 0, dtype="bool")  # a buffer of no columns takes no space
         self.latency = F.tensor(arrays.latency, dtype="float64")
         self.supply = F.tensor(arrays.supply, dtype="int64")
         self.buffers = F.arange(arrays.num_buffers)
@@ -159,10 +160,15 @@ class GameTables:
 
     def buffer_data(self, position):
         """(G, ROW_WIDTH) int64: the row of `buffer_rows` of each game's buffer `position` (clamped to the last)."""
-        games = position.shape[0]
         buffer = F.minimum(position, self.num_buffers - 1)
-        index = F.unsqueeze(buffer * ROW_WIDTH, 1) + F.arange(ROW_WIDTH)
-        return gather_fill(F.expand(F.unsqueeze(self.rows, 0), (games, self.rows.shape[0])), index, -1)
+        return flat_gather(self.rows, F.unsqueeze(buffer * ROW_WIDTH, 1) + F.arange(ROW_WIDTH), -1)
+
+
+def flat_gather(table, index, fill):
+    """table[index] for a 1-d table and an index of any shape, `fill` outside. The table is read as it is: a
+    gather from the table expanded to every game would, on jax, materialize the expanded copy (games x table)."""
+    flat = gather_fill(table, F.reshape(index, (-1,)), fill)
+    return F.reshape(flat, index.shape)
 
 
 def gather_fill(x, index, fill):

@@ -1,6 +1,6 @@
 """Symbolic boolean conditions over dimensions and bounds: comparisons, and, or, not.
 
-Split from `timerl.rt.symbolic` (integer expressions), which re-exports every name here.
+Split from `timerl.symbolic` (integer expressions), which re-exports every name here.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from timerl.errors import user_location
-from timerl.rt.symbolic import Expr, IntLike, Symbol, SymbolicError, as_expr, non_affine_part
+from timerl.symbolic import Expr, IntLike, Symbol, SymbolicError, as_expr, non_affine_part
 
 # ---- conditions -------------------------------------------------------------------------------------------
 

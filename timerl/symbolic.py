@@ -392,7 +392,7 @@ def maximum(left: IntLike, right: IntLike) -> Expr:
 _BUILDERS = {"//": floordiv, "%": mod, "min": minimum, "max": maximum, "*": mul}
 
 
-from timerl.rt.structure import (  # noqa: E402  (structural queries build on the expressions above)
+from timerl.symbolic_structure import (  # noqa: E402  (structural queries build on the expressions above)
     affine_coefficient,
     exact_division,
     non_affine_part,
@@ -400,7 +400,7 @@ from timerl.rt.structure import (  # noqa: E402  (structural queries build on th
     same,
     same_all,
 )
-from timerl.rt.conditions import (  # noqa: E402  (conditions build on the expressions above)
+from timerl.symbolic_conditions import (  # noqa: E402  (conditions build on the expressions above)
     FALSE,
     TRUE,
     And,

@@ -1,14 +1,14 @@
 """Structural queries on symbolic expressions: equality by structure (``==`` builds a condition instead),
 positions by structure, exact division, the affine split of an expression, and its non-affine parts.
 
-Split from `timerl.rt.symbolic`, which re-exports every name here.
+Split from `timerl.symbolic`, which re-exports every name here.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from timerl.rt.symbolic import Affine, Expr, IntLike, Product, Symbol, _Binary, _from_parts, _linear_parts, as_expr
+from timerl.symbolic import Affine, Expr, IntLike, Product, Symbol, _Binary, _from_parts, _linear_parts, as_expr
 
 
 def same(left: IntLike, right: IntLike) -> bool:

@@ -1,0 +1,75 @@
+"""Self-play actors: the games of a round split over `workers` actors, each with its own compiled search program.
+
+Actor ``k`` plays its share of the round's games (the first ``games % workers`` actors one more) with a NumPy
+generator seeded from (seed, k) (actor 0 from the seed alone, so one actor plays exactly what `SelfPlay` alone
+plays); only actor 0 plays the round's greedy games. The round's trajectories are the actors' in actor order, so
+a run gives the same games whether its actors run one after another in this process (``ray=False``) or at the
+same time as Ray actors (``ray=True``, local Ray here: ``ray.init(num_cpus=workers)``): the order the games are
+played in is the only thing Ray changes, and nothing depends on it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import ray
+
+from algorithms.mmap.problem import Problem
+from algorithms.muzero.mcts import SearchConfig
+from algorithms.muzero.networks import Layout
+from algorithms.muzero.selfplay import SearchProgram, SelfPlay, Trajectory
+
+
+class Actor:
+    def __init__(self, problem: Problem, layout: Layout, games: int, config: SearchConfig, backend: str, seed: int,
+                 index: int, program: SearchProgram | None = None):
+        program = program if program is not None else SearchProgram(layout, games, config, backend)
+        self.selfplay = SelfPlay(problem, program, seed=seed if index == 0 else np.random.SeedSequence([seed, index]))
+
+    def play(self, weights: np.ndarray, temperature: float, noise: bool, greedy_games: int) -> list[Trajectory]:
+        self.selfplay.noise = noise
+        return self.selfplay.play(weights, temperature, greedy_games=greedy_games)
+
+    def searches(self) -> int:
+        return self.selfplay.searches
+
+
+class Actors:
+    """`workers` actors playing one round's ``games`` games together (module docstring)."""
+
+    def __init__(self, problem: Problem, layout: Layout, games: int, config: SearchConfig, backend: str = "torch",
+                 seed: int = 0, workers: int = 1, use_ray: bool = False, program: SearchProgram | None = None):
+        """``program``: a compiled search program of ``games`` games that a single local actor may use."""
+        if not 1 <= workers <= games:
+            raise ValueError(f"workers must be between 1 and the games per round ({games}), got {workers}")
+        shares = [games // workers + (k < games % workers) for k in range(workers)]
+        self.use_ray = use_ray
+        if use_ray:
+            if not ray.is_initialized():
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            remote = ray.remote(num_cpus=1)(Actor)
+            self.actors = [remote.remote(problem, layout, share, config, backend, seed, k)
+                           for k, share in enumerate(shares)]
+        else:
+            reuse = program if workers == 1 and program is not None and program.batch == games else None
+            self.actors = [Actor(problem, layout, share, config, backend, seed, k, reuse)
+                           for k, share in enumerate(shares)]
+
+    def play(self, weights: np.ndarray, temperature: float, noise: bool = True,
+             greedy_games: int = 0) -> list[Trajectory]:
+        """One round: every actor's games, in actor order; actor 0 plays the greedy ones."""
+        if self.use_ray:
+            shared = ray.put(weights)
+            pending = [actor.play.remote(shared, temperature, noise, greedy_games if k == 0 else 0)
+                       for k, actor in enumerate(self.actors)]
+            rounds = ray.get(pending)
+        else:
+            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0)
+                      for k, actor in enumerate(self.actors)]
+        return [trajectory for games in rounds for trajectory in games]
+
+    @property
+    def searches(self) -> int:
+        """Batched searches run by all actors."""
+        if self.use_ray:
+            return sum(ray.get([actor.searches.remote() for actor in self.actors]))
+        return sum(actor.searches() for actor in self.actors)
