@@ -49,7 +49,7 @@ def measure(implementation: str, config: dict[str, int], iterations: int) -> dic
     if implementation == "eager PyTorch":
         train_eager = _eager_module().train_eager
         result = train_eager(iterations=iterations, **config)
-        allocated = allocator_peak(lambda: train_eager(iterations=1, warmup=0, **config))
+        allocated = allocator_peak(lambda: train_eager(iterations=2, warmup=0, **config))
         return {"seconds_per_iteration": result["seconds_per_iteration"], "peak_bytes": result["peak_bytes"],
                 "allocator_peak_bytes": allocated, "compile_seconds": 0.0}
     from algorithms.ppo import train
@@ -61,7 +61,8 @@ def measure(implementation: str, config: dict[str, int], iterations: int) -> dic
     steady = [row["iteration_seconds"] for row in curve[1:]] or [curve[0]["iteration_seconds"]]
     allocated = float("nan")
     if backend == "torch":
-        allocated = allocator_peak(lambda: train("CartPole-v1", iterations=1, epochs=1, minibatches=1,
+        # two iterations: timerl computes no update after the last one (nothing reads its parameters)
+        allocated = allocator_peak(lambda: train("CartPole-v1", iterations=2, epochs=1, minibatches=1,
                                                  backend=backend, **config))
     return {"seconds_per_iteration": sum(steady) / len(steady), "peak_bytes": stats["peak_device_bytes"],
             "allocator_peak_bytes": allocated, "compile_seconds": stats["compile_seconds"]}

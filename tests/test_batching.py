@@ -36,6 +36,10 @@ CASES = [
     ("permute", {"perm": (1, 0)}, [(3, 4)], (0,)),
     ("flip", {"dim": 1}, [(3, 4)], (0,)),
     ("discounted_sum", {"gamma": 0.9}, [(6, 3)], (0,)),
+    ("spatial_index", {"key": (slice(None), 0)}, [(3, 4)], (0,)),
+    ("spatial_index", {"key": (Ellipsis, slice(1, 3), None)}, [(2, 3, 4)], (0,)),
+    ("spatial_scatter", {"key": (slice(None), 0), "shape": (3, 4)}, [(3,)], (0,)),
+    ("spatial_scatter", {"key": 1, "shape": (2, 3)}, [(3,)], (0,)),
 ]
 
 

@@ -34,10 +34,12 @@ def walk(node):
         yield from walk(child)
 
 
-def test_isl_statements_grow_by_the_same_amount_per_layer_and_leave_out_constants():
+def test_isl_statements_do_not_grow_with_the_layers_and_leave_out_constants():
     results = [schedule(layers) for layers in (1, 2, 3)]
     statements = [r.statements for r in results]
-    assert statements[2] - statements[1] == statements[1] - statements[0] > 0, statements
+    # a layer adds no statement: its forward ops and, with gradients summed in place
+    # (`timerl.pdg.contributions`), its backward ops join the groups of the other layers
+    assert statements[0] == statements[1] == statements[2] > 0, statements
     for layers, result in zip((1, 2, 3), results):
         assert result.statements == len(result.groups) - len(result.upfront)
         assert all(g.domain.dim(isl.dim_type.set) == 0 for g in result.groups if g.id in result.upfront)

@@ -164,6 +164,26 @@ def test_block_store_rows_grow_drop_freed_points_and_slice(backend):
         store.slice((0,), 26, 28, 0)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch", "jax"])
+def test_block_store_rows_written_downwards_grow_below(backend):
+    """A backward recurrence (GAE) writes T-1 first, then T-2, ...: a row regrows a logarithmic number of
+    times, not at every point, and keeps every value."""
+    from timerl.backends.base import get_backend
+    from timerl.pdg.graph import TensorType
+    from timerl.runtime.blocks import BlockStore
+
+    arrays = get_backend(backend)
+    store = BlockStore(1, (TensorType((2,), "float32"),), arrays)
+    layouts = set()  # (first point, capacity) of the row's buffer: a new one at each regrowth
+    for k in reversed(range(100)):
+        store.put((0, k), (arrays.from_numpy(np.full(2, k, np.float32)),))
+        row = store.rows[(0,)]
+        layouts.add((row.base, row.buffers[0].shape[0]))
+    assert len(layouts) <= 6, sorted(layouts)
+    np.testing.assert_array_equal(np.asarray(store.slice((0,), 0, 100, 0))[:, 0], np.arange(100))
+    assert float(np.asarray(store.get((0, 42))[0])[0]) == 42
+
+
 @pytest.mark.parametrize("backend", COMPILED)
 def test_out_of_memory_names_the_budget_that_fits(backend):
     """The figure in the message is the schedule's true peak: a budget of exactly that many bytes runs."""

@@ -89,9 +89,10 @@ def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_st
 
 
 PASS_ROWS = {  # the switches that can change each backend's REINFORCE (`timerl.options.CompileOptions`)
-    "torch": ("algebra", "cse", "dce", "fusion", "per_iteration_fusion", "vectorize", "matmul_add", "donation",
-              "prefetch_draws"),
-    "jax": ("algebra", "cse", "dce", "fusion", "per_iteration_fusion", "vectorize", "scan_loops", "jit_groups"),
+    "torch": ("contributions", "algebra", "cse", "dce", "fusion", "per_iteration_fusion", "vectorize", "matmul_add",
+              "donation", "prefetch_draws"),
+    "jax": ("contributions", "algebra", "cse", "dce", "fusion", "per_iteration_fusion", "vectorize", "scan_loops",
+            "jit_groups"),
 }
 
 

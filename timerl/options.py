@@ -29,6 +29,9 @@ class CompileOptions:
     checks: bool = True
     """Run the PDG verifier after every pass; its error names the pass that broke the graph. (The graph as
     the user built it is always verified: that is where the user's mistakes show.)"""
+    contributions: bool = True
+    """Gradient nodes whose every contribution is read at their own point from an op evaluable everywhere
+    become plain sums (`timerl.pdg.contributions`): the backward pass then fuses like the forward pass."""
     algebra: bool = True
     """Algebraic simplification (`timerl.pdg.algebra`): ops that return an input unchanged are read through."""
     cse: bool = True
@@ -107,8 +110,8 @@ SWITCHES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(CompileOpti
 
 # Transformations that ``optimize=False`` turns off (SPEC: "all PDG transformations"); code generation choices
 # (jit_groups, matmul_add, donation, prefetch_draws) and the checks stay as they are.
-TRANSFORMATIONS = ("algebra", "cse", "dce", "incrementalize", "fusion", "per_iteration_fusion", "memory_aware",
-                   "vectorize", "scan_loops")
+TRANSFORMATIONS = ("contributions", "algebra", "cse", "dce", "incrementalize", "fusion", "per_iteration_fusion",
+                   "memory_aware", "vectorize", "scan_loops")
 
 # Each preset states only how it differs from the defaults.
 PRESETS: Mapping[str, Mapping[str, Any]] = {

@@ -25,7 +25,7 @@ def _constant(graph: Graph, node: Node, slot: int, value: float) -> bool:
     return producer.category is CONST and bool(np.all(np.asarray(producer.attrs["value"]) == value))
 
 
-def _same_type(a: TensorType, b: TensorType) -> bool:
+def same_type(a: TensorType, b: TensorType) -> bool:
     return a.dtype == b.dtype and len(a.shape) == len(b.shape) and all(
         x == y if isinstance(x, int) and isinstance(y, int) else
         (not isinstance(x, int) and not isinstance(y, int) and x.same(y)) for x, y in zip(a.shape, b.shape))
@@ -41,9 +41,9 @@ RULES: dict[str, Callable[[Graph, Node], int | None]] = {
     "identity": lambda g, n: 0,
     "detach": lambda g, n: 0,
     "astype": lambda g, n: 0 if n.attrs["dtype"] == _input_type(g, n, 0).dtype else None,
-    "reshape": lambda g, n: 0 if _same_type(TensorType(tuple(n.attrs["shape"]), n.outputs[0].dtype),
+    "reshape": lambda g, n: 0 if same_type(TensorType(tuple(n.attrs["shape"]), n.outputs[0].dtype),
                                             _input_type(g, n, 0)) else None,
-    "expand": lambda g, n: 0 if _same_type(TensorType(tuple(n.attrs["shape"]), n.outputs[0].dtype),
+    "expand": lambda g, n: 0 if same_type(TensorType(tuple(n.attrs["shape"]), n.outputs[0].dtype),
                                            _input_type(g, n, 0)) else None,
     "permute": lambda g, n: 0 if tuple(n.attrs["perm"]) == tuple(range(len(n.attrs["perm"]))) else None,
     "mul": lambda g, n: 0 if _constant(g, n, 1, 1) else (1 if _constant(g, n, 0, 1) else None),
@@ -66,7 +66,7 @@ def simplify(graph: Graph) -> Graph:
             inner = graph.nodes[node.inputs[0].producer]
             if (inner.op == "neg" and identity_read(node.inputs[0], node, inner)
                     and identity_read(inner.inputs[0], inner, graph.nodes[inner.inputs[0].producer])
-                    and _same_type(_input_type(graph, inner, 0), node.outputs[0])):
+                    and same_type(_input_type(graph, inner, 0), node.outputs[0])):
                 forward[node.id] = (inner.inputs[0].producer, inner.inputs[0].output)
     if not forward:
         return graph
@@ -95,6 +95,6 @@ def _returned_input(graph: Graph, node: Node) -> int | None:
         return None
     edge = node.inputs[slot]
     producer = graph.nodes[edge.producer]
-    if not identity_read(edge, node, producer) or not _same_type(producer.outputs[edge.output], node.outputs[0]):
+    if not identity_read(edge, node, producer) or not same_type(producer.outputs[edge.output], node.outputs[0]):
         return None
     return slot

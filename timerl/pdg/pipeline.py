@@ -1,4 +1,5 @@
-"""The PDG passes, in order: algebraic simplification (`timerl.pdg.algebra`), common subexpression elimination
+"""The PDG passes, in order: gradient nodes whose contributions are always there become plain sums
+(`timerl.pdg.contributions`), algebraic simplification (`timerl.pdg.algebra`), common subexpression elimination
 (`timerl.pdg.cse`), dead code elimination (`timerl.pdg.dce`, which drops what the first two left without
 readers) and incrementalization (`timerl.pdg.incrementalize`, paper §5.3). Each pass has its switch in
 `timerl.options.CompileOptions` (of the same name); with ``checks`` on (always in tests), the verifier runs
@@ -18,6 +19,7 @@ from typing import Callable, Mapping
 
 from timerl.options import CompileOptions
 from timerl.pdg.algebra import simplify
+from timerl.pdg.contributions import fold_contributions
 from timerl.pdg.cse import eliminate_common_subexpressions
 from timerl.pdg.dce import eliminate_dead_code
 from timerl.pdg.graph import Graph
@@ -27,6 +29,7 @@ from timerl.pdg.verify import verify
 from timerl.symbolic import Symbol
 
 PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
+    ("contributions", fold_contributions),  # needs the bounds: which consumers are evaluable everywhere
     ("algebra", simplify),
     ("cse", eliminate_common_subexpressions),
     ("dce", eliminate_dead_code),
@@ -41,7 +44,7 @@ def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int], options: CompileO
     for name, transform in passes:
         if not getattr(options, name):
             continue
-        graph = transform(graph)
+        graph = transform(graph, bounds) if transform is fold_contributions else transform(graph)
         if options.checks:
             verify(graph, bounds, after=name)
     if options.recompute:

@@ -3,8 +3,9 @@ dimension, so that a range read is a slice of one buffer instead of a stack of m
 
 A store keeps one growable buffer per value of the other dimensions ("row"). Writing point ``k`` fills slot
 ``k - base``; when a row runs out of room it is copied once into a buffer twice as large that starts at its
-lowest live point, which also drops the freed prefix. Slices handed out stay valid: a buffer is only ever
-written at slots nobody has read yet, and a full buffer is replaced, not overwritten.
+lowest live point, which also drops the freed prefix (a row written downwards gets its room below its highest
+point instead). Slices handed out stay valid: a buffer is only ever written at slots nobody has read yet, and
+a full buffer is replaced, not overwritten.
 """
 
 from __future__ import annotations
@@ -22,6 +23,25 @@ class _Row:
         self.buffers = buffers
         self.base = base
         self.live: set[int] = set()
+
+
+class _PointOutputs:
+    """The outputs of one point, each sliced from its row's buffer when read: a read wants one output of
+    several (an environment step's observation, reward, end and order token), and slicing costs a call each."""
+
+    __slots__ = ("buffers", "slot")
+
+    def __init__(self, buffers: list[Any], slot: int) -> None:
+        self.buffers, self.slot = buffers, slot
+
+    def __getitem__(self, output: int) -> Any:
+        return self.buffers[output][self.slot]
+
+    def __len__(self) -> int:
+        return len(self.buffers)
+
+    def __iter__(self):
+        return (buffer[self.slot] for buffer in self.buffers)
 
 
 class BlockStore:
@@ -48,12 +68,12 @@ class BlockStore:
             row.buffers[slot] = self.backend.write(row.buffers[slot], k - row.base, values[slot])
         row.live.add(k)
 
-    def get(self, point: tuple[int, ...]) -> tuple[Any, ...]:
+    def get(self, point: tuple[int, ...]) -> _PointOutputs:
         outer, k = self._split(point)
         row = self.rows[outer]
         if k not in row.live:
             raise KeyError(point)
-        return tuple(buffer[k - row.base] for buffer in row.buffers)
+        return _PointOutputs(row.buffers, k - row.base)
 
     def has(self, point: tuple[int, ...]) -> bool:
         outer, k = self._split(point)
@@ -83,6 +103,8 @@ class BlockStore:
         low = min(row.live | {k})
         high = max(row.live | {k}) + 1
         capacity = max(8, 2 * (high - low))
+        if k < row.base:  # written downwards (a backward recurrence): the room goes below, points are >= 0
+            low = max(0, high - capacity)
         fresh = self._allocate(capacity)
         kept = [j for j in row.live]
         for slot, old in enumerate(row.buffers):

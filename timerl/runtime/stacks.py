@@ -27,8 +27,27 @@ class Stack:
         self.points = points
         self.same = same
 
-    def row(self, k: int, take: Any) -> tuple[Any, ...]:
-        return self.values if self.same else tuple(take(v, k) for v in self.values)
+    def row(self, k: int, take: Any) -> tuple[Any, ...] | _RowOutputs:
+        return self.values if self.same else _RowOutputs(self.values, k, take)
+
+
+class _RowOutputs:
+    """The outputs of one point of a stack, each taken from its batched array when read: a read wants one
+    output of several, and taking a row is a dispatch each on jax (a scanned rollout step has ten outputs)."""
+
+    __slots__ = ("values", "k", "take")
+
+    def __init__(self, values: tuple[Any, ...], k: int, take: Any) -> None:
+        self.values, self.k, self.take = values, k, take
+
+    def __getitem__(self, output: int) -> Any:
+        return self.take(self.values[output], self.k)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self):
+        return (self.take(value, self.k) for value in self.values)
 
 
 class StackedPool(MemoryPool):

@@ -51,26 +51,60 @@ def _prefixes(poly: Polyhedra, node: Node, points: isl.Set) -> isl.Set:
     return points.apply(earlier.set_tuple_name(isl.dim_type.out, f"S{node.id}"))
 
 
-def analyze(graph: Graph, bounds: Mapping[Symbol, int]) -> Demand:
-    poly = Polyhedra(graph, bounds)
-    definition = {n.id: poly.definition(n) for n in graph.nodes}
-    relation = {(n.id, k): poly.read_relation(n, e) for n in graph.nodes for k, e in enumerate(n.inputs)}
-    evaluable: dict[int, isl.Set] = {}
+class _Evaluable:
+    """The points at which each op can be evaluated: its definition domain, less the points where an unmasked
+    read lands where its producer cannot be (a merge is evaluable wherever a branch defines it). Computed on
+    first use, with the relations and definitions built on first use too."""
 
-    def evaluable_set(node_id: int) -> isl.Set:
-        if node_id in evaluable:
-            return evaluable[node_id]
-        node = graph.nodes[node_id]
-        result = definition[node_id]
+    def __init__(self, graph: Graph, poly: Polyhedra, definition: dict[int, isl.Set] | None = None,
+                 relation: dict[tuple[int, int], isl.Map] | None = None) -> None:
+        self.graph, self.poly = graph, poly
+        self.definition = {} if definition is None else definition
+        self.relation = {} if relation is None else relation
+        self.known: dict[int, isl.Set] = {}
+
+    def definition_of(self, node_id: int) -> isl.Set:
+        if node_id not in self.definition:
+            self.definition[node_id] = self.poly.definition(self.graph.nodes[node_id])
+        return self.definition[node_id]
+
+    def __call__(self, node_id: int) -> isl.Set:
+        if node_id in self.known:
+            return self.known[node_id]
+        node = self.graph.nodes[node_id]
+        result = self.definition_of(node_id)
         if node.category is not MERGE:
             for slot, edge in enumerate(node.inputs):
                 if edge.masked_by is not None:
                     continue
-                bad_targets = evaluable_set(edge.producer).complement()
-                bad = relation[(node_id, slot)].intersect_range(bad_targets).domain()
+                bad_targets = self(edge.producer).complement()
+                if (node_id, slot) not in self.relation:
+                    self.relation[(node_id, slot)] = self.poly.read_relation(node, edge)
+                bad = self.relation[(node_id, slot)].intersect_range(bad_targets).domain()
                 result = result.subtract(bad)
-        evaluable[node_id] = result
+        self.known[node_id] = result
         return result
+
+
+def evaluable_everywhere(graph: Graph, bounds: Mapping[Symbol, int], candidates: set[int]) -> set[int]:
+    """The ``candidates`` that can be evaluated at every point of their box (with these bounds): defined there,
+    and reading, however indirectly, no point its producer does not define. A gradient contribution masked
+    by such an op is present wherever it is read (`timerl.pdg.contributions`)."""
+    poly = Polyhedra(graph, bounds)
+    evaluable = _Evaluable(graph, poly)
+    everywhere = set()
+    for node_id in candidates:
+        box = poly.box_set(graph.nodes[node_id]).intersect_params(poly.context)
+        if box.is_subset(evaluable(node_id).intersect_params(poly.context)):
+            everywhere.add(node_id)
+    return everywhere
+
+
+def analyze(graph: Graph, bounds: Mapping[Symbol, int]) -> Demand:
+    poly = Polyhedra(graph, bounds)
+    definition = {n.id: poly.definition(n) for n in graph.nodes}
+    relation = {(n.id, k): poly.read_relation(n, e) for n in graph.nodes for k, e in enumerate(n.inputs)}
+    evaluable_set = _Evaluable(graph, poly, definition, relation)
 
     demand: dict[int, isl.Set] = {}
     for node_id in _consumers_first(graph):

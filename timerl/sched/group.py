@@ -69,8 +69,12 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True,
     blocked: dict[int, set[int]] = {n: set() for n in running}
     successors: dict[int, set[int]] = {n: set() for n in running}
     predecessors: dict[int, set[int]] = {n: set() for n in running}
+    # A recurrence edge (`_advances`) does not keep two groups apart: it reads an earlier point, which the
+    # merged group's statement computed at an earlier step (a rollout's step and the observation it feeds back)
+    advancing = {(e.producer, n.id) for n in graph.nodes if n.id in running_set for e in n.inputs
+                 if e.producer in running_set and _advances(e, n, graph.nodes[e.producer])}
     for u, v, identity in edges:
-        if not identity and u != v:
+        if not identity and u != v and (u, v) not in advancing:
             blocked[u].add(v)
             blocked[v].add(u)
     for node in graph.nodes:
@@ -212,6 +216,10 @@ def is_internal(graph: Graph, edge: Edge, consumer: Node, group_of: dict[int, in
 
 
 def _dataflow_order(graph: Graph, ids: list[int], group_of: dict[int, int], index: int) -> list[int]:
+    """A topological order of the members: those that read nothing first, then depth first (the member made
+    ready last runs next), so a chain of ops runs to its end and its intermediate values die before the next
+    chain starts. Breadth first, a fused backward pass (PPO: 160 members) kept every layer's gradients of both
+    networks alive at once (15 MB of transients against 5 MB)."""
     inside = set(ids)
     pending = {n: 0 for n in ids}
     readers: dict[int, list[int]] = {n: [] for n in ids}
@@ -221,10 +229,16 @@ def _dataflow_order(graph: Graph, ids: list[int], group_of: dict[int, int], inde
             if edge.producer in inside and identity_read(edge, node, graph.nodes[edge.producer]):
                 pending[node_id] += 1
                 readers[edge.producer].append(node_id)
-    ready = sorted(n for n, count in pending.items() if count == 0)
-    order = []
+    # members that read nothing (sources, draws, constants) first, as they come, so that what they feed can
+    # run as one piece after them (on jax: one jitted call); then depth first from the others
+    order = sorted(n for n in ids if not graph.nodes[n].inputs)
+    for node_id in order:
+        for reader in readers[node_id]:
+            pending[reader] -= 1
+    first = set(order)
+    ready = sorted((n for n, count in pending.items() if count == 0 and n not in first), reverse=True)
     while ready:
-        node_id = ready.pop(0)
+        node_id = ready.pop()
         order.append(node_id)
         for reader in readers[node_id]:
             pending[reader] -= 1

@@ -109,6 +109,11 @@ class Polyhedra:
         text = f"{self.params}{{ D[{names}] : {self.box(node)} and {isl_cond(cond, self.names(node))} }}"
         return self._parse(isl.Set, text).set_tuple_name(f"{prefix}{node.id}")
 
+    def box_set(self, node: Node) -> isl.Set:
+        """Every point of the node's dimensions within the bounds, whatever its condition."""
+        names = ", ".join(d.name for d in node.domain)
+        return self._parse(isl.Set, f"{self.params}{{ D[{names}] : {self.box(node)} }}").set_tuple_name(f"S{node.id}")
+
     def read_relation(self, consumer: Node, edge: Edge) -> isl.Map:
         """{ S_consumer[q] -> S_producer[p] : the consumer at q reads p, when the edge's condition holds }."""
         producer = self.graph.nodes[edge.producer]

@@ -1,0 +1,64 @@
+"""timerl torch against eager PyTorch PPO, side by side in one process, in CPU seconds: the timerl program is
+compiled once and executed again between eager runs, in alternating rounds, so both see the same load.
+
+    python benchmarks/ppo_side_by_side.py --iterations 4 --rounds 6
+
+Prints each round's seconds per iteration (``time.process_time``, the process's CPU time, which a loaded
+machine inflates less than wall time) and the ratio of the medians. The default configuration of the sweep
+(`benchmarks/ppo_sweep.py`): 64 environments x 100 steps, one epoch of one minibatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import timerl as trl
+from algorithms.ppo import train
+from benchmarks.ppo_sweep import DEFAULT, _eager_module
+
+
+def side_by_side(iterations: int = 4, rounds: int = 6) -> tuple[list[float], list[float]]:
+    """Seconds per iteration of timerl torch and of eager PyTorch, one entry per round."""
+    config = dict(DEFAULT)
+    config.pop("obs_padding")
+    executables = []
+    compile_program = trl.Context.compile
+
+    def keep(ctx, *args, **kwargs):
+        executables.append(compile_program(ctx, *args, **kwargs))
+        return executables[-1]
+
+    trl.Context.compile = keep  # a measurement script: it needs the executable `train` builds
+    try:
+        train(iterations=iterations, epochs=1, minibatches=1, backend="torch", **config)
+    finally:
+        trl.Context.compile = compile_program
+    train_eager = _eager_module().train_eager
+    train_eager(iterations=1, **config)
+    timerl, eager = [], []
+    for _ in range(rounds):
+        started = time.process_time()
+        train_eager(iterations=iterations, warmup=0, **config)
+        eager.append((time.process_time() - started) / iterations)
+        started = time.process_time()
+        executables[-1].execute()
+        timerl.append((time.process_time() - started) / iterations)
+    return timerl, eager
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=6)
+    args = parser.parse_args()
+    timerl, eager = side_by_side(args.iterations, args.rounds)
+    print("timerl torch  ", " ".join(f"{x:.3f}" for x in timerl))
+    print("eager PyTorch ", " ".join(f"{x:.3f}" for x in eager))
+    ratio = statistics.median(timerl) / statistics.median(eager)
+    print(f"median {statistics.median(timerl):.3f} s against {statistics.median(eager):.3f} s: {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
