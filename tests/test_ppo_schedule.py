@@ -67,7 +67,7 @@ def test_select_points_convert_to_guarded_statements(schedule, context, paramete
     assert "?" in program.to_C_str(), "isl no longer writes a select here: the test would not test it"
     names = [context_set.get_dim_name(isl.dim_type.param, k) for k in range(context_set.dim(isl.dim_type.param))]
     symbols = {name: Symbol(name) for name in names}
-    ours = _convert(program, symbols, {}, (FREED,))
+    ours = _convert(program, symbols, {}, ((FREED, None),))  # (group, parts): all of its outputs
     for values in parameter_values:
         env = {symbols[name]: value for name, value in values.items()}
         assert run_points(ours, env) == isl_points(schedule, values), values
