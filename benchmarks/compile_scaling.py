@@ -15,8 +15,7 @@ import time
 
 import timerl as trl
 from algorithms.reinforce import discounted_returns
-from timerl.compile import resolve_bounds
-from timerl.pdg.pipeline import optimize_graph
+from timerl.compile import optimize_pdg, resolve_bounds
 from timerl.pdg.verify import verify
 from timerl.sched.ast import Execute
 from timerl.sched.schedule import schedule_graph
@@ -52,7 +51,7 @@ def measure(hidden_layers: int, n_step: int | None = None, iterations: int = 5, 
     bounds = resolve_bounds(ctx, {"I": iterations, "T": steps})
     graph = ctx.graph()
     verify(graph, bounds)
-    graph = optimize_graph(graph, bounds)
+    graph = optimize_pdg(graph, bounds)
     passes = time.process_time() - started
     result = schedule_graph(graph, bounds)
     return {"layers": hidden_layers, "nodes": len(graph.nodes), "groups": len(result.groups),

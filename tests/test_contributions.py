@@ -8,7 +8,7 @@ import numpy as np
 
 import timerl as trl
 from conftest import assert_values, collect, run
-from timerl.pdg.pipeline import optimize_graph
+from timerl.compile import optimize_pdg
 
 STEPS = 5
 X = np.linspace(-1.0, 1.0, STEPS * 3).reshape(STEPS, 3)
@@ -16,7 +16,7 @@ W = np.cos(np.arange(STEPS * 3, dtype=np.float64)).reshape(STEPS, 3)
 
 
 def _gradient_nodes(ctx, bounds) -> int:
-    return sum(n.op == "grad_accumulate" for n in optimize_graph(ctx.graph(), bounds).nodes)
+    return sum(n.op == "grad_accumulate" for n in optimize_pdg(ctx.graph(), bounds).nodes)
 
 
 def test_contributions_at_the_own_point_are_summed_without_a_gradient_node(backend):

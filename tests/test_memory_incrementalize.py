@@ -11,7 +11,7 @@ import pytest
 import timerl as trl
 from algorithms.reinforce import train
 from timerl.pdg.incrementalize import incrementalize
-from timerl.pdg.pipeline import optimize_graph
+from timerl.compile import optimize_pdg
 
 POINT = 256  # float32 elements: 1 KiB per point
 KIB = POINT * 4
@@ -53,7 +53,7 @@ def expected_parameters(steps: int) -> np.ndarray:
 
 def test_pass_rewrites_whole_range_gradient_reads_into_running_sums():
     ctx, I, T = parameter_program([])
-    graph = optimize_graph(ctx.graph(), {I: 3, T: 8}, trl.CompileOptions(incrementalize=False))
+    graph = optimize_pdg(ctx.graph(), {I: 3, T: 8}, trl.CompileOptions(incrementalize=False))
     rewritten = incrementalize(graph)
     running = [n for n in rewritten.nodes if n.op == "merge" and n.attrs.get("running") == "t"]
     assert running, str(rewritten)

@@ -8,18 +8,20 @@ seconds of each step (and the scheduler's own steps, ``"schedule: isl"`` among t
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
 from timerl.backends.base import get_backend
 from timerl.errors import TimeRLError, user_location
 from timerl.options import FLAGS, CompileOptions, from_call
+from timerl.pdg.graph import Graph
 from timerl.pdg.pipeline import optimize_graph
 from timerl.pdg.verify import verify
 from timerl.symbolic import Symbol
 from timerl.runtime.executor import Executable
 from timerl.runtime.reference import ReferenceExecutable
+from timerl.sched.demand import evaluable_everywhere
 from timerl.sched.schedule import schedule_graph
 
 BACKENDS = ("reference", "torch", "jax")
@@ -79,7 +81,7 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     if backend == "reference":
         return ReferenceExecutable(graph, resolved, seed, time.perf_counter() - started)
     clock = time.perf_counter()
-    graph = optimize_graph(graph, resolved, chosen)
+    graph = optimize_pdg(graph, resolved, chosen)
     phases["pdg passes"] = time.perf_counter() - clock
     clock = time.perf_counter()
     scheduled_swaps = swap and device_memory is not None
@@ -97,6 +99,13 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     phases["lowering"] = time.perf_counter() - clock
     executable.stats.update(compile_seconds=time.perf_counter() - started, compile_phases=phases)
     return executable
+
+
+def optimize_pdg(graph: Graph, bounds: Mapping[Symbol, int], options: CompileOptions = CompileOptions()) -> Graph:
+    """The PDG passes of ``options`` (`timerl.pdg.pipeline`), with the scheduler's answer to which ops can be
+    evaluated everywhere for the contributions pass (the PDG layer does not import the scheduler)."""
+    return optimize_graph(graph, bounds, options,
+                          evaluable_everywhere=lambda g, ops: evaluable_everywhere(g, bounds, ops))
 
 
 def _check_options(bounds: Any, seed: Any, device_memory: Any, swap: Any, optimize: Any,

@@ -10,27 +10,27 @@ mask removes nothing, so the node is the sum of its inputs: one input is read di
 with ``add`` ops (in the executor's order, so the values are the same). The rest of the backward pass then
 fuses into a few groups, like the forward pass (PPO: from ~60 statements to a handful).
 
-Which consumers can be evaluated everywhere is an isl question, answered in `timerl.sched.demand`.
+Which consumers can be evaluated everywhere is an isl question, answered in `timerl.sched.demand`: the
+caller passes that answer in (``evaluable_everywhere``; `timerl.compile` does), so the PDG layer does not
+reach up into the scheduler.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Mapping
+from typing import Callable
 
 from timerl.pdg.algebra import same_type
-from timerl.pdg.graph import Attrs, Edge, Graph, Node, Point
-from timerl.symbolic import Symbol
-from timerl.sched.demand import evaluable_everywhere
-from timerl.sched.group import identity_read
+from timerl.pdg.graph import Attrs, Edge, Graph, Node, Point, identity_read
 
 
-def fold_contributions(graph: Graph, bounds: Mapping[Symbol, int]) -> Graph:
+def fold_contributions(graph: Graph, evaluable_everywhere: Callable[[Graph, set[int]], set[int]]) -> Graph:
+    """``evaluable_everywhere(graph, ops)``: those of ``ops`` that can be evaluated at every point of their box."""
     masks = {e.masked_by for n in graph.nodes for e in n.inputs if e.masked_by is not None}
     candidates = [n for n in graph.nodes if n.op == "grad_accumulate" and n.id not in masks and _foldable(graph, n)]
     if not candidates:
         return graph
-    everywhere = evaluable_everywhere(graph, bounds, {e.masked_by for n in candidates for e in n.inputs})
+    everywhere = evaluable_everywhere(graph, {e.masked_by for n in candidates for e in n.inputs})
     folded = [n for n in candidates if all(e.masked_by in everywhere for e in n.inputs)]
     if not folded:
         return graph

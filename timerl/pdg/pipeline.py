@@ -29,7 +29,7 @@ from timerl.pdg.verify import verify
 from timerl.symbolic import Symbol
 
 PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
-    ("contributions", fold_contributions),  # needs the bounds: which consumers are evaluable everywhere
+    ("contributions", fold_contributions),  # needs ``evaluable_everywhere`` (see `optimize_graph`)
     ("algebra", simplify),
     ("cse", eliminate_common_subexpressions),
     ("dce", eliminate_dead_code),
@@ -38,13 +38,21 @@ PASSES: tuple[tuple[str, Callable[[Graph], Graph]], ...] = (
 
 
 def optimize_graph(graph: Graph, bounds: Mapping[Symbol, int], options: CompileOptions = CompileOptions(),
-                   passes: tuple[tuple[str, Callable[[Graph], Graph]], ...] = PASSES) -> Graph:
+                   passes: tuple[tuple[str, Callable[[Graph], Graph]], ...] = PASSES,
+                   evaluable_everywhere: Callable[[Graph, set[int]], set[int]] | None = None) -> Graph:
     """Run the ``passes`` whose switch is on in ``options`` (``incrementalize=None`` counts as off), in order;
-    then, with ``options.recompute``, `timerl.pdg.recompute`."""
+    then, with ``options.recompute``, `timerl.pdg.recompute`. ``evaluable_everywhere(graph, ops)`` answers the
+    contributions pass's isl question (`timerl.sched.demand.evaluable_everywhere`, passed in from above:
+    `timerl.compile.optimize_pdg`); without it that pass is skipped."""
     for name, transform in passes:
         if not getattr(options, name):
             continue
-        graph = transform(graph, bounds) if transform is fold_contributions else transform(graph)
+        if transform is fold_contributions:
+            if evaluable_everywhere is None:
+                continue
+            graph = fold_contributions(graph, evaluable_everywhere)
+        else:
+            graph = transform(graph)
         if options.checks:
             verify(graph, bounds, after=name)
     if options.recompute:
