@@ -70,7 +70,8 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
                      phases: dict[str, float], memory_aware: bool = False, swaps: bool = False,
                      per_iteration: bool = True) -> ScheduleResult:
     clock = time.process_time()
-    groups, group_of = group_nodes(graph, demand, fuse, per_iteration=per_iteration and not memory_aware)
+    groups, group_of = group_nodes(graph, demand, fuse, per_iteration=per_iteration and not memory_aware,
+                                   across_recurrences=not swaps)
     dependences: list[isl.Map] = []
     readers: dict[int, list[isl.Map]] = {g.id: [] for g in groups}
     output_readers: dict[tuple[int, int], list[isl.Map]] = {}  # (producer, output) -> reads from other groups
