@@ -8,6 +8,7 @@ from functools import lru_cache
 import islpy as isl
 
 from benchmarks.compile_scaling import build
+import timerl as trl
 from timerl.compile import optimize_pdg, resolve_bounds
 from timerl.sched.ast import Deallocate, Execute, Loop, Sequence
 from timerl.sched.schedule import schedule_graph
@@ -17,7 +18,7 @@ from timerl.sched.schedule import schedule_graph
 def optimized(hidden_layers: int):
     ctx = build(hidden_layers, num_envs=2, hidden=4)
     bounds = resolve_bounds(ctx, {"I": 3, "T": 5})
-    return optimize_pdg(ctx.graph(), bounds), bounds
+    return optimize_pdg(ctx.graph(), bounds, trl.CompileOptions(contributions=True)), bounds
 
 
 @lru_cache(maxsize=None)  # the programs are compiled once for both tests

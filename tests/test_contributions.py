@@ -16,7 +16,7 @@ W = np.cos(np.arange(STEPS * 3, dtype=np.float64)).reshape(STEPS, 3)
 
 
 def _gradient_nodes(ctx, bounds) -> int:
-    return sum(n.op == "grad_accumulate" for n in optimize_pdg(ctx.graph(), bounds).nodes)
+    return sum(n.op == "grad_accumulate" for n in optimize_pdg(ctx.graph(), bounds, trl.CompileOptions(contributions=True)).nodes)
 
 
 def test_contributions_at_the_own_point_are_summed_without_a_gradient_node(backend):
