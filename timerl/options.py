@@ -137,8 +137,9 @@ def from_call(options: Any, optimize: Any, flags: Mapping[str, Any]) -> CompileO
             raise TimeRLError(f"{user_location()}: options= is a trl.CompileOptions, got {options!r}")
         contradictions = [f"{name}={value!r}" for name, value in given.items() if getattr(options, name) != value]
         if optimize is not None:
+            meant = CompileOptions() if optimize else CompileOptions.preset("unoptimized")  # what the flag says
             differs = [name for name in TRANSFORMATIONS
-                       if getattr(options, name) not in (None, bool(optimize))]
+                       if getattr(options, name) not in (None, getattr(meant, name))]
             if differs:
                 contradictions.append(f"optimize={optimize!r} (options= sets {', '.join(differs)} otherwise)")
         if contradictions:
