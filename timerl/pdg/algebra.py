@@ -11,13 +11,12 @@ broadcast or promotion happens), and no read uses it as a gradient mask.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 
 from timerl.ops.registry import CONST
-from timerl.pdg.graph import Graph, Node, TensorType, identity_read
+from timerl.pdg.graph import Graph, Node, TensorType, identity_read, read_through
 
 
 def _constant(graph: Graph, node: Node, slot: int, value: float) -> bool:
@@ -71,19 +70,7 @@ def simplify(graph: Graph) -> Graph:
     if not forward:
         return graph
 
-    def target(producer: int, output: int) -> tuple[int, int]:
-        while producer in forward and output == 0:
-            producer, output = forward[producer]
-        return producer, output
-
-    nodes = []
-    for node in graph.nodes:
-        inputs = []
-        for edge in node.inputs:
-            producer, output = target(edge.producer, edge.output)
-            inputs.append(edge if producer == edge.producer else replace(edge, producer=producer, output=output))
-        nodes.append(replace(node, inputs=tuple(inputs)))
-    return Graph(graph.dims, graph.bounds, tuple(nodes))
+    return read_through(graph, graph.nodes, forward)
 
 
 def _returned_input(graph: Graph, node: Node) -> int | None:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Callable
 
 from timerl.pdg.algebra import same_type
-from timerl.pdg.graph import Attrs, Edge, Graph, Node, Point, identity_read
+from timerl.pdg.graph import Attrs, Edge, Graph, Node, Point, identity_read, read_through
 
 
 def fold_contributions(graph: Graph, evaluable_everywhere: Callable[[Graph, set[int]], set[int]]) -> Graph:
@@ -49,19 +49,7 @@ def fold_contributions(graph: Graph, evaluable_everywhere: Callable[[Graph, set[
             total = Edge(len(nodes) - 1, 0, here)
         nodes[node.id] = replace(node, op="add", attrs=Attrs(), inputs=(total, inputs[-1]))
 
-    def target(producer: int, output: int) -> tuple[int, int]:
-        while producer in forward and output == 0:
-            producer, output = forward[producer]
-        return producer, output
-
-    rewired = []
-    for node in nodes:
-        inputs = []
-        for edge in node.inputs:
-            producer, output = target(edge.producer, edge.output)
-            inputs.append(edge if producer == edge.producer else replace(edge, producer=producer, output=output))
-        rewired.append(replace(node, inputs=tuple(inputs)))
-    return Graph(graph.dims, graph.bounds, tuple(rewired))
+    return read_through(graph, nodes, forward)
 
 
 def _foldable(graph: Graph, node: Node) -> bool:

@@ -12,8 +12,8 @@ A node's *definition domain* is the box ``0 <= d < D`` of its dimensions interse
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Union
+from dataclasses import dataclass, field, replace
+from typing import Iterator, Mapping, Sequence, Union
 
 from timerl.ops.categories import MERGE, Category
 from timerl.ops.registry import OPS
@@ -150,3 +150,22 @@ class Graph:
             when = f" when {node.condition}" if node.condition is not TRUE else ""
             lines.append(f"%{node.id}[{dims}]{when} = {node.op}({ins}) {node.attrs} -> {outs}")
         return "\n".join(lines)
+
+
+def read_through(graph: Graph, nodes: Sequence[Node], forward: Mapping[int, tuple[int, int]]) -> Graph:
+    """``nodes`` as a graph of ``graph``'s dimensions, where every read of output 0 of a node in ``forward``
+    reads the (producer, output) that node forwards to instead (followed through chains): how a pass drops
+    ops that return an input unchanged (`timerl.pdg.algebra`, `timerl.pdg.contributions`)."""
+    def target(producer: int, output: int) -> tuple[int, int]:
+        while producer in forward and output == 0:
+            producer, output = forward[producer]
+        return producer, output
+
+    rewired = []
+    for node in nodes:
+        inputs = []
+        for edge in node.inputs:
+            producer, output = target(edge.producer, edge.output)
+            inputs.append(edge if producer == edge.producer else replace(edge, producer=producer, output=output))
+        rewired.append(replace(node, inputs=tuple(inputs)))
+    return Graph(graph.dims, graph.bounds, tuple(rewired))
