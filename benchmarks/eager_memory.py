@@ -14,7 +14,6 @@ Prints a Markdown table: REINFORCE (Monte Carlo and 8-step) on CartPole, 16 envi
 
 from __future__ import annotations
 
-import argparse
 import weakref
 from typing import Any
 
@@ -22,8 +21,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from algorithms.reinforce import train
 from benchmarks.eager_reinforce import train_eager
+from benchmarks.reinforce_memory import arguments, measure
 
 
 class LiveTensorBytes(TorchDispatchMode):
@@ -64,13 +63,6 @@ def eager_peak(steps: int, n_step: int | None, iterations: int, num_envs: int) -
     return meter.peak
 
 
-def timerl_peak(steps: int, n_step: int | None, iterations: int, num_envs: int, options: dict) -> int:
-    stats: dict = {}
-    train(iterations=iterations, num_envs=num_envs, steps=steps, n_step=n_step, backend="torch", stats=stats,
-          compile_options=options)
-    return stats["peak_device_bytes"]
-
-
 SETTINGS = (
     ("timerl, running sums (incrementalize=True, vectorize=False)", dict(incrementalize=True, vectorize=False)),
     ("timerl, default (vectorized)", dict()),
@@ -78,11 +70,7 @@ SETTINGS = (
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, nargs="+", default=[100, 200, 400])
-    parser.add_argument("--iterations", type=int, default=3)
-    parser.add_argument("--num-envs", type=int, default=16)
-    args = parser.parse_args(argv)
+    args = arguments(argv, __doc__.split("\n\n")[0])
     print("| returns | run | " + " | ".join(f"T = {t}" for t in args.steps) + " |")
     print("|---|---|" + "---|" * len(args.steps))
     for n_step in (None, 8):
@@ -91,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {returns} | eager PyTorch (live tensor bytes) | "
               + " | ".join(f"{c / 1e6:.3f} MB" for c in cells) + " |", flush=True)
         for name, options in SETTINGS:
-            cells = [timerl_peak(t, n_step, args.iterations, args.num_envs, options) for t in args.steps]
+            cells = [measure(t, n_step, args.iterations, args.num_envs, options)[0] for t in args.steps]
             print(f"| {returns} | {name} | " + " | ".join(f"{c / 1e6:.3f} MB" for c in cells) + " |", flush=True)
 
 

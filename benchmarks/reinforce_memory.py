@@ -31,12 +31,17 @@ def measure(steps: int, n_step: int | None, iterations: int, num_envs: int, opti
     return stats["peak_device_bytes"], per_iteration
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(argv: list[str] | None, description: str) -> argparse.Namespace:
+    """The sizes both REINFORCE memory benchmarks sweep (this one and `benchmarks.eager_memory`)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--steps", type=int, nargs="+", default=[100, 200, 400])
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--num-envs", type=int, default=16)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv, __doc__.split("\n\n")[0])
     print("| returns | schedule | " + " | ".join(f"T = {t}" for t in args.steps) + " | peak at last T / first T |")
     print("|---|---|" + "---|" * len(args.steps) + "---|")
     for n_step in (8, None):

@@ -27,7 +27,7 @@ from timerl.pdg.graph import Graph, Node, identity_read
 from timerl.ops.batching import batch_rule
 from timerl.ops.registry import ACCUMULATE, CONST, SINK
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
-from timerl.runtime.plan import static_bytes
+from timerl.runtime.sizes import static_bytes
 from timerl.symbolic import compile_function
 from timerl.sched import ast
 from timerl.runtime.statements import flatten, freed_parts, statement_major

@@ -47,7 +47,7 @@ from timerl.runtime import jax_rng
 from timerl.runtime.batch import batched_loop
 from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
 from timerl.runtime.jax_plan import JaxGroupLowering, checked
-from timerl.runtime.plan import static_bytes
+from timerl.runtime.sizes import static_bytes
 from timerl.runtime.statements import flatten, freed_parts
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.symbolic import TRUE, Symbol, compile_function
@@ -444,15 +444,4 @@ class ScannedLoop:
 
 def _executions(root: ast.AstNode, group: int) -> int:
     """How many statements of the program run ``group``."""
-    stack, count = [root], 0
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Execute) and node.node == group:
-            count += 1
-        elif isinstance(node, ast.Sequence):
-            stack.extend(node.body)
-        elif isinstance(node, ast.Loop):
-            stack.append(node.body)
-        elif isinstance(node, ast.If):
-            stack.extend([node.then] + ([node.orelse] if node.orelse is not None else []))
-    return count
+    return sum(isinstance(node, ast.Execute) and node.node == group for node in ast.every_node(root))

@@ -21,7 +21,6 @@ gradient accumulation) go through `timerl.runtime.evaluate`, the same code the r
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -33,27 +32,9 @@ from timerl.runtime import rng
 from timerl.runtime.draws import DrawPrefetch
 from timerl.runtime.generated import udf_call
 from timerl.runtime.lifetimes import FRESH, free_after_last_use
+from timerl.runtime.sizes import output_bytes, static_bytes
 from timerl.runtime.evaluate import FLOAT_DTYPES, bound_kernel, has_symbols, point_kernel
 from timerl.symbolic import TRUE, Symbol
-
-
-def static_bytes(node: Node) -> int | None:
-    """Bytes of one point of ``node``'s outputs, when every size is a plain int."""
-    total = 0
-    for k in range(len(node.outputs)):
-        size = output_bytes(node, k)
-        if size is None:
-            return None
-        total += size
-    return total
-
-
-def output_bytes(node: Node, k: int) -> int | None:
-    """Bytes of output ``k`` at one point of ``node``, when its size is a plain int."""
-    produced = node.outputs[k]
-    if not all(isinstance(d, int) for d in produced.shape):
-        return None
-    return math.prod(produced.shape) * np.dtype(produced.dtype).itemsize
 
 
 def simple_read(edge: Edge) -> bool:
@@ -177,8 +158,7 @@ class GroupLowering:
             if n in stored:
                 body.append(f"store(({n}, point), {values}, {size if size is not None else 'None'})")
             elif size is not None:
-                transient_sizes.update({name: math.prod(produced.shape) * np.dtype(produced.dtype).itemsize
-                                        for name, produced in zip(outputs, member.outputs)})
+                transient_sizes.update({name: output_bytes(member, k) for k, name in enumerate(outputs)})
             else:
                 transient_dynamic.append(f"nbytes_of({values})")
                 dynamic_members.append(n)

@@ -8,7 +8,8 @@ from typing import Any, Callable
 from timerl.ops.registry import ACCUMULATE, CONST, OPS, SINK, WINDOW_CARRIED, WINDOW_REDUCED, Unsupported
 from timerl.pdg.graph import Graph
 from timerl.runtime.evaluate import has_symbols
-from timerl.runtime.plan import simple_read, static_bytes
+from timerl.runtime.plan import simple_read
+from timerl.runtime.sizes import static_bytes
 from timerl.symbolic import TRUE
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Iterator, Union
 
 from timerl.symbolic import Cond, Expr, Symbol
 
@@ -105,18 +105,20 @@ class Schedule:
             lines.append(f"{pad}{verb}{self.labels[node.node]}[{point}]{which}")
 
     def count(self, kind: type) -> int:
-        total = 0
-        stack: list[AstNode] = [self.root]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, kind):
-                total += 1
-            if isinstance(node, Sequence):
-                stack.extend(node.body)
-            elif isinstance(node, Loop):
-                stack.append(node.body)
-            elif isinstance(node, If):
-                stack.append(node.then)
-                if node.orelse is not None:
-                    stack.append(node.orelse)
-        return total
+        return sum(isinstance(node, kind) for node in every_node(self.root))
+
+
+def every_node(root: AstNode) -> Iterator[AstNode]:
+    """Every node of the AST below ``root`` (``root`` included), in no particular order."""
+    stack: list[AstNode] = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, Sequence):
+            stack.extend(node.body)
+        elif isinstance(node, Loop):
+            stack.append(node.body)
+        elif isinstance(node, If):
+            stack.append(node.then)
+            if node.orelse is not None:
+                stack.append(node.orelse)
