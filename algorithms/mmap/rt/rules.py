@@ -101,13 +101,15 @@ def lowest_free_columns(tables: GameTables, records, position, first, last, own_
     counted = (tables.group_key != per_game(own_group)) & (tables.buffers < per_game(position)) & tables.wide
     start, end, at = (records.spatial[:, k:k + 1, :] for k in range(3))
     overlap = (start <= F.unsqueeze(last, 2)) & (end >= F.unsqueeze(first, 2)) & F.unsqueeze(counted, 1)
-    count = F.astype(overlap, "int64")
-    opens = F.maximum(at + 1 - F.unsqueeze(width, 2), 0)
+    count = F.astype(overlap, "int32")  # counts of at most N records: int32 halves the scatters' traffic
+    opens = F.maximum(at + F.unsqueeze(1 - width, 2), 0)
     # a record without a rectangle has at = -1 and counts 0: its close index only has to lie in [0, size]
     closes = F.expand(at + tables.close_width, count.shape)
     blocked = F.cumsum(F.apply("bincount", opens, count, size=size + 1)
                        - F.apply("bincount", closes, count, size=size + 1), 2)
-    lowest = F.min(F.where(blocked.spatial[:, :, :size] == 0, tables.columns, size), dim=2)
+    # blocked(size) is 0 (every counted record has closed by then), so the first free start is found by argmax
+    # (the first maximum) over all size + 1 starts, and is size when no column is free
+    lowest = F.argmax(F.astype(blocked == 0, "int32"), dim=2)
     lowest = F.where(width == 0, 0, lowest)
     lowest = F.where(lowest + width <= size, lowest, -1)
     there = F.squeeze(gather_fill(blocked, F.unsqueeze(required, 2), -1), 2) == 0
