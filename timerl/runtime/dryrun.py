@@ -52,6 +52,8 @@ def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int, 
 
     def peak(kept: set[int]) -> int:
         counter.swapping, counter.live, counter.peak = kept, 0, 0
+        counter.freed.clear()
+        counter.away.clear()
         replay([])
         return counter.peak
 
@@ -119,6 +121,10 @@ class _ByteCounter(AstInterpreter):
         self.graph, self.groups, self.transient = graph, groups, transient
         self.bounds = {bound: int(value) for bound, value in bounds.items()}
         self.live = self.peak = 0
+        # the pool's state of each stored point that the byte counts depend on, keys (member, point): bytes
+        # freed already (some outputs, each after its own last reader), and the points on the host
+        self.freed: dict[tuple, int] = {}
+        self.away: set[tuple] = set()
         self.swapping: set[int] | None = None  # swap units whose offloads and fetches count (None: all),
         # read as the replay runs: one built replay serves every trial of `choose_swaps`
 
@@ -176,33 +182,59 @@ class _ByteCounter(AstInterpreter):
         return execute
 
     def _deallocate(self, node: ast.Deallocate, scope) -> Run:
-        """Whole members, or (`timeline.Freed`) some of their outputs."""
-        size = (self._whole(self.groups[node.node].freed_later) if node.parts is None
-                else self._bytes(node.parts))
-        frees = self._at(size, node.point, scope)
+        """Whole members, or (`timeline.Freed`) some of their outputs, as the pool frees them: bytes of a member
+        on the host leave the host, and a member leaves the pool when its last outputs are freed."""
+        where = compile_function(node.point, scope)
+        parts = (tuple((m, None) for m in self.groups[node.node].freed_later) if node.parts is None
+                 else node.parts)
+        sizes = [(member, self._at(self._whole((member,)), node.point, scope),
+                  None if outputs is None else self._at(self._bytes(((member, outputs),)), node.point, scope))
+                 for member, outputs in parts]
+        freed, away = self.freed, self.away
 
         def deallocate(counters: list) -> None:
-            self.live -= frees(counters)
+            point = where(*counters)
+            for member, whole, part in sizes:
+                key = (member, point)
+                before = freed.pop(key, 0)
+                size = whole(counters) - before if part is None else part(counters)
+                if part is not None and before + size < whole(counters):
+                    freed[key] = before + size
+                if key in away:
+                    if part is None or key not in freed:
+                        away.discard(key)
+                else:
+                    self.live -= size
 
         return deallocate
 
     def _offload(self, node: ast.Offload, scope) -> Run:
-        moved = self._at(self._whole(self.groups[node.node].freed_later), node.point, scope)
-        unit = node.unit
-
-        def offload(counters: list) -> None:
-            if self.swapping is None or unit in self.swapping:
-                self.live -= moved(counters)
-
-        return offload
+        """What is left of each member (outputs freed after their own last reader do not move) goes to the
+        host; members there already stay (as in the pool)."""
+        return self._move(node, scope, -1)
 
     def _fetch(self, node: ast.Fetch, scope) -> Run:
-        moved = self._at(self._whole(self.groups[node.node].freed_later), node.point, scope)
-        unit = node.unit
+        return self._move(node, scope, 1)
 
-        def fetch(counters: list) -> None:
-            if self.swapping is None or unit in self.swapping:
-                self.live += moved(counters)
-                self.peak = max(self.peak, self.live)
+    def _move(self, node: ast.Offload | ast.Fetch, scope, sign: int) -> Run:
+        where = compile_function(node.point, scope)
+        members = node.members or self.groups[node.node].freed_later
+        sizes = [(member, self._at(self._whole((member,)), node.point, scope)) for member in members]
+        unit, freed, away = node.unit, self.freed, self.away
 
-        return fetch
+        def move(counters: list) -> None:
+            if self.swapping is not None and unit not in self.swapping:
+                return
+            point = where(*counters)
+            for member, whole in sizes:
+                key = (member, point)
+                if (key in away) == (sign < 0):  # already there: the pool moves nothing
+                    continue
+                if sign < 0:
+                    away.add(key)
+                else:
+                    away.discard(key)
+                self.live += sign * (whole(counters) - freed.get(key, 0))
+            self.peak = max(self.peak, self.live)
+
+        return move

@@ -65,6 +65,43 @@ def freed_units(groups: list[Group], readers: dict[int, list[isl.Map]],
     return units
 
 
+@dataclass(frozen=True, eq=False)
+class Swapped:
+    """Stored members of group ``group`` that move between device and host together: those whose outputs
+    are read by the same reads ``readers`` (``{ S<consumer>[q] -> S<group>[p] }``). A fused group's members
+    can have very different readers (an environment step's reward, read by a window of returns, next to the
+    frame it feeds back, read by the backward pass); moved as one, bringing back a reward for its reader would
+    bring the frame back too."""
+
+    group: int
+    members: tuple[int, ...]
+    readers: tuple[isl.Map, ...]
+
+
+def swapped_members(groups: list[Group], readers: dict[int, list[isl.Map]],
+                    output_readers: dict[tuple[int, int], list[isl.Map]], outputs: dict[int, int]) -> list[Swapped]:
+    """One `Swapped` per group, or, where its stored members are read by different readers, one per set of
+    members with the same readers (a member's readers: those of all its outputs; the pool moves members
+    whole)."""
+    swapped: list[Swapped] = []
+    for group in groups:
+        if not group.freed_later:
+            continue
+        by_readers: dict[tuple[str, ...], list[int]] = {}
+        relations: dict[tuple[str, ...], list[isl.Map]] = {}
+        for member in group.freed_later:
+            reads = [read for k in range(outputs[member]) for read in output_readers.get((member, k), [])]
+            key = tuple(sorted({str(read) for read in reads}))
+            by_readers.setdefault(key, []).append(member)
+            relations.setdefault(key, list({str(read): read for read in reads}.values()))
+        if len(by_readers) == 1:
+            swapped.append(Swapped(group.id, group.freed_later, tuple(readers.get(group.id, ()))))
+            continue
+        for key, members in by_readers.items():
+            swapped.append(Swapped(group.id, tuple(members), tuple(relations[key])))
+    return swapped
+
+
 def upfront_groups(groups: list[Group], producers: dict[int, set[int]]) -> list[int]:
     """Domain-less groups that read only other such groups, in an order where producers come first."""
     upfront: list[int] = []
@@ -134,28 +171,27 @@ class Timeline:
         at ``q``."""
         return self._by_site(self._uses(freed, lambda uses: uses.lexmax()))
 
-    def swap_pairs(self, groups: list[Group], readers: dict[int, list[isl.Map]]
-                   ) -> tuple[list[tuple[int, int]], dict[int, isl.UnionMap], dict[int, isl.UnionMap]]:
+    def swap_pairs(self, swapped: list[Swapped]
+                   ) -> tuple[list[tuple[Swapped, int]], dict[int, isl.UnionMap], dict[int, isl.UnionMap]]:
         """Where points may leave the device and come back (paper §6.2: an offload-fetch pair for every
-        consumer, plus one after production): between each two consecutive uses of a point (its write and its
-        reads, in schedule order), an offload after the first and a fetch before the second. The pairs of a
-        group are split by the site that fetches: each (group, fetching site) is one *swap unit*, kept or
-        dropped as a whole at compile time against the budget (`timerl.runtime.dryrun.choose_swaps`); units
-        whose two uses are close together gain nothing and are dropped there. Returns the units and, as
+        consumer, plus one after production): between each two consecutive uses of a point of ``swapped[j]``
+        (its write and its reads, in schedule order), an offload after the first and a fetch before the
+        second. The pairs are split by the site that fetches: each (members, fetching site) is one *swap unit*,
+        kept or dropped as a whole at compile time against the budget (`timerl.runtime.dryrun.choose_swaps`);
+        units whose two uses are close together gain nothing and are dropped there. Returns the units and, as
         ``last_readers``, the offloads and fetches, ``F<j>`` naming unit ``j``."""
         time_of, site_at = self._tables()
         site_time = {key: self._time(key) for key in self.sites}
-        units: list[tuple[int, int]] = []
+        units: list[tuple[Swapped, int]] = []
         offloads = fetches = isl.UnionMap.empty(self.params.get_space())
-        for group in groups:
-            statement = f"S{group.id}"
-            if not group.freed_later or statement not in time_of:
+        for moved in swapped:
+            statement = f"S{moved.group}"
+            if statement not in time_of:
                 continue
-            reads = readers.get(group.id, ())
-            uses, sites = self._uses_of(statement, reads, time_of, site_at)
+            uses, sites = self._uses_of(statement, moved.readers, time_of, site_at)
             later = uses.range_product(uses).intersect_range(isl.Map.lex_lt(uses.get_space().range()).wrap())
             following = isl.UnionMap.from_map(later.uncurry().lexmin())  # [S[p] -> [u]] -> [next use]
-            using = {statement} | {read.get_tuple_name(isl.dim_type.in_) for read in reads}
+            using = {statement} | {read.get_tuple_name(isl.dim_type.in_) for read in moved.readers}
             for key in sorted(self.sites):
                 if site_time[key].get_tuple_name(isl.dim_type.in_) not in using:
                     continue
@@ -164,7 +200,7 @@ class Timeline:
                 if fetched.is_empty():
                     continue
                 name = f"F{len(units)}"
-                units.append((group.id, key))
+                units.append((moved, key))
                 fetch = fetched.domain_factor_domain().reverse()
                 offload = fetched.domain().unwrap().apply_range(sites).reverse()
                 fetches = fetches.union(_rename(fetch, isl.dim_type.out, name))
