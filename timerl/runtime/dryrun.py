@@ -45,13 +45,17 @@ def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int, 
     each one alone lowers the peak (then the others, largest points first); the smallest prefix that fits is
     found by bisection. Units of points smaller than
     ``budget / SWAP_FRACTION`` bytes are dropped (copies cost more than they save). Decided at compile time by
-    dry runs, so a program whose swapped peak fits never runs out of device memory."""
+    dry runs, so a program whose swapped peak fits never runs out of device memory.
+
+    The units are chosen with each fetch right before its reader; then every fetch moves as far ahead of its
+    reader as the budget allows (`ast.Fetch.distance`): the largest candidate distance whose dry run, with
+    the fetched bytes resident from the earlier fetch on, still fits (0 where none does)."""
 
     counter = _ByteCounter(graph, groups, bounds, transient)
     replay = counter.build(schedule.root, ())  # built once, run once per trial
 
-    def peak(kept: set[int]) -> int:
-        counter.swapping, counter.live, counter.peak = kept, 0, 0
+    def peak(kept: set[int], distance: int = 0) -> int:
+        counter.swapping, counter.distance, counter.live, counter.peak = kept, distance, 0, 0
         counter.freed.clear()
         counter.away.clear()
         replay([])
@@ -59,7 +63,7 @@ def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int, 
 
     base = peak(set())
     if base <= budget:
-        return ast.Schedule(_only_swaps_of(schedule.root, set()), schedule.labels)
+        return ast.Schedule(_only_swaps_of(schedule.root, set(), 0), schedule.labels)
     sizes = counter
     units = {unit: group for unit, group in _swap_units(schedule.root).items()
              if sizes.largest(group) * SWAP_FRACTION >= budget}
@@ -75,7 +79,18 @@ def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int, 
             middle = (low + high) // 2
             low, high = (low, middle) if peak(set(order[:middle])) <= budget else (middle, high)
         kept = high
-    return ast.Schedule(_only_swaps_of(schedule.root, set(order[:kept])), schedule.labels)
+    chosen = set(order[:kept])
+    fits = peak(chosen) <= budget
+    distances = sorted(_fetch_distances(schedule.root) - {0}, reverse=True) if chosen and fits else []
+    distance = next((d for d in distances if peak(chosen, d) <= budget), 0)
+    return ast.Schedule(_only_swaps_of(schedule.root, chosen, distance), schedule.labels)
+
+
+def _fetch_distances(node: ast.AstNode) -> set[int]:
+    """The distances of the fetches in the program (`ast.Fetch.distance`)."""
+    if isinstance(node, ast.Fetch):
+        return {node.distance}
+    return set().union(*(_fetch_distances(child) for child in _children(node)))
 
 
 def _swap_units(node: ast.AstNode) -> dict[int, int]:
@@ -98,20 +113,26 @@ def _children(node: ast.AstNode) -> tuple:
     return ()
 
 
-def _only_swaps_of(node: ast.AstNode, kept: set[int]) -> ast.AstNode:
-    """The program without the offloads and fetches of swap units outside ``kept``."""
+def _only_swaps_of(node: ast.AstNode, kept: set[int], distance: int) -> ast.AstNode:
+    """The program without the offloads and fetches of swap units outside ``kept``, and without the fetches
+    of other distances than ``distance``."""
     if isinstance(node, ast.Sequence):
-        body = tuple(_only_swaps_of(child, kept) for child in node.body
-                     if not isinstance(child, (ast.Offload, ast.Fetch)) or child.unit in kept)
+        body = tuple(_only_swaps_of(child, kept, distance) for child in node.body if _kept(child, kept, distance))
         return replace(node, body=body)
     if isinstance(node, ast.Loop):
-        return replace(node, body=_only_swaps_of(node.body, kept))
+        return replace(node, body=_only_swaps_of(node.body, kept, distance))
     if isinstance(node, ast.If):
-        orelse = None if node.orelse is None else _only_swaps_of(node.orelse, kept)
-        return replace(node, then=_only_swaps_of(node.then, kept), orelse=orelse)
-    if isinstance(node, (ast.Offload, ast.Fetch)) and node.unit not in kept:
+        orelse = None if node.orelse is None else _only_swaps_of(node.orelse, kept, distance)
+        return replace(node, then=_only_swaps_of(node.then, kept, distance), orelse=orelse)
+    if not _kept(node, kept, distance):
         return ast.Sequence(())
     return node
+
+
+def _kept(node: ast.AstNode, kept: set[int], distance: int) -> bool:
+    if isinstance(node, ast.Fetch):
+        return node.unit in kept and node.distance == distance
+    return not isinstance(node, ast.Offload) or node.unit in kept
 
 
 class _ByteCounter(AstInterpreter):
@@ -126,7 +147,8 @@ class _ByteCounter(AstInterpreter):
         self.freed: dict[tuple, int] = {}
         self.away: set[tuple] = set()
         self.swapping: set[int] | None = None  # swap units whose offloads and fetches count (None: all),
-        # read as the replay runs: one built replay serves every trial of `choose_swaps`
+        self.distance: int | None = None  # and the distance of the fetches that count (None: all);
+        # both read as the replay runs: one built replay serves every trial of `choose_swaps`
 
     # ---- sizes --------------------------------------------------------------------------------------------
     def _bytes(self, parts: tuple[tuple[int, tuple[int, ...]], ...]) -> tuple[tuple[Symbol, ...], Size]:
@@ -221,9 +243,12 @@ class _ByteCounter(AstInterpreter):
         members = node.members or self.groups[node.node].freed_later
         sizes = [(member, self._at(self._whole((member,)), node.point, scope)) for member in members]
         unit, freed, away = node.unit, self.freed, self.away
+        distance = node.distance if isinstance(node, ast.Fetch) else None
 
         def move(counters: list) -> None:
             if self.swapping is not None and unit not in self.swapping:
+                return
+            if distance is not None and self.distance is not None and distance != self.distance:
                 return
             point = where(*counters)
             for member, whole in sizes:

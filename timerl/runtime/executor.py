@@ -213,7 +213,7 @@ class _Interpreter(AstInterpreter):
         executable = self.executable
 
         def run(counters: list) -> None:
-            executable.pool.pinned.clear()
+            executable.pool.next_statement()
             function(where(*counters))
 
         return run

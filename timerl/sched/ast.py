@@ -62,12 +62,15 @@ class Offload:
 
 @dataclass(frozen=True)
 class Fetch:
-    """Move the stored ``members`` of group ``node`` at ``point`` (None: all) back from host to device memory."""
+    """Move the stored ``members`` of group ``node`` at ``point`` (None: all) back from host to device memory,
+    ``distance`` executions of the reading site ahead of the reader (`Timeline.swap_pairs`; a unit's fetch
+    comes in one version per candidate distance until `timerl.runtime.dryrun.choose_swaps` keeps one)."""
 
     node: int
     point: tuple[Expr, ...]
     unit: int = 0
     members: tuple[int, ...] | None = None
+    distance: int = 0
 
 
 AstNode = Union[Loop, If, Sequence, Execute, Deallocate, Offload, Fetch]
@@ -108,6 +111,8 @@ class Schedule:
                 which = " outputs " + ", ".join(f"%{member}.{k}" for member, outputs in node.parts for k in outputs)
             elif isinstance(node, (Offload, Fetch)) and node.members is not None:
                 which = " members " + ", ".join(f"%{member}" for member in node.members)
+            if isinstance(node, Fetch) and node.distance:
+                which += f" ahead {node.distance}"
             lines.append(f"{pad}{verb}{self.labels[node.node]}[{point}]{which}")
 
     def count(self, kind: type) -> int:

@@ -134,13 +134,16 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
                            [(u.group, u.parts) for u in units])
              for key, relation in timeline.last_readers(units).items()}
     if swaps:
-        pairs, offloads, fetches = timeline.swap_pairs(swapped_members(groups, readers, output_readers, outputs))
+        pairs, offloads, versions, fetches = timeline.swap_pairs(
+            swapped_members(groups, readers, output_readers, outputs), FETCH_DISTANCES)
         whole = {g.id: g.freed_later for g in groups}  # members None: every stored member of the group
-        targets = [(moved.group, (index, None if moved.members == whole[moved.group] else moved.members))
-                   for index, (moved, _) in enumerate(pairs)]
+        moved = [(m.group, None if m.members == whole[m.group] else m.members) for m, _ in pairs]
+        offload_targets = [(group, (unit, members)) for unit, (group, members) in enumerate(moved)]
+        fetch_targets = [(moved[unit][0], (unit, moved[unit][1], distance)) for unit, distance in versions]
         frees = {key: _Around(frees.get(key), *(
             _targets(deallocation_program(relation[key], timeline.domain(key), context, built), targets)
-            if key in relation else None for relation in (offloads, fetches)))
+            if key in relation else None for relation, targets in ((offloads, offload_targets),
+                                                                   (fetches, fetch_targets))))
             for key in set(frees) | set(offloads) | set(fetches)}
     body = [_after(ast.Execute(group_id, ()), frees.get(position), parameters)
             for position, group_id in enumerate(upfront)]
@@ -198,6 +201,10 @@ def _memory_aware(schedule: isl.Schedule, domain: isl.UnionSet, validity: isl.Un
         result = result.sequence(part)
     return result.insert_partial_schedule(outer)
 
+
+# How far ahead of its reader a scheduled fetch may be issued, in executions of the reading site: the candidates
+# that `timerl.runtime.dryrun.choose_swaps` tries against the budget (0, right before the reader, always fits)
+FETCH_DISTANCES = (1, 2, 4)
 
 _FAR = 10 ** 6  # a distance no window of a real program has: a dependence that can exceed it grows with a bound
 
@@ -331,7 +338,8 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_g
              verb: type = ast.Deallocate):
     """isl's AST as ours; ``frees`` are the deallocation programs to insert after each site, and in such a
     program ``F<j>`` frees ``freed_groups[j]``, a (group, parts) pair, or, with ``verb``, offloads or fetches
-    members of the group of ``freed_groups[j]``, a (group, (swap unit, members)) pair (`Timeline.swap_pairs`)."""
+    members of the group of ``freed_groups[j]``, a (group, (swap unit, members)) pair, or for a fetch (group,
+    (swap unit, members, distance)) (`Timeline.swap_pairs`)."""
     kind = node.get_type()
     if kind == isl.ast_node_type.block:
         children = node.block_get_children()
@@ -356,7 +364,7 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_g
         node_id = int(name[1:])
         pieces = pieces_of_all([call.get_op_arg(k) for k in range(1, call.get_op_n_arg())], loop_vars)
         if name[0] == "F":
-            group_id, detail = freed_groups[node_id]  # (group, parts) to free, (group, (unit, members)) to move
+            group_id, detail = freed_groups[node_id]  # (group, parts) to free, (group, (unit, members, ...)) to move
             details = (detail,) if verb is ast.Deallocate else detail
             return guarded([(guard, verb(group_id, point, *details)) for guard, point in pieces])
         site = int(node.get_annotation().get_name()[1:])

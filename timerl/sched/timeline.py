@@ -171,18 +171,26 @@ class Timeline:
         at ``q``."""
         return self._by_site(self._uses(freed, lambda uses: uses.lexmax()))
 
-    def swap_pairs(self, swapped: list[Swapped]
-                   ) -> tuple[list[tuple[Swapped, int]], dict[int, isl.UnionMap], dict[int, isl.UnionMap]]:
+    def swap_pairs(self, swapped: list[Swapped], distances: tuple[int, ...] = ()
+                   ) -> tuple[list[tuple[Swapped, int]], dict[int, isl.UnionMap], list[tuple[int, int]],
+                              dict[int, isl.UnionMap]]:
         """Where points may leave the device and come back (paper §6.2: an offload-fetch pair for every
         consumer, plus one after production): between each two consecutive uses of a point of ``swapped[j]``
         (its write and its reads, in schedule order), an offload after the first and a fetch before the
         second. The pairs are split by the site that fetches: each (members, fetching site) is one *swap unit*,
         kept or dropped as a whole at compile time against the budget (`timerl.runtime.dryrun.choose_swaps`);
-        units whose two uses are close together gain nothing and are dropped there. Returns the units and, as
-        ``last_readers``, the offloads and fetches, ``F<j>`` naming unit ``j``."""
+        units whose two uses are close together gain nothing and are dropped there.
+
+        Each unit's fetch comes in several versions, one of which runs: right before the reader (distance 0)
+        and, for each ``d`` in ``distances``, before the ``d``-th execution of the reading site before it (a
+        copy issued there overlaps with the computations in between), or, where that execution would come
+        before the offload, before the earliest one after it. Returns the units, the offloads (as ``last_readers``,
+        ``F<j>`` naming unit ``j``), the fetches' (unit, distance) pairs and the fetches (``F<m>`` naming the
+        m-th pair)."""
         time_of, site_at = self._tables()
         site_time = {key: self._time(key) for key in self.sites}
         units: list[tuple[Swapped, int]] = []
+        versions: list[tuple[int, int]] = []
         offloads = fetches = isl.UnionMap.empty(self.params.get_space())
         for moved in swapped:
             statement = f"S{moved.group}"
@@ -199,13 +207,37 @@ class Timeline:
                 fetched = following.apply_range(at_key)  # [S[p] -> [u]] -> N<key>[q]: fetched there
                 if fetched.is_empty():
                     continue
-                name = f"F{len(units)}"
+                unit = len(units)
                 units.append((moved, key))
-                fetch = fetched.domain_factor_domain().reverse()
                 offload = fetched.domain().unwrap().apply_range(sites).reverse()
-                fetches = fetches.union(_rename(fetch, isl.dim_type.out, name))
-                offloads = offloads.union(_rename(offload, isl.dim_type.out, name))
-        return units, self._by_site(offloads), self._by_site(fetches)
+                offloads = offloads.union(_rename(offload, isl.dim_type.out, f"F{unit}"))
+                for distance in (0, *distances):
+                    ahead = fetched if distance == 0 else self._ahead(fetched, key, distance, site_time[key])
+                    fetch = ahead.domain_factor_domain().reverse()
+                    fetches = fetches.union(_rename(fetch, isl.dim_type.out, f"F{len(versions)}"))
+                    versions.append((unit, distance))
+        return units, self._by_site(offloads), versions, self._by_site(fetches)
+
+    def _ahead(self, fetched: isl.UnionMap, key: int, distance: int, at: isl.Map) -> isl.UnionMap:
+        """``fetched`` (``[S[p] -> [u]] -> N<key>[q]``: a point last used at time ``u`` is fetched before site
+        ``key`` runs at ``q``) moved up to ``distance`` executions of the site earlier: as many as still come
+        after ``u`` (none: right before the reader)."""
+        named = at.set_tuple_name(isl.dim_type.in_, f"N{key}")  # N<key>[q] -> [time]
+        times = named.range()
+        before = isl.Map.lex_gt(times.get_space()).intersect_domain(times).intersect_range(times).lexmax()
+        previous = isl.UnionMap.from_map(named.apply_range(before).apply_range(named.reverse()))
+        used_at = fetched.domain().unwrap().range_map()  # [S[p] -> [u]] -> [u]
+        same = isl.UnionMap.from_map(isl.Map.identity(
+            isl.Map.from_union_map(fetched).get_space().domain().map_from_set()))
+        chosen = moved = fetched
+        for _ in range(distance):
+            moved = moved.apply_range(previous)
+            after_use = used_at.lex_lt_union_map(moved.apply_range(isl.UnionMap.from_map(named)))
+            valid = after_use.intersect(same).domain()  # one execution earlier is still after the offload
+            if valid.is_empty():
+                break
+            chosen = moved.intersect_domain(valid).union(chosen.subtract_domain(valid))
+        return chosen
 
     def _time(self, key: int) -> isl.Map:
         """``{ S<g>[p] -> [time] }`` at site ``key``: its path, with the loops' counters, padded to one width."""
