@@ -84,6 +84,7 @@ def test_pixel_reinforce_under_a_budget_swaps_as_scheduled_and_learns_the_same(b
     assert stats["peak_device_bytes"] <= budget
     assert stats["scheduled_offloads"] > 0 and stats["scheduled_fetches"] > 0
     assert stats["reactive_offloads"] == stats["reactive_fetches"] == 0, stats
+    assert stats["fetches_ahead"] > 0  # frames come back ahead of the backward pass that reads them
     assert stats["peak_host_bytes"] > 0
 
 

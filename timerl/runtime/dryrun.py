@@ -114,19 +114,26 @@ def _children(node: ast.AstNode) -> tuple:
 
 
 def _only_swaps_of(node: ast.AstNode, kept: set[int], distance: int) -> ast.AstNode:
-    """The program without the offloads and fetches of swap units outside ``kept``, and without the fetches
-    of other distances than ``distance``."""
+    """The program without the offloads and fetches of swap units outside ``kept``, without the fetches of
+    other distances than ``distance``, and without the loops and conditionals left empty."""
     if isinstance(node, ast.Sequence):
         body = tuple(_only_swaps_of(child, kept, distance) for child in node.body if _kept(child, kept, distance))
-        return replace(node, body=body)
+        return replace(node, body=tuple(child for child in body if child != _EMPTY))
     if isinstance(node, ast.Loop):
-        return replace(node, body=_only_swaps_of(node.body, kept, distance))
+        body = _only_swaps_of(node.body, kept, distance)
+        return _EMPTY if body == _EMPTY else replace(node, body=body)
     if isinstance(node, ast.If):
+        then = _only_swaps_of(node.then, kept, distance)
         orelse = None if node.orelse is None else _only_swaps_of(node.orelse, kept, distance)
-        return replace(node, then=_only_swaps_of(node.then, kept, distance), orelse=orelse)
+        if orelse == _EMPTY:
+            orelse = None
+        return _EMPTY if then == _EMPTY and orelse is None else replace(node, then=then, orelse=orelse)
     if not _kept(node, kept, distance):
-        return ast.Sequence(())
+        return _EMPTY
     return node
+
+
+_EMPTY = ast.Sequence(())
 
 
 def _kept(node: ast.AstNode, kept: set[int], distance: int) -> bool:
