@@ -52,10 +52,11 @@ def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int, 
     the fetched bytes resident from the earlier fetch on, still fits (0 where none does)."""
 
     counter = _ByteCounter(graph, groups, bounds, transient)
-    replay = counter.build(schedule.root, ())  # built once, run once per trial
+    every_unit = set(_swap_units(schedule.root))
+    at_readers = counter.build(_only_swaps_of(schedule.root, every_unit, 0), ())  # built once, run per trial
 
-    def peak(kept: set[int], distance: int = 0) -> int:
-        counter.swapping, counter.distance, counter.live, counter.peak = kept, distance, 0, 0
+    def peak(kept: set[int], replay: Run = at_readers) -> int:
+        counter.swapping, counter.live, counter.peak = kept, 0, 0
         counter.freed.clear()
         counter.away.clear()
         replay([])
@@ -82,8 +83,11 @@ def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int, 
     chosen = set(order[:kept])
     fits = peak(chosen) <= budget
     distances = sorted(_fetch_distances(schedule.root) - {0}, reverse=True) if chosen and fits else []
-    distance = next((d for d in distances if peak(chosen, d) <= budget), 0)
-    return ast.Schedule(_only_swaps_of(schedule.root, chosen, distance), schedule.labels)
+    for distance in distances:
+        program = _only_swaps_of(schedule.root, chosen, distance)
+        if peak(chosen, counter.build(program, ())) <= budget:
+            return ast.Schedule(program, schedule.labels)
+    return ast.Schedule(_only_swaps_of(schedule.root, chosen, 0), schedule.labels)
 
 
 def _fetch_distances(node: ast.AstNode) -> set[int]:
@@ -154,8 +158,7 @@ class _ByteCounter(AstInterpreter):
         self.freed: dict[tuple, int] = {}
         self.away: set[tuple] = set()
         self.swapping: set[int] | None = None  # swap units whose offloads and fetches count (None: all),
-        self.distance: int | None = None  # and the distance of the fetches that count (None: all);
-        # both read as the replay runs: one built replay serves every trial of `choose_swaps`
+        # read as the replay runs: one built replay serves every trial of `choose_swaps`
 
     # ---- sizes --------------------------------------------------------------------------------------------
     def _bytes(self, parts: tuple[tuple[int, tuple[int, ...]], ...]) -> tuple[tuple[Symbol, ...], Size]:
@@ -250,12 +253,9 @@ class _ByteCounter(AstInterpreter):
         members = node.members or self.groups[node.node].freed_later
         sizes = [(member, self._at(self._whole((member,)), node.point, scope)) for member in members]
         unit, freed, away = node.unit, self.freed, self.away
-        distance = node.distance if isinstance(node, ast.Fetch) else None
 
         def move(counters: list) -> None:
             if self.swapping is not None and unit not in self.swapping:
-                return
-            if distance is not None and self.distance is not None and distance != self.distance:
                 return
             point = where(*counters)
             for member, whole in sizes:

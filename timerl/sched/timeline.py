@@ -191,6 +191,7 @@ class Timeline:
         site_time = {key: self._time(key) for key in self.sites}
         units: list[tuple[Swapped, int]] = []
         versions: list[tuple[int, int]] = []
+        previous: dict[int, isl.UnionMap] = {}  # site -> its previous execution (`_previous`)
         offloads = fetches = isl.UnionMap.empty(self.params.get_space())
         for moved in swapped:
             statement = f"S{moved.group}"
@@ -211,33 +212,49 @@ class Timeline:
                 units.append((moved, key))
                 offload = fetched.domain().unwrap().apply_range(sites).reverse()
                 offloads = offloads.union(_rename(offload, isl.dim_type.out, f"F{unit}"))
+                if distances and key not in previous:
+                    previous[key] = self._previous(key, site_time[key])
+                ahead = self._ahead(fetched, key, previous.get(key), site_time[key], distances)
                 for distance in (0, *distances):
-                    ahead = fetched if distance == 0 else self._ahead(fetched, key, distance, site_time[key])
-                    fetch = ahead.domain_factor_domain().reverse()
+                    fetch = ahead[distance].domain_factor_domain().reverse()
                     fetches = fetches.union(_rename(fetch, isl.dim_type.out, f"F{len(versions)}"))
                     versions.append((unit, distance))
         return units, self._by_site(offloads), versions, self._by_site(fetches)
 
-    def _ahead(self, fetched: isl.UnionMap, key: int, distance: int, at: isl.Map) -> isl.UnionMap:
-        """``fetched`` (``[S[p] -> [u]] -> N<key>[q]``: a point last used at time ``u`` is fetched before site
-        ``key`` runs at ``q``) moved up to ``distance`` executions of the site earlier: as many as still come
-        after ``u`` (none: right before the reader)."""
+    @staticmethod
+    def _previous(key: int, at: isl.Map) -> isl.UnionMap:
+        """``{ N<key>[q] -> N<key>[q'] }``: the execution of site ``key`` right before the one at ``q`` (``at``:
+        its times)."""
         named = at.set_tuple_name(isl.dim_type.in_, f"N{key}")  # N<key>[q] -> [time]
         times = named.range()
         before = isl.Map.lex_gt(times.get_space()).intersect_domain(times).intersect_range(times).lexmax()
-        previous = isl.UnionMap.from_map(named.apply_range(before).apply_range(named.reverse()))
+        return isl.UnionMap.from_map(named.apply_range(before).apply_range(named.reverse()))
+
+    @staticmethod
+    def _ahead(fetched: isl.UnionMap, key: int, previous: isl.UnionMap | None, at: isl.Map,
+               distances: tuple[int, ...]) -> dict[int, isl.UnionMap]:
+        """``fetched`` (``[S[p] -> [u]] -> N<key>[q]``: a point last used at time ``u`` is fetched before site
+        ``key`` runs at ``q``) moved up to ``d`` executions of the site earlier (``previous``), for each ``d``
+        in ``distances`` (and 0): as many as still come after ``u`` (none: right before the reader)."""
+        versions = {d: fetched for d in (0, *distances)}
+        if not distances:
+            return versions
+        named = isl.UnionMap.from_map(at.set_tuple_name(isl.dim_type.in_, f"N{key}"))  # N<key>[q] -> [time]
         used_at = fetched.domain().unwrap().range_map()  # [S[p] -> [u]] -> [u]
         same = isl.UnionMap.from_map(isl.Map.identity(
             isl.Map.from_union_map(fetched).get_space().domain().map_from_set()))
         chosen = moved = fetched
-        for _ in range(distance):
+        for step in range(1, max(distances) + 1):
             moved = moved.apply_range(previous)
-            after_use = used_at.lex_lt_union_map(moved.apply_range(isl.UnionMap.from_map(named)))
+            after_use = used_at.lex_lt_union_map(moved.apply_range(named))
             valid = after_use.intersect(same).domain()  # one execution earlier is still after the offload
             if valid.is_empty():
                 break
             chosen = moved.intersect_domain(valid).union(chosen.subtract_domain(valid))
-        return chosen
+            for distance in distances:
+                if distance >= step:
+                    versions[distance] = chosen
+        return versions
 
     def _time(self, key: int) -> isl.Map:
         """``{ S<g>[p] -> [time] }`` at site ``key``: its path, with the loops' counters, padded to one width."""
