@@ -154,3 +154,17 @@ def test_tanh_gradient_is_found_and_fused_kernel_has_the_same_values():
     assert exe.graph.nodes[last].op == "mul" and exe.graph.nodes[square.id].op == "mul" and square.id in folded
     g, y = torch.randn(5, 4, 3), torch.tanh(torch.randn(5, 4, 3))
     np.testing.assert_allclose(kernel(g, y).numpy(), (g * (1 - y * y)).numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_tanh_gradient_is_one_kernel_in_point_by_point_groups_too():
+    """Without vectorized loops the gradient statements run point by point: their generated code calls the fused
+    kernel for the last mul and never computes the square or the subtraction (values: the first test above)."""
+    ctx, I, T, _, _ = policy_gradient_program()
+    exe = ctx.compile({I: 1, T: STEPS}, backend="torch", vectorize=False)
+    source = "\n".join(function.source for function in exe.group_functions.values())
+    fused = [node for node in exe.graph.nodes if f"v{node.id}_0 = K{node.id}(" in source
+             and exe.namespace[f"K{node.id}"] == exe.backend.tanh_backward]
+    assert len(fused) == 1
+    (sub,) = [exe.graph.nodes[e.producer] for e in fused[0].inputs if exe.graph.nodes[e.producer].op == "sub"]
+    square = exe.graph.nodes[sub.inputs[1].producer]
+    assert square.op == "mul" and f"v{sub.id}_0 = " not in source and f"v{square.id}_0 = " not in source
