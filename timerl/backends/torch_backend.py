@@ -48,6 +48,12 @@ class TorchBackend:
         "minimum")}
 
     @staticmethod
+    def tanh_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+        """``grad * (1 - output * output)``, the gradient of ``output = tanh(x)``, in one kernel
+        (`timerl.runtime.fusions`)."""
+        return torch.ops.aten.tanh_backward(grad, output)
+
+    @staticmethod
     def fused_matmul_add(x_shape: tuple, w_shape: tuple, bias_shape: tuple):
         """``x @ w + bias`` as one ``torch.addmm`` (one dispatch instead of two) where torch allows it: 2-D
         operands and a bias that broadcasts to the product; None otherwise."""
