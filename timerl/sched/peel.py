@@ -78,11 +78,22 @@ def _at(node: ast.AstNode, var: Symbol, value: Expr) -> ast.AstNode | None:
 
 def _pins(cond: Cond, var: Symbol, value: Expr) -> bool:
     """Whether ``cond`` is an equality that holds at ``var == value`` and nowhere else along ``var``."""
-    if not isinstance(cond, Compare) or cond.op != "==":
-        return False
-    difference = cond.left - cond.right
-    slope = (difference.substitute({var: var + 1}) - difference).constant_value()
-    return slope in (1, -1) and difference.substitute({var: value}).constant_value() == 0
+    pinned = pinned_value(cond, var)
+    return pinned is not None and (pinned - value).constant_value() == 0
+
+
+def pinned_value(cond: Cond, var: Symbol) -> Expr | None:
+    """The one value of ``var`` at which ``cond`` can hold, where one of its conjuncts is an equality of
+    slope 1 or -1 in ``var`` (``t - 8 == 7``: 15); else None."""
+    for part in cond.parts if isinstance(cond, And) else (cond,):
+        if not isinstance(part, Compare) or part.op != "==":
+            continue
+        difference = part.left - part.right
+        slope = (difference.substitute({var: var + 1}) - difference).constant_value()
+        rest = difference - var * slope if slope in (1, -1) else None
+        if rest is not None and var not in rest.symbols():
+            return rest * -slope
+    return None
 
 
 def substitute(node: ast.AstNode, var: Symbol, value: Expr) -> ast.AstNode:
