@@ -88,6 +88,38 @@ def test_inner_loop_reading_the_outer_point_matches():
     assert exe.stats["leaked_points"] == 0
 
 
+def backward_advantages():
+    """GAE's shape over (i, t): per-step rewards computed by a forward recurrence before the loop (read along it), a
+    backward recurrence adv[i, t - 1] = delta[i, t - 1] + 0.9 * keep[i, t - 1] * adv[i, t] started at T - 1,
+    and every advantage read after the loop (isl runs it with a counter that goes up while t goes down)."""
+    ctx = trl.Context(dims="i t")
+    i, t = ctx.dims
+    I, T = ctx.bounds
+    with ctx:
+        s = trl.placeholder((2,), dtype="float32", domain=(i, t))  # a forward recurrence: "acting"
+        s[i, 0] = trl.randn((2,), domain=(i,))
+        s[i, t + 1] = s[i, t] * 0.8 + trl.randn((2,), domain=(i, t))
+        r = s * 1.0
+        keep = (r > -1.0).astype("float32")  # "not done"
+        value = (r * 0.5).tanh()
+        delta = r + 0.99 * keep * value - value * 0.5
+        adv = trl.placeholder((2,), dtype="float32", domain=(i, t))
+        adv[i, T - 1] = delta[i, T - 1]
+        adv[i, t - 1] = delta[i, t - 1] + 0.9 * keep[i, t - 1] * adv[i, t]
+        stores = [collect(adv[i, 0:T]), collect((adv - adv.mean()).abs().sum())]
+    return ctx, stores
+
+
+def test_a_backward_recurrence_reading_values_along_the_loop_is_one_scan_and_matches():
+    (reference, scanned, plain), (exe, exe_plain) = run_three_ways(
+        backward_advantages, lambda ctx: dict(zip(ctx.bounds, (3, 11))))
+    assert compiled_loops(exe) and not compiled_loops(exe_plain)
+    for want, got, other in zip(reference, scanned, plain):
+        assert_values(got, want)
+        assert_values(other, want)
+    assert exe.stats["leaked_points"] == 0
+
+
 def walking_index(lines: dict | None = None):
     """A carried integer k[t] = t indexes a table of 4 (``gather``) and a one-hot of 5 inside the loop: in range
     for T <= 4; at T > 4 the gather fails first, at t = 4 (the one-hot would at t = 5)."""
