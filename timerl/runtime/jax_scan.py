@@ -24,8 +24,14 @@ segment, one scan each (``t == 0``, ``1 <= t < T - 1``, ``t == T - 1``). Each di
 The loop qualifies when: it is not vectorized (`timerl.runtime.batch` runs such loops statement by statement);
 its body has no inner loops; every member of every statement is a pure jax kernel with static shapes (no
 source, sink, UDF or range read), a merge or a constant; each group runs in no other statement
-of the program; and every read of a value the loop computes is at the same iteration or the one before, at the
-same outer point. Reads of values computed before the loop must not depend on the loop's counter. At run time,
+of the program; each statement's point is the outer point and the loop's counter plus a shift, or minus it
+(isl runs a backward recurrence, GAE's ``adv[t] = delta[t] + c * adv[t + 1]``, with a counter going up while
+``t`` goes down: such loops run forwards over the counter and store their rows in the order of ``t``); and
+every read of a value the loop computes is made at the same iteration or the one before, at the same outer
+point (a statement isl shifted by one, ``f[t + 2] = f[t] + f[t + 1]``, reads the previous iteration's). Values
+computed before the loop are read either at one point for the whole loop (a parameter) or at one point per
+iteration along the loop's dimension (the rollout's values, read by GAE): those are stacked and become the
+scan's ``xs``. At run time,
 a read that would need a value the loop never computed (an error the point-by-point program reports with its
 own message) sends the whole run to the point-by-point program. Only without a device budget (the pool then
 sees the loop's stored values as they are after the loop).
