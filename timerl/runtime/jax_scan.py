@@ -167,6 +167,7 @@ class ScannedLoop:
         self.order = {g: k for k, g in enumerate(body_groups)}
         self.points = {leaf.node: leaf.point for _, leaf in executes}
         self.tests: list[Callable] = []  # conditions of the body, functions of the counters and the loop's
+        self.test_conditions: list[tuple] = []  # the same, as conditions
         self.statements = [self._statement(conditions, leaf) for conditions, leaf in executes]
         self.carried = sorted({(r.producer, r.output) for s in self.statements for reads in s.reads for r in reads
                                if r.kind == CARRIED})
@@ -175,12 +176,20 @@ class ScannedLoop:
         self.compiled: dict = {}
         self.plans: dict = {}
         self.runs = 0
+        # the outer counters that the conditions read: the iterations' outcomes (and which frees run where) are
+        # the same for every outer point that agrees on them, so they are computed once per such point and bounds
+        conditions = [c for c, _ in leaves] + self.test_conditions
+        read = {symbol.name for group in conditions for cond in group for symbol in cond.symbols()}
+        self.deciding = tuple(k for k, symbol in enumerate(scope) if symbol.name in read)
+        self.schedules: dict = {}  # (deciding counters, start, stop) -> (segments, frees' iterations)
+        self.reads_of: dict = {}  # (outcome, kind) -> the active reads of that kind
 
     # ---- lowering --------------------------------------------------------------------------------------------------
     def _test(self, conditions: tuple) -> int | None:
         if not conditions:
             return None
         self.tests.append(compile_function(tuple(conditions), self.inner))
+        self.test_conditions.append(tuple(conditions))
         return len(self.tests) - 1
 
     def _statement(self, conditions: tuple, leaf: ast.Execute) -> _Statement:
@@ -259,13 +268,7 @@ class ScannedLoop:
         start, stop = self.limits(*outer)
         if stop <= start:
             return
-        outcomes = [tuple(all(test(*outer, c)) for test in self.tests) for c in range(start, stop)]
-        segments: list[list] = []  # [outcomes, first iteration, count]
-        for c, outcome in zip(range(start, stop), outcomes):
-            if segments and segments[-1][0] == outcome:
-                segments[-1][2] += 1
-            else:
-                segments.append([outcome, c, 1])
+        segments, free_iterations = self._schedule(outer, start, stop)
         plan = self._plan(tuple((o, n) for o, _, n in segments))
         if plan is None:
             self.fallback(counters)
@@ -326,18 +329,33 @@ class ScannedLoop:
                 for row, point in zip(self.backend.unstack(value), points[member]):
                     pool.store((member, point), (row,), size)
         freed: dict[tuple, list] = {}  # (member, outputs, count) -> its points, freed in one pool call each
-        for c in range(start, stop):
-            for test, where, parts in self.frees:
-                if test is not None and not all(test(*outer, c)):
-                    continue
-                point = tuple(where(*outer, c))
-                for part in parts:
-                    freed.setdefault(part, []).append((part[0], point))
+        for (_, where, parts), iterations in zip(self.frees, free_iterations):
+            points = [tuple(where(*outer, c)) for c in iterations]
+            for part in parts:
+                freed.setdefault(part, []).extend((part[0], point) for point in points)
         for (_, outputs, count), keys in freed.items():
             if outputs is None:
                 pool.free_many(keys)
             else:
                 pool.free_outputs_many(keys, outputs, count)
+
+    def _schedule(self, outer: tuple, start: int, stop: int) -> tuple[list, list]:
+        """The segments of a run, ``(outcomes, first iteration, count)``, and the iterations at which each
+        free runs; computed once per value of the outer counters the conditions read (and bounds)."""
+        key = (tuple(outer[k] for k in self.deciding), start, stop)
+        found = self.schedules.get(key)
+        if found is not None:
+            return found
+        segments: list[list] = []  # [outcomes, first iteration, count]
+        for c in range(start, stop):
+            outcome = tuple(all(test(*outer, c)) for test in self.tests)
+            if segments and segments[-1][0] == outcome:
+                segments[-1][2] += 1
+            else:
+                segments.append([outcome, c, 1])
+        frees = [[c for c in range(start, stop) if test is None or all(test(*outer, c))] for test, _, _ in self.frees]
+        found = self.schedules[key] = ([tuple(segment) for segment in segments], frees)
+        return found
 
     def _raise_first(self, outcome: tuple, prefixes: list[tuple], first: int, found: tuple) -> None:
         """Raise the error of the first check of input values that failed in a segment (`first_violation`'s
@@ -368,7 +386,12 @@ class ScannedLoop:
 
     def _active_invariants(self, outcome: tuple, kind: str = INVARIANT) -> list[_Read]:
         """The reads of ``kind`` (``INVARIANT`` or ``SLICED``) made at iterations with these outcomes."""
-        found, seen = [], set()
+        cached = self.reads_of.get((outcome, kind))
+        if cached is not None:
+            return cached
+        found: list[_Read] = []
+        seen: set = set()
+        self.reads_of[(outcome, kind)] = found
         for statement in self._executed(outcome):
             for member, reads in zip(statement.members, statement.reads):
                 for read in self._inputs(member, reads, outcome):
