@@ -113,6 +113,13 @@ def _workers(graph: WorkloadGraph, population: Population | None, settings: Sett
     return _WORKERS[key]
 
 
+def close_workers() -> None:
+    """End the shared Ray actors (they hold a CPU each), for a process that goes on to use Ray otherwise."""
+    for workers in _WORKERS.values():
+        workers.close()
+    _WORKERS.clear()
+
+
 def _within_budget(evaluator: Evaluator, mapping: np.ndarray, assessment: Assessment | None = None) -> float:
     """The reward, or -inf (never selected, never stored) once the budget is spent mid-generation."""
     return evaluator.reward(mapping, assessment) if not evaluator.exhausted else -np.inf

@@ -19,6 +19,7 @@ import numpy as np
 import ray
 import torch
 
+from algorithms import local_ray
 from algorithms.egrl.chip import Assessment, Chip, Workload
 from algorithms.egrl.population import GNN, Context, Member
 
@@ -48,8 +49,7 @@ class Workers:
     def __init__(self, count: int, workload: Workload, context: Context) -> None:
         if count < 1:
             raise ValueError(f"workers: need at least 1, got {count}")
-        if not ray.is_initialized():
-            ray.init(num_cpus=count, include_dashboard=False, log_to_driver=False)
+        local_ray.start(count)
         self.session = ray.get_runtime_context().get_job_id()
         self.actors = [_RemoteActor.remote(workload, context) for _ in range(count)]
 

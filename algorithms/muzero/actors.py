@@ -4,7 +4,7 @@ Actor ``k`` plays its share of the round's games (the first ``games % workers`` 
 generator seeded from (seed, k) (actor 0 from the seed alone, so one actor plays exactly what `SelfPlay` alone
 plays); only actor 0 plays the round's greedy games. The round's trajectories are the actors' in actor order, so
 a run gives the same games whether its actors run one after another in this process (``ray=False``) or at the
-same time as Ray actors (``ray=True``, local Ray here: ``ray.init(num_cpus=workers)``): the order the games are
+same time as Ray actors (``ray=True``, local Ray here: `algorithms.local_ray`): the order the games are
 played in is the only thing Ray changes, and nothing depends on it.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import ray
 
+from algorithms import local_ray
 from algorithms.mmap.problem import Problem
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import Layout
@@ -44,8 +45,7 @@ class Actors:
         shares = [games // workers + (k < games % workers) for k in range(workers)]
         self.use_ray = use_ray
         if use_ray:
-            if not ray.is_initialized():
-                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            local_ray.start(workers)
             remote = ray.remote(num_cpus=1)(Actor)
             self.actors = [remote.remote(problem, layout, share, config, backend, seed, k)
                            for k, share in enumerate(shares)]

@@ -7,8 +7,7 @@ returns. Jobs are cut into chunks, a few per worker, so that a task carries seve
 rather than one (Ray's per-task overhead is about a millisecond, its object transfer more for big graphs);
 results come back in job order.
 
-Ray starts once per process, on first use, with ``num_cpus=workers`` and no dashboard; a process that
-already called ``ray.init`` (a cluster) keeps its own setting.
+Ray starts once per process, on first use (`algorithms.local_ray`).
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import ray
 
+from algorithms import local_ray
 from algorithms.regal import brkga, features
 from algorithms.regal.graph import CompGraph
 
@@ -35,17 +35,11 @@ def _chunk_costs(jobs: list[Job]) -> list[float]:
     return [brkga_cost(job) for job in jobs]
 
 
-def start(workers: int) -> None:
-    if not ray.is_initialized():
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
-
-
 def run_jobs(jobs: list[Job], workers: int = 1) -> np.ndarray:
     """The best cost of every job, in order; ``workers`` > 1 runs them as Ray tasks."""
     if workers <= 1 or len(jobs) <= 1:
         return np.array([brkga_cost(job) for job in jobs], dtype=np.float64)
-    start(workers)
+    local_ray.start(workers)
     size = max(1, -(-len(jobs) // (workers * CHUNKS_PER_WORKER)))
     futures = [_chunk_costs.remote(jobs[first:first + size]) for first in range(0, len(jobs), size)]
     return np.array([cost for chunk in ray.get(futures) for cost in chunk], dtype=np.float64)

@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
-import ray
 
-from algorithms.egrl.learners import Settings, run
+from algorithms.egrl.learners import Settings, close_workers, run
 from algorithms.egrl.workloads import load
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def test_ea_on_two_workers_matches_serial(local_ray):
     graph = load("resnet50")
     serial = run("ea", graph, seed=3, settings=Settings(budget=260))
-    parallel = run("ea", graph, seed=3, settings=Settings(budget=260, workers=2))
+    try:
+        parallel = run("ea", graph, seed=3, settings=Settings(budget=260, workers=2))
+    finally:
+        close_workers()  # the session's Ray stays up for the other tests
     # 260 is not a multiple of the population (20): the last generation stops mid-way in both
     assert parallel.curve == serial.curve
     assert parallel.speedup == serial.speedup

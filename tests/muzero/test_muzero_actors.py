@@ -21,19 +21,18 @@ def games_of(trajectories) -> list:
     return [(t.played, t.actions, np.stack(t.policies).round(6).tolist(), t.total_reward) for t in trajectories]
 
 
-def test_two_ray_actors_play_what_two_local_actors_play():
+def test_two_ray_actors_play_what_two_local_actors_play(local_ray):
     problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
     weights = init_weights(SIZES, 0)
     layout = Layout.of(weights)
     packed = layout.pack(weights)
     local = Actors(problem, layout, 3, CONFIG, seed=5, workers=2)
     want = [games_of(local.play(packed, 1.0, greedy_games=1)), games_of(local.play(packed, 0.5))]
-    try:
-        remote = Actors(problem, layout, 3, CONFIG, seed=5, workers=2, use_ray=True)
-        got = [games_of(remote.play(packed, 1.0, greedy_games=1)), games_of(remote.play(packed, 0.5))]
-        assert remote.searches == local.searches > 0
-    finally:
-        ray.shutdown()
+    remote = Actors(problem, layout, 3, CONFIG, seed=5, workers=2, use_ray=True)
+    got = [games_of(remote.play(packed, 1.0, greedy_games=1)), games_of(remote.play(packed, 0.5))]
+    assert remote.searches == local.searches > 0
+    for actor in remote.actors:
+        ray.kill(actor)  # the session's Ray stays up for the other tests
     assert got == want
     assert len(want[0]) == 3 and want[0][1] != want[0][2]  # the actors' games differ (their seeds do)
     program = SearchProgram(layout, 3, CONFIG)

@@ -4,18 +4,13 @@ import dataclasses
 
 import numpy as np
 import pytest
-import ray
 
 from algorithms.regal import bench, data, features, parallel, train
 
 
-@pytest.fixture(scope="module")
-def two_workers():
-    started = not ray.is_initialized()
-    parallel.start(2)
-    yield 2
-    if started:
-        ray.shutdown()
+@pytest.fixture
+def two_workers(local_ray):
+    return 2
 
 
 def test_ray_jobs_equal_serial_runs(two_workers):
