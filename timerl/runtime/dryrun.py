@@ -17,13 +17,14 @@ from typing import Any, Mapping
 import numpy as np
 
 from timerl.symbolic import Expr, Symbol, compile_function
+from timerl.runtime.lifetimes import Candidates
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.sched import ast
 
 Size = int | Expr  # bytes, possibly depending on a statement's point
 
 
-Transient = Mapping[int, tuple[int, tuple[int, ...]]]  # `timerl.runtime.plan.GroupLowering.transient`
+Transient = Mapping[int, Candidates]  # `timerl.runtime.plan.GroupLowering.transient`
 
 
 def required_device_bytes(schedule: ast.Schedule, graph: Any, groups: dict, bounds: Mapping[Symbol, int],
@@ -203,13 +204,14 @@ class _ByteCounter(AstInterpreter):
     def _execute(self, node: ast.Execute, scope) -> Run:
         group = self.groups[node.node]
         adds = self._at(self._whole(group.freed_later), node.point, scope)
-        static, dynamic = self.transient[node.node]
-        dims, dynamic_bytes = self._whole(dynamic)
-        passing = self._at((dims, static + dynamic_bytes), node.point, scope)
+        passing = []  # the group's candidates (`timerl.runtime.lifetimes.free_after_last_use`): the most counts
+        for static, dynamic in self.transient[node.node]:
+            dims, dynamic_bytes = self._whole(dynamic)
+            passing.append(self._at((dims, static + dynamic_bytes), node.point, scope))
 
         def execute(counters: list) -> None:
             self.live += adds(counters)
-            self.peak = max(self.peak, self.live + passing(counters))
+            self.peak = max(self.peak, self.live + max([0] + [candidate(counters) for candidate in passing]))
 
         return execute
 

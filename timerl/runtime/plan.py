@@ -32,7 +32,7 @@ from timerl.runtime import rng
 from timerl.runtime.draws import DrawPrefetch
 from timerl.runtime.fusions import tanh_gradients
 from timerl.runtime.generated import udf_call
-from timerl.runtime.lifetimes import FRESH, free_after_last_use
+from timerl.runtime.lifetimes import FRESH, Candidates, free_after_last_use
 from timerl.runtime.sizes import output_bytes, static_bytes
 from timerl.runtime.evaluate import FLOAT_DTYPES, bound_kernel, has_symbols, point_kernel
 from timerl.symbolic import TRUE, Symbol
@@ -62,7 +62,7 @@ class GroupLowering:
         self.prefetchers: list[DrawPrefetch] = []  # reset by the executor at every run
         # group -> (most bytes of static-size values it reads only inside, alive at once; members whose values
         # have sizes known only at run time): what the group adds to the peak while it runs (the dry run's)
-        self.transient: dict[int, tuple[int, tuple[int, ...]]] = {}
+        self.transient: dict[int, Candidates] = {}  # group -> what it adds to the peak (`free_after_last_use`)
 
     # ---- the pieces of one member -------------------------------------------------------------------------------
     def _coordinates(self, node: Node) -> dict[Symbol, Symbol]:
@@ -100,8 +100,8 @@ class GroupLowering:
         if first.domain:
             body.append(f"{', '.join(f'p{k}' for k in range(len(first.domain)))}, = point")
         transient_sizes: dict[str, int] = {}  # local variable -> bytes, for values only the group reads
-        transient_dynamic: list[str] = []
-        dynamic_members: list[int] = []
+        transient_dynamic: dict[str, int] = {}  # the same, for values whose bytes are known at run time -> member
+        stored_sizes: dict[str, int] = {}  # local variable -> bytes, for values the group stores (static sizes)
         pure = [m for m in members if self._pure(m)] if self.jit_groups else []
         fused = self._fuse(group, pure, inside) if len(pure) > 1 else set()
         fused_at = next((m.id for m in members if m.id in fused), None)
@@ -168,17 +168,19 @@ class GroupLowering:
             values = "(" + ", ".join(outputs) + ("," if len(outputs) == 1 else "") + ")"
             if n in stored:
                 body.append(f"store(({n}, point), {values}, {size if size is not None else 'None'})")
+                if size is not None:
+                    stored_sizes.update({name: output_bytes(member, k) for k, name in enumerate(outputs)})
             elif size is not None:
                 transient_sizes.update({name: output_bytes(member, k) for k, name in enumerate(outputs)})
-            else:
-                transient_dynamic.append(f"nbytes_of({values})")
-                dynamic_members.append(n)
+            else:  # its bytes, taken while it is alive, for the count below
+                body.append(f"b{n} = nbytes_of({values})")
+                transient_dynamic.update({name: n for name in outputs})
         donors = {f"v{n}_0": self._plain_items(graph.nodes[n], inside)[slot] for n, (slot, _) in donations.items()}
-        body, transient_static = free_after_last_use(body, transient_sizes, donors)
-        self.transient[group.id] = (transient_static, tuple(dynamic_members))
+        body, candidates = free_after_last_use(body, transient_sizes, donors, stored_sizes, transient_dynamic)
+        self.transient[group.id] = candidates
         donated = sum(static_bytes(graph.nodes[n]) for n in donations)
-        if transient_static or transient_dynamic or donated:
-            total = " + ".join([str(transient_static)] + transient_dynamic)
+        if any(static > 0 or members for static, members in candidates) or donated:
+            total = _most(candidates)
             body.append(f"transient({total}, {donated})" if donated else f"transient({total})")
         if not body:
             body.append("pass")
@@ -460,3 +462,11 @@ class GroupLowering:
 def _conditioned_point_read(edge: Edge) -> bool:
     """A read of one point under a condition: written inline as ``load(key) if condition else SKIP``."""
     return edge.masked_by is None and edge.condition is not TRUE and all(isinstance(i, Point) for i in edge.index)
+
+
+def _most(candidates: Candidates) -> str:
+    """The generated expression of what a group adds to the pool's peak (``b{n}``: member ``n``'s bytes)."""
+    terms = [" + ".join([str(static)] + [f"b{n}" for n in members]) for static, members in candidates]
+    if len(terms) == 1 and not candidates[0][1]:
+        return str(max(0, candidates[0][0]))
+    return f"max(0, {', '.join(terms)})"
