@@ -25,7 +25,7 @@ import timerl as trl
 from algorithms.mmap.game import MMapGame
 from algorithms.mmap.problem import Problem
 from algorithms.muzero.features import FEATURES, Encoder
-from algorithms.muzero.mcts import Root, SearchConfig, Step, search
+from algorithms.muzero.mcts import Root, SearchConfig, Step, search_root
 from algorithms.muzero.networks import ACTIONS, Layout, Networks
 from algorithms.muzero.support import REWARD_SCALE, scalar_of
 
@@ -53,9 +53,10 @@ class SearchProgram:
                 next_policy, next_value = nets.prediction(following)
                 return Step(scalar_of(reward), next_policy, scalar_of(next_value), following)
 
-            tree = search(Root(policy, scalar_of(value), state), recurrent_fn, invalid, noise, config, s, noise_fraction)
-            tree.root_visits().sink(self._output("visits"))
-            tree.node_values.spatial[:, 0].sink(self._output("value"))
+            visits, root_value = search_root(Root(policy, scalar_of(value), state), recurrent_fn, invalid, noise, config,
+                                             s, noise_fraction)
+            visits.sink(self._output("visits"))
+            root_value.sink(self._output("value"))
         self.executable = ctx.compile(bounds={S: config.num_simulations}, backend=backend)
 
     def _input(self, name):
