@@ -161,3 +161,27 @@ class SelfPlay:
         weights = counts ** (1.0 / temperature)
         return int(self.rng.choice(ACTIONS, p=weights / weights.sum()))
 
+
+def demonstration(problem: Problem, actions) -> Trajectory:
+    """Another agent's game (its moves in play order, e.g. the heuristic's) as a trajectory to learn from: at each
+    decision (a move with more than one legal action) the policy target is the move played and the root value 0
+    (the value target is then the n-step return alone); forced moves add their rewards to the decision before."""
+    encoder = Encoder(problem)
+    reward_scale = REWARD_SCALE / max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
+    game = MMapGame(problem, drop_backup=True, backup_point="group")
+    trajectory = Trajectory(game=game)
+    for action in actions:
+        if sum(game.legal_actions()) > 1:
+            features, legal = encoder.encode(game)
+            trajectory.features.append(features)
+            trajectory.legal.append(legal)
+            trajectory.actions.append(int(action))
+            trajectory.policies.append(np.eye(ACTIONS, dtype=np.float32)[int(action)])
+            trajectory.values.append(0.0)
+            trajectory.rewards.append(0.0)
+        reward = game.play(int(action)) * reward_scale
+        if trajectory.rewards:
+            trajectory.rewards[-1] += reward
+        trajectory.played.append(int(action))
+    trajectory.total_reward = game.total_reward
+    return trajectory
