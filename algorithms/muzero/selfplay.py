@@ -43,7 +43,7 @@ class SearchProgram:
             features = trl.source(self._input("features"), (batch, FEATURES), "float32")
             invalid = trl.source(self._input("invalid"), (batch, ACTIONS), "bool")
             noise = trl.source(self._input("noise"), (batch, ACTIONS), "float32")
-            noise_fraction = trl.source(self._input("noise_fraction"), (), "float32")
+            noise_fraction = trl.source(self._input("noise_fraction"), (batch, 1), "float32")  # per game
             nets = Networks(weights, layout)
             state = nets.representation(features)
             policy, value = nets.prediction(state)
@@ -65,12 +65,15 @@ class SearchProgram:
     def _output(self, name):
         return lambda point, value: self.outputs.__setitem__(name, np.asarray(value).copy())
 
-    def run(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None):
-        """(root visit counts (B, A), root search values (B,)); ``noise`` None searches without noise."""
-        fraction = 0.0 if noise is None else self.config.dirichlet_fraction
+    def run(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
+            exact: int = 0):
+        """(root visit counts (B, A), root search values (B,)); ``noise`` None searches without noise, and so do
+        the first ``exact`` games."""
+        fraction = np.full((self.batch, 1), 0.0 if noise is None else self.config.dirichlet_fraction, np.float32)
+        fraction[:exact] = 0.0
         self.inputs.update(weights=weights.astype(np.float32), features=features.astype(np.float32),
                            invalid=~legal, noise=np.zeros(legal.shape, np.float32) if noise is None else
-                           noise.astype(np.float32), noise_fraction=np.float32(fraction))
+                           noise.astype(np.float32), noise_fraction=fraction)
         self.executable.execute()
         return self.outputs["visits"], self.outputs["value"]
 
@@ -101,7 +104,8 @@ class SelfPlay:
         self.searches = 0
 
     def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0) -> list[Trajectory]:
-        """B complete games; temperature 0 plays the most visited action, as do the first `greedy_games`."""
+        """B complete games; temperature 0 plays the most visited action, as do the first `greedy_games`, which
+        are searched without noise (each round then plays the current networks' own choice)."""
         batch = self.program.batch
         games = [MMapGame(self.problem, drop_backup=True, backup_point="group") for _ in range(batch)]
         trajectories = [Trajectory(game=game) for game in games]
@@ -122,7 +126,7 @@ class SelfPlay:
             legal = np.stack([m for _, m in encoded])
             noise = (self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch) if self.noise
                      else None)
-            visits, values = self.program.run(weights, features, legal, noise)
+            visits, values = self.program.run(weights, features, legal, noise, exact=greedy_games)
             self.searches += 1
             for k in live:
                 trajectory, game = trajectories[k], games[k]
