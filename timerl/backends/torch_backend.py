@@ -27,6 +27,7 @@ class TorchBackend:
         self.xp = _fast_namespace()
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.on_cpu = self.device.type == "cpu"
+        self._copies: Any = None  # the CUDA stream of fetches issued ahead (`fetch_ahead`), made on first use
 
     def compile(self, kernel):
         return kernel
@@ -113,6 +114,31 @@ class TorchBackend:
     def to_device(self, value: torch.Tensor) -> torch.Tensor:
         """Back to the device: from pinned memory, ``non_blocking`` lets the CPU go on issuing work."""
         return value.to(self.device, non_blocking=True)
+
+    def fetch_ahead(self, values: tuple) -> tuple[tuple, Any]:
+        """A scheduled fetch issued ahead of its reader (`timerl.runtime.memory.MemoryPool.fetch`): on a GPU the
+        copies run on a stream of their own, after what the compute stream has issued so far (the offload that
+        wrote the host copy), so that they overlap with the compute in between; returns the device values and
+        what to call before they are read (the compute stream waits for the copies' event, and the copies'
+        memory is marked as used by it), None on the CPU (the simulated device: `to_device`)."""
+        if self.on_cpu:
+            return tuple(None if v is None else self.to_device(v) for v in values), None
+        if self._copies is None:
+            self._copies = torch.cuda.Stream(self.device)
+        self._copies.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self._copies):
+            fetched = tuple(None if v is None else v.to(self.device, non_blocking=True) for v in values)
+            done = torch.cuda.Event()
+            done.record(self._copies)
+
+        def ready() -> None:
+            compute = torch.cuda.current_stream(self.device)
+            compute.wait_event(done)
+            for value in fetched:
+                if value is not None:
+                    value.record_stream(compute)
+
+        return fetched, ready
 
     def cast(self, value: Any, dtype: str) -> torch.Tensor:
         if not isinstance(value, torch.Tensor):

@@ -18,6 +18,8 @@ statement instance (and so every dependence); nothing is analysed, only the cond
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from timerl.sched import ast
 from timerl.symbolic import Expr, Symbol
 from timerl.symbolic_conditions import FALSE, TRUE, And, Compare, Cond, compare, conjunction
@@ -101,5 +103,5 @@ def substitute(node: ast.AstNode, var: Symbol, value: Expr) -> ast.AstNode:
         return ast.Execute(node.node, point)
     if isinstance(node, ast.Deallocate):
         return ast.Deallocate(node.node, point, node.parts)
-    return type(node)(node.node, point, node.unit)  # Offload, Fetch
+    return replace(node, point=point)  # Offload, Fetch: their unit, members and distance kept
 
