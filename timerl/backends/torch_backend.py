@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from typing import Any, Sequence
 
@@ -28,6 +29,8 @@ class TorchBackend:
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.on_cpu = self.device.type == "cpu"
         self._copies: Any = None  # the CUDA stream of fetches issued ahead (`fetch_ahead`), made on first use
+        if self.on_cpu:
+            keep_freed_memory()
 
     def compile(self, kernel):
         return kernel
@@ -43,6 +46,12 @@ class TorchBackend:
     inplace_kernels = {name: getattr(torch, name) for name in (
         "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "sigmoid", "sqrt", "abs", "sin", "cos", "maximum",
         "minimum")}
+
+    @staticmethod
+    def tanh_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+        """``grad * (1 - output * output)``, the gradient of ``output = tanh(x)``, in one kernel
+        (`timerl.runtime.fusions`)."""
+        return torch.ops.aten.tanh_backward(grad, output)
 
     @staticmethod
     def fused_matmul_add(x_shape: tuple, w_shape: tuple, bias_shape: tuple):
@@ -185,3 +194,22 @@ def _fast_namespace() -> Any:
     xp.matmul, xp.astype, xp.cumulative_sum, xp.take_along_axis = matmul, astype, cumulative_sum, take_along_axis
     xp.clip = clip
     return xp
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+
+
+@functools.cache
+def keep_freed_memory() -> bool:
+    """Keep freed CPU memory in the process (glibc only; False elsewhere). A program that allocates and frees
+    the same multi-MB arrays at every step (a loop-carried state, the temporaries of an op over it) otherwise
+    has glibc hand each one back to the kernel (blocks above the mmap threshold, or a trim of the heap's top)
+    and fault its pages in again, zeroed, at the next allocation: on the RT MMapGame (256 games, 1,041
+    buffers, 6 MB records per step) that was 40-45% of a move's CPU time (5,981 moves per CPU s against
+    10,592 with both thresholds raised, side by side in one process). Blocks up to 32 MB (glibc's largest
+    mmap threshold) come from the heap, and the heap is trimmed only above 256 MB free at its top."""
+    try:
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20))
+    except (OSError, AttributeError):  # not glibc
+        return False

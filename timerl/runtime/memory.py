@@ -249,8 +249,7 @@ class MemoryPool:
         store = self.blocks.get(key[0])
         if store is not None:  # accounted only: a row's buffers go when all its points do (`BlockStore`)
             if key in self.block_bytes:
-                values = store.get(key[1])
-                size = sum(self.backend.nbytes(values[k]) for k in outputs)
+                size = sum(store.output_bytes[k] for k in outputs)
                 self.block_bytes[key] -= size
                 self.device_bytes -= size
             return
