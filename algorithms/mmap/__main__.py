@@ -22,7 +22,7 @@ def main(argv=None) -> None:
     bench.add_argument("--agents", nargs="*", default=list(AGENTS), choices=list(EVERY_AGENT),
                        help="default: the baselines; add muzero, muzero_nosearch, muzero_nolearn")
     bench.add_argument("--seconds", type=float, default=None,
-                       help="budget as wall clock per agent and workload (random play's moves in that time)")
+                       help="budget as CPU time per agent and workload (random play's moves in S CPU seconds)")
     bench.add_argument("--curves", default=None, help="PNG of the learning agents' curves")
     bench.add_argument("--json", default=None, help="write the reports as JSON")
     bench.add_argument("--seed", type=int, default=0)

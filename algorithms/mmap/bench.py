@@ -13,9 +13,10 @@ simulated latency (the shape of the paper's Table 5).
 
 Budget: `budget` episodes' worth of game moves per agent (budget x buffers), the same for every search
 agent, which is the paper's "same hardware budget" comparison made deterministic; or, with `seconds`, the moves
-random play makes in that many seconds on the workload (measured first), so that every search agent gets about
-that wall clock (agents that are no game players, e.g. MuZero's, turn the moves back into seconds at the same
-speed). Each agent's measured seconds are reported. Moves replayed after a
+random play makes in that many CPU seconds of this process on the workload (measured first), so that every search
+agent gets about that CPU time (agents that are no game players, e.g. MuZero's, turn the moves back into CPU
+seconds at the same speed). Each agent's measured CPU seconds are reported (CPU time: the machine is shared, and
+wall clock would count other jobs' time). Moves replayed after a
 Drop-backup rewind count too; on workloads with long alias groups one game can take 20-35x its buffers.
 Speed is measured first, one workload at a time, so that it is one core's speed; the agents then run in
 `jobs` processes.
@@ -67,17 +68,18 @@ class WorkloadReport:
     """Pearson correlation of return and simulated speedup over random games (nan if all games tie)."""
 
 
-def moves_per_second(problem: Problem, seconds: float = 1.0, seed: int = 0) -> float:
-    """Game moves per second of random legal play with Drop-backup (at least one whole episode)."""
+def moves_per_second(problem: Problem, seconds: float = 1.0, seed: int = 0, clock=time.perf_counter) -> float:
+    """Game moves per second of random legal play with Drop-backup (at least one whole episode); ``clock``:
+    `time.process_time` for moves per CPU second of this process."""
     rng = np.random.default_rng(seed)
-    moves, start = 0, time.perf_counter()
-    while moves == 0 or time.perf_counter() - start < seconds:
+    moves, start = 0, clock()
+    while moves == 0 or clock() - start < seconds:
         game = MMapGame(problem, drop_backup=True)
         while not game.done:
             legal = legal_list(game)
             game.play(legal[int(rng.integers(len(legal)))])
         moves += game.moves
-    return moves / (time.perf_counter() - start)
+    return moves / (clock() - start)
 
 
 def score_agents(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS),
@@ -89,9 +91,9 @@ def score_agents(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=
     moves = budget * problem.num_buffers if moves is None else moves
     scores = {}
     for agent in agents:
-        start = time.perf_counter()
+        start = time.process_time()
         result = registry[agent](problem, seed=seed, budget=moves)
-        seconds = time.perf_counter() - start
+        seconds = time.process_time() - start
         check_mapping(problem, result.mapping)
         scores[agent] = AgentScore(result.reward, result.latency, seconds,
                                    simulate_mapping(problem, result.mapping).latency_us, getattr(result, "curve", None))
@@ -138,10 +140,11 @@ def bench_workload(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agent
 
 def run_bench(names=None, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS), jobs: int = 2,
               registry: dict | None = None, seconds: float | None = None) -> list:
-    """Every agent on every workload (`jobs` workloads at a time); ``seconds``: the budget as wall clock at
-    random play's speed instead of ``budget`` episodes (module docstring)."""
+    """Every agent on every workload (`jobs` workloads at a time); ``seconds``: the budget as CPU seconds of
+    random play (moves per CPU second of this process: on a shared machine the wall clock counts other jobs'
+    time) instead of ``budget`` episodes (module docstring)."""
     names = list(names or available_workload_names() or FALLBACK_WORKLOADS)
-    speeds = {name: moves_per_second(build_problem(name), seed=seed) for name in names}
+    speeds = {name: moves_per_second(build_problem(name), seed=seed, clock=time.process_time) for name in names}
     moves = {name: None if seconds is None else int(seconds * speeds[name]) for name in names}
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = {name: pool.submit(score_workload, name, budget, seed, tuple(agents), registry, moves[name])

@@ -14,9 +14,9 @@ from algorithms.muzero.bench import SMALL_WORKLOADS, bench_workload, markdown
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m algorithms.muzero")
     commands = parser.add_subparsers(dest="command", required=True)
-    bench = commands.add_parser("bench", help="MuZero vs heuristic and ES at equal wall clock")
+    bench = commands.add_parser("bench", help="MuZero vs heuristic and ES at equal CPU time")
     bench.add_argument("--workloads", nargs="*", default=list(SMALL_WORKLOADS))
-    bench.add_argument("--seconds", type=float, default=120.0, help="wall-clock budget per agent and workload")
+    bench.add_argument("--seconds", type=float, default=120.0, help="CPU-time budget per agent and workload (compiles outside it)")
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--out", default="muzero_bench", help="prefix of the JSON and PNG files")
     bench.add_argument("--workers", type=int, default=1, help="self-play actors; more than one run on local Ray")
@@ -43,7 +43,7 @@ def _plot(rows, path: str) -> None:
         curve = row["muzero"]["curve"]
         line, = axis.plot([c["seconds"] for c in curve], [c["mean"] for c in curve], label=row["workload"])
         axis.axhline(row["es"]["reward"], color=line.get_color(), linestyle=":", linewidth=0.8)
-    axis.set_xlabel("seconds (compiles included)")
+    axis.set_xlabel("CPU seconds (compiles excluded)")
     axis.set_ylabel("mean self-play return / best saving")
     axis.set_title("MMap-MuZero learning curves (dotted: ES at the same budget)")
     axis.legend(fontsize=7)

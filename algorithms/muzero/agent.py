@@ -8,8 +8,17 @@ after a final round without noise at temperature 0.
 
 Temperature: 1.0 at the start, linearly down to 0.2 at the end of the budget (Table 6: 1.0 -> 0.2); the first
 game of every round plays the most visited action (it costs no extra search: it is one row of the batch), since
-the result is the best game found. Self-play stops at `selfplay_share` of the budget, leaving the rest for the
-learner's remaining steps and the final round (the run then ends near its budget).
+the result is the best game found.
+
+The budget: `seconds` of this process's CPU time (wall clock with Ray actors), from the first learner step to the
+end of the final round, so the learner's steps, self-play, Reanalyse and the final round are inside it and the
+compiles of the two programs (and jax's compile of the search at its first execution) are outside it (reported
+as `Outcome.compile_seconds`). A round is played only while the budget has room for it, the learner's remaining
+steps at their mean cost so far and the final round (the run then ends near its budget; the learner's steps
+alone may overrun a budget too small for them). The temperature falls over `selfplay_share` of the budget.
+
+Before the first round the replay buffer holds `demonstrations` copies of the production heuristic's game
+(`algorithms.mmap.baselines.heuristic`), so the learned policy starts from the heuristic's moves.
 """
 
 from __future__ import annotations
@@ -19,14 +28,16 @@ import time
 
 import numpy as np
 
+from algorithms.mmap.baselines.heuristic import heuristic_play
 from algorithms.mmap.baselines.result import Result, result_of
 from algorithms.mmap.problem import Problem
 from algorithms.muzero.actors import Actors
+from algorithms.muzero.features import FEATURES
 from algorithms.muzero.learner import LearnerConfig, train
 from algorithms.muzero.mcts import SearchConfig
-from algorithms.muzero.networks import Layout, Sizes, init_weights
+from algorithms.muzero.networks import ACTIONS, Layout, Sizes, init_weights
 from algorithms.muzero.replay import Replay
-from algorithms.muzero.selfplay import SearchProgram
+from algorithms.muzero.selfplay import SearchProgram, demonstration
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,8 +53,12 @@ class MuZeroConfig:
     learner: LearnerConfig = LearnerConfig()
     sizes: Sizes = Sizes()
     seed: int = 0
-    backend: str = "torch"
+    backend: str = "torch"  # the learner program's
+    search_backend: str = "jax"  # the search program's: on jax its simulation loop runs as `lax.scan`s
     workers: int = 1  # self-play actors (`actors.Actors`); more than one run on local Ray
+    demonstrations: int = 4
+    """Copies of the heuristic's game put in the replay buffer before the first round (the policy learns its
+    moves, the value its returns): MuZero starts from the production heuristic's actions; 0 for none."""
 
 
 @dataclasses.dataclass
@@ -53,6 +68,9 @@ class Outcome:
     losses: list
     rounds: int
     searches: int
+    seconds: float = 0.0  # of the budget's clock, from the first learner step to the end of the final round
+    compile_seconds: float = 0.0  # wall clock: compiling both programs and the search's first execution
+    clock: str = "cpu"
 
 
 class _Run:
@@ -63,20 +81,34 @@ class _Run:
         self.layout = Layout.of(initial)
         self.weights = self.layout.pack(initial)
         search_config = SearchConfig(num_simulations=config.simulations, max_depth=config.max_depth)
-        self.program = SearchProgram(self.layout, config.games, search_config, config.backend)
-        self.actors = Actors(problem, self.layout, config.games, search_config, config.backend, config.seed,
+        started = time.perf_counter()
+        self.program = SearchProgram(self.layout, config.games, search_config, config.search_backend)
+        self.program.run(self.weights, np.zeros((config.games, FEATURES), np.float32),
+                         np.ones((config.games, ACTIONS), bool), None)  # compiles jax's scans: outside the budget
+        self.actors = Actors(problem, self.layout, config.games, search_config, config.search_backend, config.seed,
                              config.workers, use_ray=config.workers > 1, program=self.program)
+        self.compile_seconds = time.perf_counter() - started  # the learner's compile is added by `feed`
         self.replay = Replay(unroll=config.learner.unroll, n_step=config.n_step, discount=search_config.discount)
+        if config.demonstrations:
+            heuristic = demonstration(problem, heuristic_play(problem).actions)
+            for _ in range(config.demonstrations):
+                self.replay.add(heuristic)
         self.saving = max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.best = None
         self.curve, self.losses = [], []
-        self.start = time.perf_counter()
+        # the budget's clock: this process's CPU time (the machine is shared: wall clock counts other jobs' time),
+        # wall clock when actors run on Ray; it starts at the first learner step, after both compiles
+        self.clock = time.process_time if config.workers == 1 else time.perf_counter
+        self.created = time.perf_counter()
+        self.start: float | None = None
+        self.round_seconds: list[float] = []
         self.moves = 0
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+        return 0.0 if self.start is None else self.clock() - self.start
 
     def play_round(self, temperature: float, noise: bool = True) -> None:
+        started = self.clock()
         trajectories = self.actors.play(self.weights, temperature, noise, greedy_games=1)
         for trajectory in trajectories:
             self.replay.add(trajectory)
@@ -91,12 +123,23 @@ class _Run:
         if len(self.curve) > 1 and fraction > 0:
             count = int(new_positions * fraction / (1.0 - fraction))
             self.replay.reanalyse(self.program, self.weights, min(count, 4 * self.program.batch), self.rng)
+        self.round_seconds.append(self.clock() - started)
 
     def feed(self, iteration: int) -> dict:
-        budget = self.config.selfplay_share * self.seconds
-        if iteration % self.config.steps_per_round == 0 and (not self.curve or self.elapsed() < budget):
-            progress = min(self.elapsed() / max(budget, 1e-9), 1.0)
-            self.play_round(1.0 - 0.8 * progress)
+        """Iteration i's batch; first a self-play round every `steps_per_round` iterations while the budget has
+        room for it, the learner's remaining steps (at their mean cost so far) and the final round."""
+        if self.start is None:
+            self.start = self.clock()
+            self.compile_seconds += time.perf_counter() - self.created
+        if iteration % self.config.steps_per_round == 0:
+            elapsed = self.elapsed()
+            rounds = sum(self.round_seconds)
+            step = (elapsed - rounds) / iteration if iteration else 0.0
+            round_cost = rounds / len(self.round_seconds) if self.round_seconds else 0.0
+            needed = elapsed + 2 * round_cost + step * (self.config.iterations - iteration)
+            if not self.curve or needed <= self.seconds:
+                progress = min(elapsed / max(self.config.selfplay_share * self.seconds, 1e-9), 1.0)
+                self.play_round(1.0 - 0.8 * progress)
         return self.replay.sample(self.config.learner.batch, self.rng)
 
     def publish(self, iteration: int, weights: np.ndarray, loss: float) -> None:
@@ -112,4 +155,5 @@ def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
     run.play_round(0.0, noise=False)
     best = run.best
     return Outcome(result_of("muzero", best.game, best.played, run.moves), run.curve, run.losses,
-                   len(run.curve), run.actors.searches)
+                   len(run.curve), run.actors.searches, run.elapsed(), run.compile_seconds,
+                   "cpu" if config.workers == 1 else "wall")

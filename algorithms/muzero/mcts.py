@@ -106,6 +106,23 @@ def search(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: 
     compiling) to ``config.num_simulations``. ``invalid_actions`` (B, A) bool; ``noise`` (B, A) Dirichlet
     draws or None (no noise); ``noise_fraction`` replaces ``config.dirichlet_fraction`` by a tensor (e.g. a
     source, so one program searches with and without)."""
+    trees = _simulations(root, recurrent_fn, invalid_actions, noise, config, sim, noise_fraction)
+    return Tree(*(field[config.num_simulations - 1] for field in trees))
+
+
+def search_root(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: RT, noise: RT | None,
+                config: SearchConfig, sim: trl.Symbol, noise_fraction: RT | None = None) -> tuple[RT, RT]:
+    """``search``'s root visit counts (B, A) and root value (B,) after the last simulation, taken from the tree
+    at every simulation: a program that reads only these keeps no whole tree after its simulation loop (on jax
+    a compiled loop stores, for every iteration, the values read after it)."""
+    trees = _simulations(root, recurrent_fn, invalid_actions, noise, config, sim, noise_fraction)
+    last = config.num_simulations - 1
+    return trees.root_visits()[last], trees.node_values.spatial[:, 0][last]
+
+
+def _simulations(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: RT, noise: RT | None,
+                 config: SearchConfig, sim: trl.Symbol, noise_fraction: RT | None) -> Tree:
+    """The trees over ``sim``: ``tree[s]`` is the tree after simulation ``s``."""
     batch, actions = (int(n) for n in root.prior_logits.shape)
     hidden = int(root.embedding.shape[-1])
     nodes = config.num_simulations + 1
@@ -123,7 +140,7 @@ def search(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: 
         field_before[sim + 1] = field_after[sim]
 
     path = _select(before, invalid_actions, config, nodes, actions)
-    simulation = trl.source(lambda point: point[sim.name] + 1, (), "int64", (sim,))
+    simulation = before.node_visits.spatial[:, 0].astype("int64")  # (B,) s + 1: the root gains a visit per simulation
     existing = _at(_rows(before.children_index, path.parent), path.action)
     leaf = F.where(existing == UNVISITED, simulation, existing)
     step = recurrent_fn(_rows(before.embeddings, path.parent), path.action)
@@ -131,7 +148,7 @@ def search(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: 
     backed = _backward(expanded, path, leaf, step, nodes, actions, config)
     for field_after, value in zip(after, backed):
         field_after[sim] = value
-    return Tree(*(field[config.num_simulations - 1] for field in after))
+    return after
 
 
 # ------------------------------------------------------------------------------------------------ the tree

@@ -25,7 +25,7 @@ import timerl as trl
 from algorithms.mmap.game import MMapGame
 from algorithms.mmap.problem import Problem
 from algorithms.muzero.features import FEATURES, Encoder
-from algorithms.muzero.mcts import Root, SearchConfig, Step, search
+from algorithms.muzero.mcts import Root, SearchConfig, Step, search_root
 from algorithms.muzero.networks import ACTIONS, Layout, Networks
 from algorithms.muzero.support import REWARD_SCALE, scalar_of
 
@@ -43,7 +43,7 @@ class SearchProgram:
             features = trl.source(self._input("features"), (batch, FEATURES), "float32")
             invalid = trl.source(self._input("invalid"), (batch, ACTIONS), "bool")
             noise = trl.source(self._input("noise"), (batch, ACTIONS), "float32")
-            noise_fraction = trl.source(self._input("noise_fraction"), (), "float32")
+            noise_fraction = trl.source(self._input("noise_fraction"), (batch, 1), "float32")  # per game
             nets = Networks(weights, layout)
             state = nets.representation(features)
             policy, value = nets.prediction(state)
@@ -53,9 +53,10 @@ class SearchProgram:
                 next_policy, next_value = nets.prediction(following)
                 return Step(scalar_of(reward), next_policy, scalar_of(next_value), following)
 
-            tree = search(Root(policy, scalar_of(value), state), recurrent_fn, invalid, noise, config, s, noise_fraction)
-            tree.root_visits().sink(self._output("visits"))
-            tree.node_values.spatial[:, 0].sink(self._output("value"))
+            visits, root_value = search_root(Root(policy, scalar_of(value), state), recurrent_fn, invalid, noise, config,
+                                             s, noise_fraction)
+            visits.sink(self._output("visits"))
+            root_value.sink(self._output("value"))
         self.executable = ctx.compile(bounds={S: config.num_simulations}, backend=backend)
 
     def _input(self, name):
@@ -64,12 +65,15 @@ class SearchProgram:
     def _output(self, name):
         return lambda point, value: self.outputs.__setitem__(name, np.asarray(value).copy())
 
-    def run(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None):
-        """(root visit counts (B, A), root search values (B,)); ``noise`` None searches without noise."""
-        fraction = 0.0 if noise is None else self.config.dirichlet_fraction
+    def run(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
+            exact: int = 0):
+        """(root visit counts (B, A), root search values (B,)); ``noise`` None searches without noise, and so do
+        the first ``exact`` games."""
+        fraction = np.full((self.batch, 1), 0.0 if noise is None else self.config.dirichlet_fraction, np.float32)
+        fraction[:exact] = 0.0
         self.inputs.update(weights=weights.astype(np.float32), features=features.astype(np.float32),
                            invalid=~legal, noise=np.zeros(legal.shape, np.float32) if noise is None else
-                           noise.astype(np.float32), noise_fraction=np.float32(fraction))
+                           noise.astype(np.float32), noise_fraction=fraction)
         self.executable.execute()
         return self.outputs["visits"], self.outputs["value"]
 
@@ -100,7 +104,8 @@ class SelfPlay:
         self.searches = 0
 
     def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0) -> list[Trajectory]:
-        """B complete games; temperature 0 plays the most visited action, as do the first `greedy_games`."""
+        """B complete games; temperature 0 plays the most visited action, as do the first `greedy_games`, which
+        are searched without noise (each round then plays the current networks' own choice)."""
         batch = self.program.batch
         games = [MMapGame(self.problem, drop_backup=True, backup_point="group") for _ in range(batch)]
         trajectories = [Trajectory(game=game) for game in games]
@@ -121,7 +126,7 @@ class SelfPlay:
             legal = np.stack([m for _, m in encoded])
             noise = (self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch) if self.noise
                      else None)
-            visits, values = self.program.run(weights, features, legal, noise)
+            visits, values = self.program.run(weights, features, legal, noise, exact=greedy_games)
             self.searches += 1
             for k in live:
                 trajectory, game = trajectories[k], games[k]
@@ -160,3 +165,27 @@ class SelfPlay:
         weights = counts ** (1.0 / temperature)
         return int(self.rng.choice(ACTIONS, p=weights / weights.sum()))
 
+
+def demonstration(problem: Problem, actions) -> Trajectory:
+    """Another agent's game (its moves in play order, e.g. the heuristic's) as a trajectory to learn from: at each
+    decision (a move with more than one legal action) the policy target is the move played and the root value 0
+    (the value target is then the n-step return alone); forced moves add their rewards to the decision before."""
+    encoder = Encoder(problem)
+    reward_scale = REWARD_SCALE / max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
+    game = MMapGame(problem, drop_backup=True, backup_point="group")
+    trajectory = Trajectory(game=game)
+    for action in actions:
+        if sum(game.legal_actions()) > 1:
+            features, legal = encoder.encode(game)
+            trajectory.features.append(features)
+            trajectory.legal.append(legal)
+            trajectory.actions.append(int(action))
+            trajectory.policies.append(np.eye(ACTIONS, dtype=np.float32)[int(action)])
+            trajectory.values.append(0.0)
+            trajectory.rewards.append(0.0)
+        reward = game.play(int(action)) * reward_scale
+        if trajectory.rewards:
+            trajectory.rewards[-1] += reward
+        trajectory.played.append(int(action))
+    trajectory.total_reward = game.total_reward
+    return trajectory

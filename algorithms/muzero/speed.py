@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import timerl as trl
-from algorithms.muzero.mcts import Root, SearchConfig, Step, search
+from algorithms.muzero.mcts import Root, SearchConfig, Step, search_root
 from timerl.rt import functional as F
 
 ACTIONS, HIDDEN = 3, 32
@@ -50,9 +50,9 @@ def time_rt(batch: int, config: SearchConfig, backend: str, repeats: int) -> dic
             return Step(F.matmul(hidden, trl.tensor(w["reward"])), F.matmul(hidden, trl.tensor(w["prior"])),
                         F.matmul(hidden, trl.tensor(w["value"])), hidden)
 
-        tree = search(Root(trl.tensor(logits), trl.tensor(value), trl.tensor(embedding)), recurrent_fn,
-                      trl.tensor(np.zeros((batch, ACTIONS), bool)), None, config, s)
-        tree.root_visits().sink(lambda point, v: visits.__setitem__("root", np.asarray(v).copy()))
+        root_visits, _ = search_root(Root(trl.tensor(logits), trl.tensor(value), trl.tensor(embedding)),
+                                     recurrent_fn, trl.tensor(np.zeros((batch, ACTIONS), bool)), None, config, s)
+        root_visits.sink(lambda point, v: visits.__setitem__("root", np.asarray(v).copy()))
     start = time.perf_counter()
     executable = ctx.compile(bounds={S: config.num_simulations}, backend=backend)
     compile_seconds = time.perf_counter() - start

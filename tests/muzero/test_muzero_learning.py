@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import timerl as trl
+from algorithms.mmap.baselines.heuristic import heuristic_play
 from algorithms.mmap.check import check_mapping
 from algorithms.mmap.mapping import mapping_records
 from algorithms.mmap.problem import build_problem
@@ -15,7 +16,7 @@ from algorithms.muzero.learner import LearnerConfig, batch_shapes, train
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import Layout, Networks, Sizes, init_weights
 from algorithms.muzero.replay import Replay
-from algorithms.muzero.selfplay import SearchProgram, SelfPlay, Trajectory
+from algorithms.muzero.selfplay import SearchProgram, SelfPlay, Trajectory, demonstration
 from algorithms.muzero.support import ATOMS, REWARD_SCALE, SUPPORT, scalar_of, squash, two_hot, unsquash
 
 SIZES = Sizes(hidden=8, image=4, trunk=8, head=8)
@@ -190,3 +191,19 @@ def test_selfplay_plays_legal_complete_games():
             assert (policy[~legal] == 0).all()
     assert Encoder(problem).encode(trajectories[0].game)[0].shape == (FEATURES,)
     assert ATOMS == 2 * SUPPORT + 1
+
+
+def test_demonstration_replays_the_heuristics_game():
+    """The heuristic's game as a trajectory (MuZero's replay starts with it): the same game (reward and
+    mapping), a one-hot policy target on a legal move at every decision, and the rewards summing to its return."""
+    problem = build_problem(synthetic_instance(seed=2, num_instructions=10))
+    played = heuristic_play(problem)
+    trajectory = demonstration(problem, played.actions)
+    game = trajectory.game
+    assert game.done and game.total_reward == played.reward and trajectory.played == list(played.actions)
+    assert mapping_records(game) == played.mapping
+    scale = REWARD_SCALE / (problem.latency_all_slow - problem.latency_all_fast)
+    np.testing.assert_allclose(sum(trajectory.rewards), game.total_reward * scale, rtol=1e-6, atol=1e-9)
+    assert trajectory.actions and len(trajectory.features) == len(trajectory.actions) == len(trajectory.values)
+    for legal, policy, action in zip(trajectory.legal, trajectory.policies, trajectory.actions):
+        assert legal.sum() > 1 and legal[action] and policy[action] == 1.0 and policy.sum() == 1.0

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import timerl as trl
-from algorithms.muzero.mcts import Root, SearchConfig, Step, search
+from algorithms.muzero.mcts import Root, SearchConfig, Step, search, search_root
 from timerl.rt import functional as F
 
 ACTIONS, HIDDEN = 3, 4
@@ -33,19 +33,23 @@ def random_root(seed: int, batch: int):
             rng.normal(size=(batch, HIDDEN)).astype(np.float32), invalid)
 
 
+def fixed_recurrent_fn(net):
+    def recurrent_fn(state, action):
+        hidden = F.tanh(F.matmul(state, trl.tensor(net["w_state"]))
+                        + F.matmul(F.one_hot(action, ACTIONS).astype("float32"), trl.tensor(net["w_action"])))
+        return Step(F.matmul(hidden, trl.tensor(net["w_reward"])), F.matmul(hidden, trl.tensor(net["w_prior"])),
+                    F.matmul(hidden, trl.tensor(net["w_value"])), hidden)
+    return recurrent_fn
+
+
 def run_rt_search(net, root, config: SearchConfig, noise=None, backend="torch"):
     logits, value, embedding, invalid = root
     ctx = trl.Context("s")
     (s,) = ctx.dims
     (S,) = ctx.bounds
     tree = {}
+    recurrent_fn = fixed_recurrent_fn(net)
     with ctx:
-        def recurrent_fn(state, action):
-            hidden = F.tanh(F.matmul(state, trl.tensor(net["w_state"]))
-                            + F.matmul(F.one_hot(action, ACTIONS).astype("float32"), trl.tensor(net["w_action"])))
-            return Step(F.matmul(hidden, trl.tensor(net["w_reward"])), F.matmul(hidden, trl.tensor(net["w_prior"])),
-                        F.matmul(hidden, trl.tensor(net["w_value"])), hidden)
-
         final = search(Root(trl.tensor(logits), trl.tensor(value), trl.tensor(embedding)), recurrent_fn,
                        trl.tensor(invalid), None if noise is None else trl.tensor(noise), config, s)
         for name in final._fields:
@@ -91,6 +95,31 @@ def test_search_matches_mctx(seed, simulations, max_depth, noise):
 
 def test_search_on_jax_matches_mctx():
     check_against_mctx(5, 20, None, True, "jax")
+
+
+def test_search_root_on_jax_is_scanned_and_matches_mctx():
+    """The root statistics alone (what self-play reads): on jax the simulation loop runs as `lax.scan`s, the
+    sinks of its last values after them, and the root's visits and value are mctx's."""
+    seed, config = 6, SearchConfig(num_simulations=12, max_depth=3)
+    net, root = fixed_network(seed), random_root(seed, batch=4)
+    logits, value, embedding, invalid = root
+    ctx = trl.Context("s")
+    (s,) = ctx.dims
+    (S,) = ctx.bounds
+    got = {}
+    with ctx:
+        visits, root_value = search_root(Root(trl.tensor(logits), trl.tensor(value), trl.tensor(embedding)),
+                                         fixed_recurrent_fn(net), trl.tensor(invalid), None, config, s)
+        visits.sink(lambda point, array: got.__setitem__("visits", np.asarray(array).copy()))
+        root_value.sink(lambda point, array: got.__setitem__("value", np.asarray(array).copy()))
+    executable = ctx.compile(bounds={S: config.num_simulations}, backend="jax")
+    assert any("lax.scan" in line for line in executable._program.source.splitlines())
+    for _ in range(2):  # the second execution reuses the compiled scans
+        got.clear()
+        executable.execute()
+        theirs = run_mctx(net, root, config, seed, noise=False)
+        np.testing.assert_array_equal(got["visits"], theirs.children_visits[:, 0])
+        np.testing.assert_allclose(got["value"], theirs.node_values[:, 0], rtol=1e-4, atol=1e-4)
 
 
 def check_against_mctx(seed, simulations, max_depth, noise, backend):

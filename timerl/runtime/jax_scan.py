@@ -16,6 +16,9 @@ one row per iteration, are the values read after the loop. Those are stored in t
 Checks of input values (``gather``'s indices) run inside the scan: each iteration returns the first check that
 failed there, and the host raises that check's error, at its member's point, before storing the segment's values.
 
+A statement at a point the loop does not change runs before the scans, or after them when it reads a value of
+the loop (isl may place a consumer of the loop's last value at its last iteration; nothing of the loop may read it).
+
 Conditions are resolved before tracing, not traced: at each run, the conditions of the body are evaluated at
 every iteration (plain Python over the counters), and consecutive iterations with the same outcomes form a
 segment, one scan each (``t == 0``, ``1 <= t < T - 1``, ``t == T - 1``). Each distinct segment compiles once
@@ -157,12 +160,27 @@ class ScannedLoop:
                                "or statements running in opposite directions")
         self.slope = slopes.pop()  # 1, or -1: isl's loop over a backward recurrence (GAE's adv[t + 1])
         self.group_of = {m: g for g in body_groups for m in executable.groups[g].members}
-        if any(e.producer in self.group_of for _, leaf in hoisted for m in executable.groups[leaf.node].members
-               for e in graph.nodes[m].inputs):
-            raise _Unsupported("a statement at the outer point reads a value of the loop")
-        self.hoisted = [(compile_function(tuple(conditions), inner) if conditions else None,
-                         executable.group_functions[leaf.node], compile_function(leaf.point, inner))
-                        for conditions, leaf in hoisted]
+        # one that reads a value of the loop (isl placed a consumer of the loop's last value at its last
+        # iteration), or of such a statement, runs after the scans, from the values they stored, when nothing
+        # of the loop reads it
+        after, after_members, reads_loop = [], set(), set(self.group_of)
+        while True:
+            more = [(conditions, leaf) for conditions, leaf in hoisted if (conditions, leaf) not in after and any(
+                e.producer in reads_loop for m in executable.groups[leaf.node].members for e in graph.nodes[m].inputs)]
+            if not more:
+                break
+            after += more
+            for _, leaf in more:
+                after_members |= set(executable.groups[leaf.node].members)
+            reads_loop |= after_members
+        after = [h for h in hoisted if h in after]  # in the program's order
+        hoisted = [h for h in hoisted if h not in after]
+        if any(e.producer in after_members for _, leaf in executes + hoisted
+               for m in executable.groups[leaf.node].members for e in graph.nodes[m].inputs):
+            raise _Unsupported("a statement at the outer point reads a value of the loop and is read by it")
+        self.hoisted, self.after = ([(compile_function(tuple(conditions), inner) if conditions else None,
+                                      executable.group_functions[leaf.node], compile_function(leaf.point, inner))
+                                     for conditions, leaf in statements] for statements in (hoisted, after))
         self.hoisted_members = {m for _, leaf in hoisted for m in executable.groups[leaf.node].members}
         self.order = {g: k for k, g in enumerate(body_groups)}
         self.points = {leaf.node: leaf.point for _, leaf in executes}
@@ -289,10 +307,7 @@ class ScannedLoop:
             if not all(pool.has(key) for keys in sliced[-1] for key in keys):
                 self.fallback(counters)
                 return
-        for test, function, where in self.hoisted:
-            first = next((c for c in range(start, stop) if test is None or all(test(*outer, c))), None)
-            if first is not None:
-                function(tuple(where(*outer, first)))
+        self._run_hoisted(self.hoisted, outer, start, stop)
         try:
             with_values = {k: pool.load((k[0], k[2]))[k[1]] for k in invariants}
         except KeyError as missing:
@@ -328,6 +343,7 @@ class ScannedLoop:
             else:
                 for row, point in zip(self.backend.unstack(value), points[member]):
                     pool.store((member, point), (row,), size)
+        self._run_hoisted(self.after, outer, start, stop)
         freed: dict[tuple, list] = {}  # (member, outputs, count) -> its points, freed in one pool call each
         for (_, where, parts), iterations in zip(self.frees, free_iterations):
             points = [tuple(where(*outer, c)) for c in iterations]
@@ -338,6 +354,14 @@ class ScannedLoop:
                 pool.free_many(keys)
             else:
                 pool.free_outputs_many(keys, outputs, count)
+
+    @staticmethod
+    def _run_hoisted(statements: list, outer: tuple, start: int, stop: int) -> None:
+        """Each statement at the outer point, once, at the first iteration its conditions hold (if any)."""
+        for test, function, where in statements:
+            first = next((c for c in range(start, stop) if test is None or all(test(*outer, c))), None)
+            if first is not None:
+                function(tuple(where(*outer, first)))
 
     def _schedule(self, outer: tuple, start: int, stop: int) -> tuple[list, list]:
         """The segments of a run, ``(outcomes, first iteration, count)``, and the iterations at which each
