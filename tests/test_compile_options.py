@@ -14,7 +14,7 @@ import pytest
 import timerl as trl
 from algorithms.ppo import gae, ppo_loss
 from conftest import collect
-from timerl.options import PASS_OFF_VARIABLE, PRESETS, SWITCHES
+from timerl.options import PASS_OFF_VARIABLE, PASS_ON_VARIABLE, PRESETS, SWITCHES
 from timerl.pdg.graph import Graph
 from timerl.pdg.pipeline import PASSES, optimize_graph
 
@@ -185,6 +185,7 @@ def _values(program: str, backend: str, options: trl.CompileOptions | None) -> l
 @pytest.mark.parametrize("program, backend, variant", CASES)
 def test_every_switch_agrees_with_the_reference(program, backend, variant, monkeypatch):
     monkeypatch.delenv(PASS_OFF_VARIABLE, raising=False)  # the variant is exactly what this test compiles
+    monkeypatch.delenv(PASS_ON_VARIABLE, raising=False)
     if program not in _REFERENCE:
         _REFERENCE[program] = _values(program, "reference", None)
     want = _REFERENCE[program]
@@ -210,6 +211,7 @@ def _program():
 
 def test_presets_state_only_their_differences_and_the_flags_map_onto_fields(monkeypatch):
     monkeypatch.delenv(PASS_OFF_VARIABLE, raising=False)
+    monkeypatch.delenv(PASS_ON_VARIABLE, raising=False)
     defaults = trl.CompileOptions()
     unoptimized = trl.CompileOptions.preset("unoptimized")
     assert {f: getattr(unoptimized, f) for f in SWITCHES if getattr(unoptimized, f) != getattr(defaults, f)} == {
@@ -246,6 +248,7 @@ def test_contradictory_or_wrong_options_name_the_users_line(call, message):
 
 def test_pass_off_variable_turns_switches_off_unless_the_call_sets_them(monkeypatch):
     ctx, T = _program()
+    monkeypatch.delenv(PASS_ON_VARIABLE, raising=False)
     monkeypatch.setenv(PASS_OFF_VARIABLE, "cse, vectorize")
     options = ctx.compile({T: 3}).options
     assert not options.cse and not options.vectorize and options.dce
@@ -253,6 +256,23 @@ def test_pass_off_variable_turns_switches_off_unless_the_call_sets_them(monkeypa
     assert ctx.compile({T: 3}, options=trl.CompileOptions()).options == trl.CompileOptions().resolved(None)
     monkeypatch.setenv(PASS_OFF_VARIABLE, "cse,fast")
     with pytest.raises(trl.TimeRLError, match="TIMERL_PASS_OFF='cse,fast' names no compile switch"):
+        ctx.compile({T: 3})
+
+
+def test_pass_on_variable_turns_switches_on_unless_the_call_sets_them(monkeypatch):
+    ctx, T = _program()
+    monkeypatch.delenv(PASS_OFF_VARIABLE, raising=False)
+    monkeypatch.setenv(PASS_ON_VARIABLE, "contributions, recompute")
+    options = ctx.compile({T: 3}).options
+    assert options.contributions and options.recompute and options.cse
+    assert not ctx.compile({T: 3}, recompute=False).options.recompute
+    assert ctx.compile({T: 3}, options=trl.CompileOptions()).options == trl.CompileOptions().resolved(None)
+    monkeypatch.setenv(PASS_OFF_VARIABLE, "cse,recompute")
+    with pytest.raises(trl.TimeRLError, match="TIMERL_PASS_OFF and TIMERL_PASS_ON both name recompute"):
+        ctx.compile({T: 3})
+    monkeypatch.delenv(PASS_OFF_VARIABLE)
+    monkeypatch.setenv(PASS_ON_VARIABLE, "fast")
+    with pytest.raises(trl.TimeRLError, match="TIMERL_PASS_ON='fast' names no compile switch"):
         ctx.compile({T: 3})
 
 
