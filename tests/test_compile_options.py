@@ -159,7 +159,6 @@ SHARED = ("contributions", "algebra", "cse", "dce", "fusion", "per_iteration_fus
 OFF_BY_BACKEND = {"torch": SHARED + ("matmul_add", "donation", "prefetch_draws"),
                   "jax": ("vectorize", "scan_loops", "jit_groups")}
 VARIANTS = {"defaults": trl.CompileOptions(), "incrementalize on": trl.CompileOptions(incrementalize=True),
-            "contributions on": trl.CompileOptions(contributions=True),
             "memory_aware on": trl.CompileOptions(memory_aware=True),
             **{f"{name} off": trl.CompileOptions(**{name: False}) for name in sorted(set(sum(
                 OFF_BY_BACKEND.values(), ())))},
@@ -167,7 +166,7 @@ VARIANTS = {"defaults": trl.CompileOptions(), "incrementalize on": trl.CompileOp
 ON_JAX = {"defaults"} | {f"{name} off" for name in OFF_BY_BACKEND["jax"]}
 # PPO's program is the largest: it runs the defaults, vectorize off and running sums only (each of the other
 # variants costs 2-3 s of CPU, and with fusion off isl's problem takes about 40 s)
-ONLY = {"ppo": {"defaults", "contributions on", "vectorize off", "incrementalize on"}}
+ONLY = {"ppo": {"defaults", "vectorize off", "incrementalize on"}}
 CASES = [(program, backend, variant) for program in PROGRAMS for backend in OFF_BY_BACKEND for variant in VARIANTS
          if (variant in ON_JAX if backend == "jax" else not variant.endswith(" off")
              or variant[:-4] in OFF_BY_BACKEND[backend]) and variant in ONLY.get(program, VARIANTS)]

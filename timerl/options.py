@@ -31,12 +31,12 @@ class CompileOptions:
     checks: bool = True
     """Run the PDG verifier after every pass; its error names the pass that broke the graph. (The graph as
     the user built it is always verified: that is where the user's mistakes show.)"""
-    contributions: bool = False
+    contributions: bool = True
     """Gradient nodes whose every contribution is read at their own point from an op evaluable everywhere
     become plain sums (`timerl.pdg.contributions`): the backward pass then fuses like the forward pass, and
-    isl schedules far fewer statements (PPO: compile 4.5 s -> 0.8 s; `algorithms.ppo` turns it on). Off by
-    default: on REINFORCE isl then nests a once-per-iteration statement inside the learning loop, which no
-    longer vectorizes (torch 1.7x, jax 2.5x slower per iteration)."""
+    isl schedules far fewer statements (PPO: compile 4.5 s -> 0.8 s; REINFORCE's learning over ``t`` becomes
+    one statement). isl may then place a once-per-iteration statement at the first or last step of a loop;
+    such parts move out of the loop (`timerl.sched.peel`), so the loop still runs batched."""
     algebra: bool = True
     """Algebraic simplification (`timerl.pdg.algebra`): ops that return an input unchanged are read through."""
     cse: bool = True

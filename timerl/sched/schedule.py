@@ -23,6 +23,7 @@ from timerl.sched import ast
 from timerl.sched.demand import Demand, analyze
 from timerl.sched.group import Group, group_nodes, is_internal, rename_relation
 from timerl.sched.isl_expr import guarded, isl_cond, isl_expr, pieces_of_all
+from timerl.sched.peel import peel
 from timerl.sched.timeline import READER, Timeline, deallocation_program, freed_units, upfront_groups
 
 # Scheduling each weakly connected component whole (rather than SCC by SCC and then clustering) lets the
@@ -144,7 +145,7 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
     body = [_after(ast.Execute(group_id, ()), frees.get(position), parameters)
             for position, group_id in enumerate(upfront)]
     if program is not None:
-        body.append(_convert(program, parameters, frees))
+        body.append(peel(_convert(program, parameters, frees)))
     tree = ast.Sequence(tuple(body))
     phases["frees"] = time.process_time() - clock
     return ScheduleResult(ast.Schedule(tree, labels), demand, groups, len(domains), time.process_time() - started,
