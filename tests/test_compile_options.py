@@ -262,9 +262,9 @@ def test_pass_off_variable_turns_switches_off_unless_the_call_sets_them(monkeypa
 def test_pass_on_variable_turns_switches_on_unless_the_call_sets_them(monkeypatch):
     ctx, T = _program()
     monkeypatch.delenv(PASS_OFF_VARIABLE, raising=False)
-    monkeypatch.setenv(PASS_ON_VARIABLE, "contributions, recompute")
+    monkeypatch.setenv(PASS_ON_VARIABLE, "incrementalize, recompute")
     options = ctx.compile({T: 3}).options
-    assert options.contributions and options.recompute and options.cse
+    assert options.incrementalize and options.recompute and options.cse
     assert not ctx.compile({T: 3}, recompute=False).options.recompute
     assert ctx.compile({T: 3}, options=trl.CompileOptions()).options == trl.CompileOptions().resolved(None)
     monkeypatch.setenv(PASS_OFF_VARIABLE, "cse,recompute")

@@ -4,7 +4,7 @@ Every switch changes how fast a program runs or how much memory it needs, never 
 runs programs with every switch on and again with each one off, against the reference interpreter
 (`tests/test_compile_options.py`). ``TIMERL_PASS_OFF=cse`` (a comma-separated list of field names) turns
 those switches off in every compile of the process that neither passes ``options=`` nor sets them with a flag
-(`make test-passes`); ``TIMERL_PASS_ON=contributions`` likewise turns switches on. A test about one switch
+(`make test-passes`); ``TIMERL_PASS_ON=recompute`` likewise turns switches on. A test about one switch
 pins it with ``options=``.
 """
 
