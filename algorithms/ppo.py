@@ -130,7 +130,7 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
     finally:
         log.close()
     if stats is not None:
-        stats.update(executable.stats)
+        stats.update(executable.stats, executable=executable)
     curve.sort(key=lambda row: row["iteration"])
     return curve
 

@@ -146,27 +146,29 @@ def train_scan(iterations: int = 20, num_envs: int = 64, steps: int = 100, seed:
 
 
 def timed_iterations(iteration, params, adam, iterations: int, seed: int, curve: list | None) -> float:
-    """Run ``iteration(params, adam, key) -> (params, adam, ends)`` once to compile, then ``iterations`` times;
-    seconds per timed iteration, and each one's mean episode length appended to ``curve`` when given."""
+    """Run ``iteration(params, adam, key) -> (params, adam, ends)`` once to compile, then ``iterations`` times,
+    each waited for (as timerl's iterations are: they log their episodes); the median seconds of the timed
+    iterations (the first few after the compile are several times slower than the rest, so a mean over a
+    short run varied threefold between runs), and each one's mean episode length appended to ``curve``."""
     keys = jax.random.split(jax.random.PRNGKey(seed), iterations + 1)
     params, adam, ends = iteration(params, adam, keys[0])  # warm-up: compiles
     ends.block_until_ready()
-    all_ends = []
-    started = time.perf_counter()
+    all_ends, seconds = [], []
     for key in keys[1:]:
+        started = time.perf_counter()
         params, adam, ends = iteration(params, adam, key)
-        all_ends.append(ends)  # not read here: reading would wait for the device every iteration
-    ends.block_until_ready()
-    seconds = (time.perf_counter() - started) / max(iterations, 1)
+        ends.block_until_ready()
+        seconds.append(time.perf_counter() - started)
+        all_ends.append(ends)
     if curve is not None:
         curve += [mean_length(np.asarray(e)) for e in all_ends]
-    return seconds
+    return float(np.median(seconds))
 
 
 def timerl_seconds_per_iteration(backend: str, iterations: int = 5, num_envs: int = 64, steps: int = 100,
                                  seed: int = 0, compile_options: dict | None = None) -> tuple[float, float, float]:
     """timerl's `algorithms.reinforce.train` with ``simulator="rt"``, the same sizes, ``iterations + 2``
-    iterations: (first iteration's seconds, mean seconds of the ``iterations`` between, last iteration's
+    iterations: (first iteration's seconds, median seconds of the ``iterations`` between, last iteration's
     seconds). The first and the last pay compiles (on jax with scans, the last iteration's conditions differ:
     its last step computes nothing the program reads, so its scans compile once more)."""
     from algorithms.reinforce import train
@@ -174,7 +176,7 @@ def timerl_seconds_per_iteration(backend: str, iterations: int = 5, num_envs: in
     curve = train("CartPole-v1", iterations=iterations + 2, num_envs=num_envs, steps=steps, seed=seed,
                   backend=backend, simulator="rt", compile_options=compile_options)
     seconds = [row["iteration_seconds"] for row in curve]
-    return seconds[0], sum(seconds[1:-1]) / iterations, seconds[-1]
+    return seconds[0], float(np.median(seconds[1:-1])), seconds[-1]
 
 
 def main(argv: list[str] | None = None) -> float:

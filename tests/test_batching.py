@@ -40,12 +40,25 @@ CASES = [
     ("spatial_index", {"key": (Ellipsis, slice(1, 3), None)}, [(2, 3, 4)], (0,)),
     ("spatial_scatter", {"key": (slice(None), 0), "shape": (3, 4)}, [(3,)], (0,)),
     ("spatial_scatter", {"key": 1, "shape": (2, 3)}, [(3,)], (0,)),
+    # gather / scatter_add (a log-probability's read of the taken action and its gradient): index and values
+    # share every axis but ``dim``
+    ("gather", {"dim": 1}, [(4, 3), (4, 1)], (0, 0)),
+    ("gather", {"dim": -1}, [(4, 3), (4, 2)], (None, 0)),
+    ("gather", {"dim": 0}, [(3, 2), (2, 2)], (0, None)),
+    ("scatter_add", {"dim": 1, "size": 3}, [(4, 1), (4, 1)], (0, 0)),
+    ("scatter_add", {"dim": 1, "size": 3}, [(4, 2), (4, 2)], (0, None)),
+    ("scatter_add", {"dim": 0, "size": 3}, [(2, 4), (2, 4)], (None, 0)),
 ]
 
+INDEX_SLOTS = {"gather": (1, "dim"), "scatter_add": (1, "size")}  # op -> (index input, what bounds it)
 
-def _value(shape, op, slot):
+
+def _value(shape, op, slot, attrs, shapes):
     if op == "where" and slot == 0:
         return R.random(shape) > 0.5
+    if op in INDEX_SLOTS and slot == INDEX_SLOTS[op][0]:
+        size = attrs["size"] if op == "scatter_add" else shapes[0][attrs["dim"]]
+        return R.integers(0, size, shape).astype(np.int64)
     return R.standard_normal(shape).astype(np.float32)
 
 
@@ -55,7 +68,7 @@ def test_batch_rule_equals_the_kernel_at_every_point(backend_name, op, attrs, sh
     backend = get_backend(backend_name)
     dtype = "int64" if op == "argmax" else "float32"
     kernel = op_kernel(op, attrs, dtype, backend)
-    values = [_value((N, *s) if a == 0 else s, op, k) for k, (s, a) in enumerate(zip(shapes, axes))]
+    values = [_value((N, *s) if a == 0 else s, op, k, attrs, shapes) for k, (s, a) in enumerate(zip(shapes, axes))]
     arrays = [backend.from_numpy(v) for v in values]
     rule = batch_rule(op, attrs, [len(s) for s in shapes], axes, backend.xp, kernel,
                       lambda changed: op_kernel(op, changed, dtype, backend))

@@ -1,6 +1,6 @@
 """Whole loops compiled into `lax.scan` on jax (`timerl.runtime.jax_scan`): every compiled program gives what
 the reference interpreter gives and what jax gives without scans (``scan_loops=False``), and loops that do not
-qualify (a host callback, a read two iterations back) keep the point-by-point program."""
+qualify (a host callback) keep the point-by-point program."""
 
 from __future__ import annotations
 
@@ -88,6 +88,38 @@ def test_inner_loop_reading_the_outer_point_matches():
     assert exe.stats["leaked_points"] == 0
 
 
+def backward_advantages():
+    """GAE's shape over (i, t): per-step rewards computed by a forward recurrence before the loop (read along it), a
+    backward recurrence adv[i, t - 1] = delta[i, t - 1] + 0.9 * keep[i, t - 1] * adv[i, t] started at T - 1,
+    and every advantage read after the loop (isl runs it with a counter that goes up while t goes down)."""
+    ctx = trl.Context(dims="i t")
+    i, t = ctx.dims
+    I, T = ctx.bounds
+    with ctx:
+        s = trl.placeholder((2,), dtype="float32", domain=(i, t))  # a forward recurrence: "acting"
+        s[i, 0] = trl.randn((2,), domain=(i,))
+        s[i, t + 1] = s[i, t] * 0.8 + trl.randn((2,), domain=(i, t))
+        r = s * 1.0
+        keep = (r > -1.0).astype("float32")  # "not done"
+        value = (r * 0.5).tanh()
+        delta = r + 0.99 * keep * value - value * 0.5
+        adv = trl.placeholder((2,), dtype="float32", domain=(i, t))
+        adv[i, T - 1] = delta[i, T - 1]
+        adv[i, t - 1] = delta[i, t - 1] + 0.9 * keep[i, t - 1] * adv[i, t]
+        stores = [collect(adv[i, 0:T]), collect((adv - adv.mean()).abs().sum())]
+    return ctx, stores
+
+
+def test_a_backward_recurrence_reading_values_along_the_loop_is_one_scan_and_matches():
+    (reference, scanned, plain), (exe, exe_plain) = run_three_ways(
+        backward_advantages, lambda ctx: dict(zip(ctx.bounds, (3, 11))))
+    assert compiled_loops(exe) and not compiled_loops(exe_plain)
+    for want, got, other in zip(reference, scanned, plain):
+        assert_values(got, want)
+        assert_values(other, want)
+    assert exe.stats["leaked_points"] == 0
+
+
 def walking_index(lines: dict | None = None):
     """A carried integer k[t] = t indexes a table of 4 (``gather``) and a one-hot of 5 inside the loop: in range
     for T <= 4; at T > 4 the gather fails first, at t = 4 (the one-hot would at t = 5)."""
@@ -160,10 +192,18 @@ def two_steps_back():
     return ctx, stores
 
 
-@pytest.mark.parametrize("build", [host_callback_in_the_loop, two_steps_back])
-def test_loops_that_do_not_qualify_keep_the_point_by_point_program(build):
-    (reference, scanned, _), (exe, _) = run_three_ways(build, lambda ctx: {ctx.bounds[0]: 10})
+def test_loops_that_do_not_qualify_keep_the_point_by_point_program():
+    (reference, scanned, _), (exe, _) = run_three_ways(host_callback_in_the_loop, lambda ctx: {ctx.bounds[0]: 10})
     assert not compiled_loops(exe)
+    for want, got in zip(reference, scanned):
+        assert_values(got, want)
+
+
+def test_a_read_two_steps_back_scans_as_isl_shifts_it():
+    """f[t + 2] = f[t] + f[t + 1] / 2: isl runs the sum one iteration behind the merge that reads it, so each
+    statement reads the other at the same iteration or the one before, and the loop is one scan."""
+    (reference, scanned, _), (exe, _) = run_three_ways(two_steps_back, lambda ctx: {ctx.bounds[0]: 10})
+    assert compiled_loops(exe)
     for want, got in zip(reference, scanned):
         assert_values(got, want)
 

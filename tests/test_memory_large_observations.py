@@ -14,6 +14,7 @@ import timerl as trl
 from algorithms.reinforce import train
 from timerl import nn
 from timerl.runtime.dryrun import required_device_bytes
+from timerl.sched import ast
 
 ENV = "algorithms.pixel_cartpole:PixelCartPole-v0"
 
@@ -83,4 +84,22 @@ def test_pixel_reinforce_under_a_budget_swaps_as_scheduled_and_learns_the_same(b
     assert stats["peak_device_bytes"] <= budget
     assert stats["scheduled_offloads"] > 0 and stats["scheduled_fetches"] > 0
     assert stats["reactive_offloads"] == stats["reactive_fetches"] == 0, stats
+    assert stats["fetches_ahead"] > 0  # frames come back ahead of the backward pass that reads them
     assert stats["peak_host_bytes"] > 0
+
+
+@pytest.mark.parametrize("n_step", [None, 4])
+def test_dry_run_of_the_chosen_swaps_is_the_pools_run_with_fused_recurrences(n_step):
+    """The acting group fuses across the recurrence (the environment step with the policy that reads the
+    frame it fed back): its frame and its reward have different readers and move apart (swap units by
+    member), and the byte count that chose the swaps replays outputs freed after their own last reader
+    before an offload as the pool does. Its peak is the pool's, within the budget, with no reactive swap."""
+    _, plain = pixel_run("torch", n_step, steps=8, device_memory=1 << 40, swap=True)
+    budget = plain["peak_device_bytes"] * 2 // 3
+    _, stats = pixel_run("torch", n_step, steps=8, device_memory=budget, swap=True)
+    exe = stats["executable"]
+    moves = [n for n in ast.every_node(exe.schedule.root) if isinstance(n, (ast.Offload, ast.Fetch))]
+    assert any(n.members is not None for n in moves)  # some members of a group stay while others move
+    assert required_device_bytes(exe.schedule, exe.graph, exe.groups, exe.bounds, exe.transient) == \
+        stats["peak_device_bytes"] <= budget
+    assert stats["reactive_offloads"] == stats["reactive_fetches"] == 0, stats

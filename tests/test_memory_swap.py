@@ -1,7 +1,7 @@
 """Scheduled swapping (issue 9, item 2; paper §6.2): offload and fetch statements placed at compile time, each
-point offloaded after its last use before its last reader and fetched right before that reader, kept only
-where the budget needs them (decided by a byte-counting dry run). Reactive LRU swapping stays as the
-fallback, counted apart in ``exe.stats``."""
+point offloaded after its last use before its last reader and fetched ahead of that reader (as far as the
+budget allows), kept only where the budget needs them (decided by a byte-counting dry run). Reactive LRU
+swapping stays as the fallback, counted apart in ``exe.stats``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import timerl as trl
-from timerl.sched.ast import Fetch, Offload
+from timerl.runtime.dryrun import required_device_bytes
+from timerl.sched.ast import Fetch, Offload, every_node
+from timerl.sched.schedule import FETCH_DISTANCES
 
 POINT = 256  # float32 elements: 1 KiB per point
 KIB = POINT * 4
@@ -62,6 +64,7 @@ def test_scheduled_swaps_fit_a_budget_the_schedule_exceeds_and_agree_with_the_re
     assert stats["reactive_offloads"] == 0 and stats["reactive_fetches"] == 0, stats
     assert stats["bytes_offloaded"] == stats["bytes_fetched"] == stats["scheduled_offloads"] * KIB
     assert exe.schedule.count(Offload) >= 1 and exe.schedule.count(Fetch) >= 1, str(exe.schedule)
+    assert stats["fetches_ahead"] >= stats["scheduled_fetches"] - 1  # all but the backward pass's first read
 
 
 def test_no_swap_statements_when_the_budget_fits_without():
@@ -81,3 +84,36 @@ def test_scheduled_swaps_on_jax_agree_with_no_swapping(backend):
     exe, values = run(12, backend, device_memory=8 * KIB, swap=True)
     assert values == expected and exe.stats["scheduled_offloads"] > 0
     assert exe.stats["peak_device_bytes"] <= 8 * KIB
+
+
+def fetch_distances(exe) -> set[int]:
+    return {node.distance for node in every_node(exe.schedule.root) if isinstance(node, Fetch)}
+
+
+def test_fetches_run_ahead_of_their_readers_as_far_as_the_budget_allows():
+    """Each y[t] is fetched some executions of the backward sum ahead of the one that reads it, so the copy
+    can overlap with them. A fetch d executions ahead keeps d more points (1 KiB each) on the device: the
+    dry run counts them, and the distance is the largest that fits: the farthest candidate with room for it,
+    fewer where the budget is tight (the dry run's peaks with every unit: 4.0 KiB at distances 0 and 1,
+    5.0 KiB at 2, 7.0 KiB at 4), the values always those of the run without swapping."""
+    _, expected = run(32)
+    chosen = {}
+    for kib in (5, 16):
+        exe, values = run(32, device_memory=kib * KIB, swap=True)
+        stats = exe.stats
+        assert values == expected
+        assert stats["reactive_offloads"] == stats["reactive_fetches"] == 0, stats
+        assert stats["peak_device_bytes"] <= kib * KIB
+        assert required_device_bytes(exe.schedule, exe.graph, exe.groups, exe.bounds, exe.transient) == \
+            stats["peak_device_bytes"]
+        assert stats["fetches_ahead"] >= stats["scheduled_fetches"] - 1 > 0
+        assert " ahead " in str(exe.schedule)
+        chosen[kib] = fetch_distances(exe)
+    assert chosen[16] == {max(FETCH_DISTANCES)} and chosen[5] == {2}
+
+
+def test_fetches_on_jax_run_ahead_and_agree_with_no_swapping():
+    _, expected = run(12, "jax")
+    exe, values = run(12, "jax", device_memory=8 * KIB, swap=True)
+    assert values == expected and exe.stats["fetches_ahead"] >= exe.stats["scheduled_fetches"] - 1 > 0
+    assert exe.stats["reactive_offloads"] == exe.stats["reactive_fetches"] == 0

@@ -72,8 +72,10 @@ def _varied(value: np.ndarray, n: int) -> np.ndarray:
 
 
 # ops whose kernels torch's vmap refuses (in-place writes into a fresh buffer), and which have no rule of their
-# own for these operands: a vectorized statement holding one runs point by point (`timerl.runtime.batch`)
-VMAP_REFUSES = {"bincount": "index_add_ of batched weights into fresh counts"}
+# own for these operands: a vectorized statement holding one runs point by point (`timerl.runtime.batch`).
+# None today: bincount's torch kernel writes with scatter_add_ into counts made from the weights (new_zeros), which
+# vmap batches with them (it refused index_add_ into fresh flat counts); its values are checked like any other's.
+VMAP_REFUSES: dict[str, str] = {}
 
 
 def _type(array: np.ndarray) -> TensorType:

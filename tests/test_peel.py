@@ -35,13 +35,17 @@ def _trace(node: ast.AstNode, env: dict, out: list) -> list:
 
 def _program(start, stop) -> ast.AstNode:
     """for i: for t in start .. stop: [once at the first t: a statement and a loop of frees], the body,
-    [once at the last t for i == 1]; a guarded statement in the middle stays."""
+    a branch whose else runs at the last t only, [once at the last t for i == 1]; a guarded statement in the
+    middle stays."""
     head = ast.If((t == start) & (i >= 0), ast.Sequence((
         ast.Execute(7, (i,)),
         ast.Loop(f, const(0), stop - start, 1, ast.Deallocate(3, (i, f))))))
     middle = ast.If(t == start, ast.Execute(8, (i,)))
     tail = ast.If((i == 1) & (t == stop - 1), ast.Execute(9, (i, t)))
-    body = ast.Sequence((head, ast.Execute(1, (i, t - start)), middle, ast.Deallocate(1, (i, t - start)), tail))
+    branch = ast.If(t <= stop - 2, ast.Execute(10, (i, t)), ast.Sequence((  # else: the last t only
+        ast.Execute(11, (i,)), ast.Loop(f, const(0), stop - start, 1, ast.Deallocate(3, (i, f))))))
+    body = ast.Sequence((head, ast.Execute(1, (i, t - start)), middle, ast.Deallocate(1, (i, t - start)), branch,
+                         tail))
     return ast.Loop(i, const(0), const(3), 1, ast.Loop(t, start, stop, 1, body))
 
 
@@ -53,7 +57,7 @@ def test_peeled_program_runs_the_same_instances_in_the_same_order(start, stop):
         assert _trace(peeled, {N: n}, []) == _trace(original, {N: n}, [])
     (inner,) = [node for node in ast.every_node(peeled) if isinstance(node, ast.Loop) and node.var is t]
     kept = [node for node in ast.every_node(inner.body) if isinstance(node, ast.Execute)]
-    assert sorted(node.node for node in kept) == [1, 8]  # the head and the tail left, the middle stayed
+    assert sorted(node.node for node in kept) == [1, 8, 10]  # the head, the tail and the else left
     assert not any(isinstance(node, ast.Loop) for node in ast.every_node(inner.body))
 
 

@@ -132,3 +132,39 @@ def test_padded_windows_run_in_chunks_with_the_same_values_and_a_smaller_peak(mo
         assert sorted(got) == sorted(want)
         for key, value in want.items():
             np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6, err_msg=f"at {key}")
+
+
+def test_tanh_gradient_is_found_and_fused_kernel_has_the_same_values():
+    """Autodiff's gradient of tanh, ``g * (1 - y * y)``, is found in the gradient statements (the MLP has one
+    tanh layer), folded into torch's one-kernel ``tanh_backward`` there (the values of the batched statements
+    are checked against the reference above), and that kernel computes the same numbers as the three ops."""
+    import torch
+
+    from timerl.runtime.fusions import tanh_gradients
+
+    ctx, I, T, _, _ = policy_gradient_program()
+    exe = ctx.compile({I: 1, T: STEPS}, backend="torch")
+    found = {}
+    for group in exe.groups.values():
+        members = [exe.graph.nodes[n] for n in group.members]
+        found.update(tanh_gradients(exe.graph, members, set(group.members), set(group.freed_later),
+                                    exe.backend.tanh_backward))
+    assert len(found) == 1
+    (last, (kernel, (g_member, _), (square, _), folded)), = found.items()
+    assert exe.graph.nodes[last].op == "mul" and exe.graph.nodes[square.id].op == "mul" and square.id in folded
+    g, y = torch.randn(5, 4, 3), torch.tanh(torch.randn(5, 4, 3))
+    np.testing.assert_allclose(kernel(g, y).numpy(), (g * (1 - y * y)).numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_tanh_gradient_is_one_kernel_in_point_by_point_groups_too():
+    """Without vectorized loops the gradient statements run point by point: their generated code calls the fused
+    kernel for the last mul and never computes the square or the subtraction (values: the first test above)."""
+    ctx, I, T, _, _ = policy_gradient_program()
+    exe = ctx.compile({I: 1, T: STEPS}, backend="torch", vectorize=False)
+    source = "\n".join(function.source for function in exe.group_functions.values())
+    fused = [node for node in exe.graph.nodes if f"v{node.id}_0 = K{node.id}(" in source
+             and exe.namespace[f"K{node.id}"] == exe.backend.tanh_backward]
+    assert len(fused) == 1
+    (sub,) = [exe.graph.nodes[e.producer] for e in fused[0].inputs if exe.graph.nodes[e.producer].op == "sub"]
+    square = exe.graph.nodes[sub.inputs[1].producer]
+    assert square.op == "mul" and f"v{sub.id}_0 = " not in source and f"v{square.id}_0 = " not in source

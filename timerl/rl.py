@@ -38,6 +38,7 @@ from timerl.rt.tensor import RecurrentTensor
 
 RT = RecurrentTensor
 _TOKEN = TensorType((0,), "float32")
+_NO_TOKEN = np.zeros((0,), np.float32)
 
 
 @dataclass(frozen=True)
@@ -182,15 +183,15 @@ class Env:
                               "the executor did not respect the environment's order tokens")
         action = self._validate(np.asarray(action), location, point)
         obs, reward, terminated, truncated, _ = self._vector.step(action)
-        ended = np.logical_or(terminated, truncated)
+        ended = terminated | truncated
         self._lengths += 1
         self._returns += reward
-        for k in np.flatnonzero(ended):
-            self.episodes.append(Episode(dict(point), int(k), int(self._lengths[k]), float(self._returns[k])))
-            self._lengths[k], self._returns[k] = 0, 0.0
+        if ended.any():
+            for k in np.flatnonzero(ended):
+                self.episodes.append(Episode(dict(point), int(k), int(self._lengths[k]), float(self._returns[k])))
+                self._lengths[k], self._returns[k] = 0, 0.0
         self._next = here[:-1] + (here[-1] + 1,)
-        return (np.asarray(obs, dtype=self.observation_dtype), np.asarray(reward, dtype=np.float32), ended,
-                np.zeros((0,), np.float32))
+        return obs, reward, ended, _NO_TOKEN  # the udf call converts them to the declared types
 
     def _validate(self, action: np.ndarray, location: str, point: dict) -> np.ndarray:
         expected = (self.num_envs, *self.action_shape)
@@ -200,10 +201,12 @@ class Env:
         if self.discrete:
             if action.dtype.kind not in "iu":
                 raise ActionError(f"{where} has dtype {action.dtype}; discrete actions are integers")
-            bad = (action < 0) | (action >= self.num_actions)
-            if bad.any():
+            if action.min() < 0 or action.max() >= self.num_actions:
+                bad = (action < 0) | (action >= self.num_actions)
                 raise ActionError(f"{where} is {action[bad][0]} for environment {int(np.flatnonzero(bad)[0])}; "
                                   f"actions are in [0, {self.num_actions})")
+            if self._action_start == 0 and action.dtype == np.int64:
+                return action  # (the vector env reads the actions, it does not keep or change them)
             return action.astype(np.int64) + self._action_start
         if not np.isfinite(action).all():
             bad = int(np.flatnonzero(~np.isfinite(action).reshape(self.num_envs, -1).all(axis=1))[0])

@@ -17,6 +17,8 @@ BRKGA-budget, the same seed, common random numbers):
   graph alone, no search): each op's affinity for the list schedule's device mean 0.9, for the other 0.1,
   its priority rising with how early it starts there (5 equal bins of the start rank), concentration 4
   throughout. A proposal a policy can express from its node features (the list schedule is three of them).
+- ``list schedule where it fits``: the list schedule's proposal on graphs where the list schedule fits the
+  memory limit (`features.list_schedule_fits`), uniform elsewhere: the runtime policy's imitation target.
 - ``transfers first``: every op priority Beta(3, 27) (mean 0.1), transfers uniform. The same Beta on every
   op keeps the ops' relative order (inversion sampling is monotone) and places them below the transfers,
   so a ready transfer runs before a ready op: a rule the first trained policies found on their own.
@@ -32,6 +34,7 @@ import numpy as np
 
 from algorithms.regal import brkga, features
 from algorithms.regal.graph import CompGraph
+from algorithms.regal.features import list_schedule_actions, rank_actions
 from algorithms.regal.perfmodel import DEVICES
 
 
@@ -45,37 +48,19 @@ def quantized_actions(graph: CompGraph, keys: np.ndarray, concentration: float =
     ops = graph.num_ops
     per_op = np.concatenate([keys[:ops * DEVICES].reshape(ops, DEVICES),
                              keys[ops * DEVICES:ops * features.HEADS, None]], axis=1)
-    return _actions(np.abs(per_op[..., None] - features.MEANS).argmin(axis=-1), concentration)
+    return features.grid_actions(np.abs(per_op[..., None] - features.MEANS).argmin(axis=-1), concentration)
 
 
-def rank_actions(graph: CompGraph, score: np.ndarray, concentration: float = 4.0) -> np.ndarray:
-    """Uniform affinities; the priority's mean is the op's rank by ``score`` (ties share a rank), in
-    5 equal bins from the lowest mean to the highest."""
-    rank = np.unique(score, return_inverse=True)[1].ravel()
-    level = np.minimum((rank / max(rank.max(), 1) * features.MEANS.size).astype(int), features.MEANS.size - 1)
-    actions = np.full((graph.num_ops, features.HEADS), features.UNIFORM)
-    actions[:, DEVICES] = _actions(level, concentration)
-    return actions
-
-
-def list_schedule_actions(graph: CompGraph, concentration: float = 4.0) -> np.ndarray:
-    heuristic = features.list_schedule(graph)
-    actions = rank_actions(graph, -heuristic.start, concentration)
-    for device in range(DEVICES):
-        mean_index = np.where(heuristic.device == device, features.MEANS.size - 1, 0)
-        actions[:, device] = _actions(mean_index, concentration)
-    return actions
+def fitting_list_schedule_actions(graph: CompGraph) -> np.ndarray:
+    if features.list_schedule_fits(graph):
+        return list_schedule_actions(graph)
+    return np.full((graph.num_ops, features.HEADS), features.UNIFORM)
 
 
 def transfers_first(graph: CompGraph) -> np.ndarray:
     actions = np.full((graph.num_ops, features.HEADS), features.UNIFORM)
-    actions[:, DEVICES] = _actions(np.zeros(graph.num_ops, int), 30.0)
+    actions[:, DEVICES] = features.grid_actions(np.zeros(graph.num_ops, int), 30.0)
     return actions
-
-
-def _actions(mean_index: np.ndarray, concentration: float) -> np.ndarray:
-    column = int(np.flatnonzero(features.CONCENTRATIONS == concentration)[0])
-    return mean_index * features.CONCENTRATIONS.size + column
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,13 +78,13 @@ def gaps(graphs: list[CompGraph], kind: str, budget: int = 500, seeds: int = 3,
          oracle_budget: int | None = None) -> list[Gap]:
     oracle_budget = oracle_budget or 10 * budget
     names = ["uniform, other seed", "oracle", "oracle, quantized", "priority by height", "priority by depth",
-             "list schedule", "transfers first"]
+             "list schedule", "list schedule where it fits", "transfers first"]
     result = np.zeros((len(names), len(graphs), seeds))
     for g, graph in enumerate(graphs):
         best = brkga.optimize(graph, kind, oracle_budget, seed=1_000_003).best
         depth, height = features.path_lengths(graph)
         actions = [quantized_actions(graph, best), rank_actions(graph, height), rank_actions(graph, depth),
-                   list_schedule_actions(graph), transfers_first(graph)]
+                   list_schedule_actions(graph), fitting_list_schedule_actions(graph), transfers_first(graph)]
         proposals = [None, oracle_proposal(graph, best)] + [features.proposal(graph, a) for a in actions]
         for seed in range(seeds):
             uniform = brkga.optimize(graph, kind, budget, seed=seed).best_cost

@@ -106,10 +106,61 @@ class _Reward:
         return f"brkga_reward({self.config.kind}, budget={self.config.train_budget})"
 
 
+def imitate(graphs: list[CompGraph], targets: list[np.ndarray], config: Config = Config(),
+            progress: bool = False) -> Trained:
+    """Behaviour cloning, a warm start for REINFORCE: ``config.iterations`` Adam steps on the cross-entropy
+    of the policy's choices against ``targets[g]``, the (ops, HEADS) actions of a heuristic proposal for
+    graph g (`features.imitation_target`), on batches of ``config.batch`` graphs. No BRKGA runs; the
+    baseline GNN's weights stay as initialized. The curve's "reward" is the mean log-likelihood of a target
+    action per op and head (0 when the policy reproduces the targets with certainty)."""
+    single_threaded()
+    rng = np.random.default_rng(config.seed)
+    nodes = max(graph.num_ops for graph in graphs)
+    batches = np.stack([rng.choice(len(graphs), config.batch, replace=len(graphs) < config.batch)
+                        for _ in range(config.iterations)])
+    inputs = _BatchInputs(graphs, batches, nodes)
+    initial = init_weights(config.sizes, config.seed)
+    layout = Layout.of(initial)
+    padded = np.zeros((len(graphs), nodes, features.HEADS), np.int64)
+    for g, (graph, target) in enumerate(zip(graphs, targets)):
+        padded[g, :graph.num_ops] = target
+    curve: list[dict[str, float]] = []
+    final: list[np.ndarray] = []
+
+    ctx = trl.Context("i")
+    (i,), (I,) = ctx.dims, ctx.bounds
+    with ctx:
+        weights = trl.param(layout.pack(initial), domain=(i,))
+        x, e, adjacency, mask = (trl.source(inputs.field(name), shape, "float32", (i,))
+                                 for name, shape in inputs.shapes(config.batch).items())
+        target = trl.source(lambda point: padded[batches[point["i"]]], (config.batch, nodes, features.HEADS),
+                            "int64", (i,))
+        policy = trl.distributions.Categorical(logits=policy_logits(weights, layout, x, e, adjacency, config.sizes))
+        per_op = (policy.log_prob(target) * mask.unsqueeze(-1)).sum() / (mask.sum() * features.HEADS)
+        (-per_op).backward()
+        trl.optim.Adam([weights], lr=config.lr).step()
+
+        def log(point: dict, value: np.ndarray) -> None:
+            curve.append({"iteration": point["i"], "reward": float(np.asarray(value)), "baseline": 0.0})
+            if progress and point["i"] % 20 == 0:
+                print(f"imitation {point['i']:4d}  mean log-likelihood {curve[-1]['reward']:+.4f}", flush=True)
+
+        per_op.sink(log)
+        with ctx.when(i == I - 1):
+            weights.sink(lambda point, value: final.append(np.asarray(value).copy()))
+
+    executable = ctx.compile(bounds={I: config.iterations}, backend=config.backend, seed=config.seed)
+    executable.execute()
+    seconds = {"compile": executable.stats["compile_seconds"], "execute": executable.stats["execute_seconds"]}
+    return Trained(final[-1], layout, config.sizes, nodes, curve, seconds)
+
+
 def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = False,
-          reward_fn: Callable[[dict, Any], tuple[np.ndarray]] | None = None) -> Trained:
-    """REINFORCE on ``graphs``. ``reward_fn(point, actions)`` replaces the BRKGA reward (for tests): it gets
-    the (B, N, HEADS) actions of iteration ``point["i"]`` and returns a 1-tuple of (B,) float32 rewards."""
+          reward_fn: Callable[[dict, Any], tuple[np.ndarray]] | None = None,
+          start: np.ndarray | None = None) -> Trained:
+    """REINFORCE on ``graphs``, from ``start`` (flat weights, e.g. `imitate`'s) or a fresh initialization.
+    ``reward_fn(point, actions)`` replaces the BRKGA reward (for tests): it gets the (B, N, HEADS) actions
+    of iteration ``point["i"]`` and returns a 1-tuple of (B,) float32 rewards."""
     single_threaded()
     rng = np.random.default_rng(config.seed)
     nodes = max(graph.num_ops for graph in graphs)
@@ -121,13 +172,14 @@ def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = F
     inputs = _BatchInputs(graphs, batches, nodes)
     initial = init_weights(config.sizes, config.seed)
     layout = Layout.of(initial)
+    packed = layout.pack(initial) if start is None else np.asarray(start, np.float32)
     curve: list[dict[str, float]] = []
     final: list[np.ndarray] = []
 
     ctx = trl.Context("i")
     (i,), (I,) = ctx.dims, ctx.bounds
     with ctx:
-        weights = trl.param(layout.pack(initial), domain=(i,))
+        weights = trl.param(packed, domain=(i,))
         x, e, adjacency, mask = (trl.source(inputs.field(name), shape, "float32", (i,))
                                  for name, shape in inputs.shapes(config.batch).items())
         policy = trl.distributions.Categorical(logits=policy_logits(weights, layout, x, e, adjacency, config.sizes))

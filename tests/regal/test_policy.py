@@ -1,5 +1,7 @@
 """The REGAL networks written as RTs against the same equations in NumPy, and the action encoding."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -113,4 +115,21 @@ def test_list_schedule_by_hand():
     assert schedule.makespan == 7.0
     x = features.node_features(graph)
     np.testing.assert_allclose(x[:, 7:], np.stack([[0, 0, 0, 0, 1], np.array([0, 1, 4, 6, 0]) / 7.0,
-                                                   np.array([5, 4, 3, 1, 4.5]) / 5.0], axis=1))
+                                                   np.array([5, 4, 3, 1, 4.5]) / 5.0, [1] * 5], axis=1))
+
+
+def test_list_schedule_fits_the_memory_limit_by_hand():
+    """A chain a -> b -> c of sizes 2, 3, 4 (runtimes 1): the list schedule runs it on device 0, where b
+    needs a and b live (5) and c needs b and c (7), so its peak is 7. It fits a limit of 7, not one of 6.5;
+    no memory limit (runtime without one) always fits. The imitation target follows: the list schedule's
+    proposal where it fits, uniform Beta(1, 1) where not; peak memory has none."""
+    chain = from_edges([1.0, 1.0, 1.0], [(0, 1), (1, 2)], [2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(features.list_schedule(chain).device, [0, 0, 0])
+    assert features.list_schedule_fits(chain)
+    assert features.list_schedule_fits(dataclasses.replace(chain, memory_limit=7.0))
+    tight = dataclasses.replace(chain, memory_limit=6.5)
+    assert not features.list_schedule_fits(tight)
+    assert features.node_features(tight)[:, 10].tolist() == [0.0] * 3
+    np.testing.assert_array_equal(features.imitation_target(chain, "runtime"), features.list_schedule_actions(chain))
+    assert (features.imitation_target(tight, "runtime") == features.UNIFORM).all()
+    assert features.imitation_target(chain, "peak_memory") is None

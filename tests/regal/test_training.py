@@ -1,4 +1,5 @@
-"""A short REINFORCE run: the trained policy's proposals against uniform BRKGA on held-out graphs."""
+"""A short training as the bench trains the runtime policy (imitation of the heuristic proposal, then
+REINFORCE from there): the trained policy's proposals against uniform BRKGA on held-out graphs."""
 
 import numpy as np
 import pytest
@@ -7,12 +8,26 @@ from algorithms.regal import brkga, data, features, train
 from algorithms.regal.policy import Sizes
 
 
+SIZES = Sizes(hidden=32, edge_hidden=16, rounds=2)  # hidden 16 at lr 2e-2 stalled at -1.1 in imitation (measured)
+
+
 @pytest.fixture(scope="module")
-def trained():
-    splits = data.splits(train=16, valid=0, test=6, variants=1, ops=(10, 16), seed=3)
-    config = train.Config(kind="runtime", iterations=40, batch=16, train_budget=100, lr=2e-2, samples=4, seeds=1,
-                          sizes=Sizes(hidden=16, edge_hidden=8, rounds=2, uniform_logit=3.0), seed=0)
-    return train.train(splits.train, config), splits.test
+def splits():
+    return data.splits(train=16, valid=0, test=6, variants=1, ops=(10, 16), seed=3)
+
+
+@pytest.fixture(scope="module")
+def cloned(splits):
+    targets = [features.imitation_target(graph, "runtime") for graph in splits.train]
+    config = train.Config(iterations=400, batch=16, lr=1e-2, sizes=SIZES)
+    return train.imitate(splits.train, targets, config), targets
+
+
+@pytest.fixture(scope="module")
+def trained(splits, cloned):
+    config = train.Config(kind="runtime", iterations=40, batch=16, train_budget=100, lr=1e-3, samples=4, seeds=1,
+                          sizes=SIZES, seed=0)
+    return train.train(splits.train, config, start=cloned[0].weights), splits.test
 
 
 def test_training_records_a_curve_and_weights(trained):
@@ -22,11 +37,12 @@ def test_training_records_a_curve_and_weights(trained):
 
 
 def test_trained_proposals_beat_uniform_brkga_on_held_out_graphs(trained):
-    """40 iterations of REINFORCE with the BRKGA reward (runtime, BRKGA-100); on held-out graphs, proposals
-    drawn from the policy (one draw per graph, as training drew them) beat uniform BRKGA on average (same
-    budget, same seeds, computed here). Measured with training seeds 0 / 1 / 2: +1.35% / +1.72% / +3.12%,
-    on 50-61% of (graph, seed) pairs, not the paper's 87%. The greedy proposals (each head's argmax) of the
-    same policies are one action for every op: -0.39% / -1.46% / +1.55%."""
+    """400 iterations of imitation, then 40 of REINFORCE with the BRKGA reward (runtime, BRKGA-100, lr 1e-3);
+    on held-out graphs, proposals drawn from the policy (one draw per graph, as training drew them) beat
+    uniform BRKGA on average (same budget, same seeds, computed here). Measured with training seed 0: +1.61%,
+    on 61% of (graph, seed) pairs (the imitation target itself: +8.6%, 100%; REINFORCE alone from a fresh
+    start, 40 iterations at lr 2e-2, measured +0.14% with the 11 node features of this version, +1.35% with
+    the previous 10)."""
     policy, held_out = trained
     actions = train.propose(policy, held_out, greedy=False, seed=1)
     uniform, regal = [], []
@@ -45,7 +61,7 @@ def test_reinforce_learns_a_rewarded_action():
     (mean 0.3, concentration 10) must teach the greedy policy to choose it. (Graphs of one size, so no
     padded op, whose actions are not learned, enters the count.)"""
     graphs = data.generate(4, 1, ops=(7, 7), seed=9)
-    config = train.Config(iterations=30, batch=4, lr=2e-2, sizes=Sizes(hidden=8, edge_hidden=4, rounds=1))
+    config = train.Config(iterations=50, batch=4, lr=2e-2, sizes=Sizes(hidden=8, edge_hidden=4, rounds=1))
 
     def reward(point, actions):
         return (np.asarray(actions)[:, :, features.DEVICES] == 4).mean(axis=1).astype(np.float32),
@@ -64,3 +80,29 @@ def test_reinforce_learns_a_rewarded_action():
     assert np.mean(rewards[-5:]) - 0.05 < frequency < most_likely
     again = train.propose(policy, graphs * 8, greedy=False, seed=1)
     assert all((a == b).all() for a, b in zip(sampled, again))
+
+
+def test_imitation_learns_the_heuristic_and_reinforce_starts_from_it(splits, cloned):
+    """Behaviour cloning on the runtime imitation targets (the list schedule where it fits the memory limit,
+    uniform elsewhere) of the training graphs: the greedy policy reproduces most target actions (measured:
+    73% after 400 iterations, mean log-likelihood -2.22 -> -0.53; after 200 iterations it was still at 44%,
+    the share of the affinity and "uniform or not" choices; the bench's 600 iterations on 96 graphs: 95%).
+    REINFORCE started from those weights with a constant reward (every sample of a graph equal: zero
+    advantage) leaves the policy's proposals as they were; from a fresh start they differ."""
+    policy, targets = cloned
+    assert any((t == features.UNIFORM).all() for t in targets) and not all((t == features.UNIFORM).all() for t in targets)
+    likelihood = [row["reward"] for row in policy.curve]
+    greedy = train.propose(policy, splits.train)
+    agreement = np.mean([(a == t).mean() for a, t in zip(greedy, targets)])
+    print(f"agreement {agreement:.3f}, log-likelihood {likelihood[0]:.3f} -> {likelihood[-1]:.3f}")
+    assert likelihood[-1] > likelihood[0] + 1.0 and likelihood[-1] > -0.7
+    assert agreement > 0.65
+
+    def constant(point, actions):
+        return np.full(len(actions), -1.0, np.float32),
+
+    config = train.Config(iterations=3, batch=16, samples=2, lr=1e-2, sizes=SIZES)
+    tuned = train.train(splits.train, config, reward_fn=constant, start=policy.weights)
+    assert all((a == b).all() for a, b in zip(train.propose(tuned, splits.train), greedy))
+    fresh = train.train(splits.train, config, reward_fn=constant)
+    assert not all((a == b).all() for a, b in zip(train.propose(fresh, splits.train), greedy))

@@ -97,6 +97,11 @@ class JaxBackend:
     def to_device(self, value: jax.Array) -> jax.Array:
         return jax.device_put(value, self.device)
 
+    def fetch_ahead(self, values: tuple) -> tuple[tuple, None]:
+        """A scheduled fetch issued ahead of its reader: ``device_put`` is asynchronous (the computation that
+        reads the result waits for it), so nothing is left to wait for."""
+        return tuple(None if v is None else jax.device_put(v, self.device) for v in values), None
+
     def cast(self, value: Any, dtype: str) -> jax.Array:
         array = value if isinstance(value, jax.Array) else jnp.asarray(np.asarray(value))
         return array if array.dtype == dtype else array.astype(dtype)

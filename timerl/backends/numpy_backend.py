@@ -57,5 +57,8 @@ class NumpyBackend:
     def to_device(self, value: Any) -> Any:
         return value
 
+    def fetch_ahead(self, values: tuple) -> tuple[tuple, None]:
+        return values, None
+
     def cast(self, value: Any, dtype: str) -> np.ndarray:
         return np.asarray(value, dtype=dtype)

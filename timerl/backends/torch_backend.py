@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from typing import Any, Sequence
 
@@ -27,6 +28,9 @@ class TorchBackend:
         self.xp = _fast_namespace()
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.on_cpu = self.device.type == "cpu"
+        self._copies: Any = None  # the CUDA stream of fetches issued ahead (`fetch_ahead`), made on first use
+        if self.on_cpu:
+            keep_freed_memory()
 
     def compile(self, kernel):
         return kernel
@@ -42,6 +46,12 @@ class TorchBackend:
     inplace_kernels = {name: getattr(torch, name) for name in (
         "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "sigmoid", "sqrt", "abs", "sin", "cos", "maximum",
         "minimum")}
+
+    @staticmethod
+    def tanh_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+        """``grad * (1 - output * output)``, the gradient of ``output = tanh(x)``, in one kernel
+        (`timerl.runtime.fusions`)."""
+        return torch.ops.aten.tanh_backward(grad, output)
 
     @staticmethod
     def fused_matmul_add(x_shape: tuple, w_shape: tuple, bias_shape: tuple):
@@ -114,6 +124,31 @@ class TorchBackend:
         """Back to the device: from pinned memory, ``non_blocking`` lets the CPU go on issuing work."""
         return value.to(self.device, non_blocking=True)
 
+    def fetch_ahead(self, values: tuple) -> tuple[tuple, Any]:
+        """A scheduled fetch issued ahead of its reader (`timerl.runtime.memory.MemoryPool.fetch`): on a GPU the
+        copies run on a stream of their own, after what the compute stream has issued so far (the offload that
+        wrote the host copy), so that they overlap with the compute in between; returns the device values and
+        what to call before they are read (the compute stream waits for the copies' event, and the copies'
+        memory is marked as used by it), None on the CPU (the simulated device: `to_device`)."""
+        if self.on_cpu:
+            return tuple(None if v is None else self.to_device(v) for v in values), None
+        if self._copies is None:
+            self._copies = torch.cuda.Stream(self.device)
+        self._copies.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self._copies):
+            fetched = tuple(None if v is None else v.to(self.device, non_blocking=True) for v in values)
+            done = torch.cuda.Event()
+            done.record(self._copies)
+
+        def ready() -> None:
+            compute = torch.cuda.current_stream(self.device)
+            compute.wait_event(done)
+            for value in fetched:
+                if value is not None:
+                    value.record_stream(compute)
+
+        return fetched, ready
+
     def cast(self, value: Any, dtype: str) -> torch.Tensor:
         if not isinstance(value, torch.Tensor):
             value = torch.as_tensor(np.asarray(value), device=self.device)
@@ -159,3 +194,22 @@ def _fast_namespace() -> Any:
     xp.matmul, xp.astype, xp.cumulative_sum, xp.take_along_axis = matmul, astype, cumulative_sum, take_along_axis
     xp.clip = clip
     return xp
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+
+
+@functools.cache
+def keep_freed_memory() -> bool:
+    """Keep freed CPU memory in the process (glibc only; False elsewhere). A program that allocates and frees
+    the same multi-MB arrays at every step (a loop-carried state, the temporaries of an op over it) otherwise
+    has glibc hand each one back to the kernel (blocks above the mmap threshold, or a trim of the heap's top)
+    and fault its pages in again, zeroed, at the next allocation: on the RT MMapGame (256 games, 1,041
+    buffers, 6 MB records per step) that was 40-45% of a move's CPU time (5,981 moves per CPU s against
+    10,592 with both thresholds raised, side by side in one process). Blocks up to 32 MB (glibc's largest
+    mmap threshold) come from the heap, and the heap is trimmed only above 256 MB free at its top."""
+    try:
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20))
+    except (OSError, AttributeError):  # not glibc
+        return False

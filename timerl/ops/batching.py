@@ -12,8 +12,9 @@ millisecond a call on torch). Each op's registry entry names its rule (``vectori
 - `reshaped`, `expanded`, `permuted`: the target shape or permutation gains the batch axis;
 - `discounted` (``discounted_sum``, a sum over axis 0 weighted by powers of gamma): the weights multiply axis 1;
 - `spatially_indexed` (``spatial_index``, ``spatial_scatter``): the key gains a whole slice for the batch axis;
-- `indexed` (``scatter`` and ``gather_fill``: index, src and x share every axis but the indexed one): operands
-  the same at every point are broadcast along the batch axis, and the indexed axis moves by one;
+- `indexed` (``scatter``, ``gather_fill``, ``gather``, ``scatter_add``: index and values share every axis but the
+  indexed one): operands the same at every point are broadcast along the batch axis, and the indexed axis moves by
+  one;
 - `VMAP`: no rule of its own; the executor uses the array library's vmap of the op's kernel.
 
 A rule is called as ``rule(attrs, ranks, axes, xp, kernel, kernel_with)``: ``ranks`` are each input's rank at one

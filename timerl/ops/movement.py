@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from timerl.ops.batching import VMAP, expanded, permuted, reshaped, shifted_axis, spatially_indexed
+from timerl.ops.batching import VMAP, expanded, indexed, permuted, reshaped, shifted_axis, spatially_indexed
 from timerl.ops.registry import (
     INT_DTYPES,
     MOVEMENT,
@@ -193,13 +193,13 @@ def _gather_shape(inputs, attrs):
     return [inputs[1].shape]
 
 
-register("gather", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
+register("gather", MOVEMENT, vectorize=indexed, incrementalize=NOT_A_REDUCTION,
          shape=_gather_shape, dtype=_dtype0,
          impl=lambda xp, x, index, dim: xp.take_along_axis(x, index, axis=dim),
          check_values=index_range("gather", 1, "dim"),
          grad=lambda F, ins, outs, g, a: [F.apply("scatter_add", g[0], ins[1], dim=a["dim"],
                                                   size=ins[0].shape[a["dim"]]), None])
-register("scatter_add", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
+register("scatter_add", MOVEMENT, vectorize=indexed, incrementalize=NOT_A_REDUCTION,
          shape=lambda ins, a: [ins[0].shape[:a["dim"]] + (a["size"],) + ins[0].shape[a["dim"] + 1:]],
          dtype=_dtype0, impl=_scatter_add,
          grad=lambda F, ins, outs, g, a: [F.gather(g[0], a["dim"], ins[1]), None])

@@ -27,6 +27,7 @@ from timerl.pdg.graph import Graph, Node, identity_read
 from timerl.ops.batching import batch_rule
 from timerl.ops.registry import ACCUMULATE, CONST, SINK
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
+from timerl.runtime.fusions import tanh_gradients
 from timerl.runtime.sizes import static_bytes
 from timerl.symbolic import compile_function
 from timerl.sched import ast
@@ -59,6 +60,11 @@ class BatchedGroup:
         # per member and input slot, planned once: read inside the group (INSIDE), a range read (WINDOW) or
         # a read of another group's points (GATHER)
         self.reads = {n.id: tuple(self._read_kind(n, edge) for edge in n.inputs) for n in self.members}
+        # g * (1 - y * y), the gradient of tanh that autodiff writes, as one kernel where the backend has one:
+        # last member -> (its kernel, g's (member, slot), y's (member, slot)); the two members before it fold in
+        self.tanh_grads = tanh_gradients(self.graph, self.members, self.inside, self.stored | self.windowed,
+                                         getattr(backend, "tanh_backward", None))
+        self.folded = {n for (_, _, _, chain) in self.tanh_grads.values() for n in chain}
 
     def _read_kind(self, node: Node, edge: Any) -> int:
         if edge.producer in self.inside and identity_read(edge, node, self.graph.nodes[edge.producer]):
@@ -115,7 +121,7 @@ class BatchedGroup:
             values, sinks = self._compute(chunk)
             transient = stored = 0
             for node in self.members:
-                if not node.outputs:
+                if not node.outputs or node.id in self.folded:
                     continue
                 value, batched = values[node.id]
                 if node.id in self.stored:
@@ -186,6 +192,17 @@ class BatchedGroup:
             arguments.append(value)
             return len(arguments) - 1
 
+        def operand(node: Node, slot: int, kind: str) -> tuple[int, bool, int | None]:
+            """Input ``slot`` of ``node``: (where, batched, the argument of its window's mask or None)."""
+            edge = node.inputs[slot]
+            if kind is INSIDE:
+                return (*refs[edge.producer], masks.get(edge.producer))
+            if kind is WINDOW:
+                value, mask = self._window(node, slot, points)
+                return -1 - argument(value), True, argument(mask)
+            value, batched = self._gather(node, slot, points)
+            return -1 - argument(value), batched, None
+
         for node in self.members:
             if node.category is CONST:
                 refs[node.id] = (-1 - argument(self.executable.namespace[f"C{node.id}"]), False)
@@ -196,18 +213,22 @@ class BatchedGroup:
             if node.category is SINK:
                 sinks.append(node)
                 continue
+            if node.id in self.folded:
+                continue
+            fused = self.tanh_grads.get(node.id)
+            if fused is not None:
+                (g_member, g_slot), (y_member, y_slot) = fused[1], fused[2]
+                g_where, g_batched, _ = operand(g_member, g_slot, self.reads[g_member.id][g_slot])
+                y_where, y_batched, _ = operand(y_member, y_slot, self.reads[y_member.id][y_slot])
+                refs[node.id] = (len(steps), g_batched or y_batched)
+                steps.append((node.id, (g_where, y_where), (0 if g_batched else None, 0 if y_batched else None)))
+                continue
             inputs, axes = [], []
             valid = None  # the argument holding the (N, L) mask of the window positions that exist
-            for slot, (edge, kind) in enumerate(zip(node.inputs, self.reads[node.id])):
-                if kind is INSIDE:
-                    where, batched = refs[edge.producer]
-                    valid = masks.get(edge.producer, valid)
-                elif kind is WINDOW:
-                    value, mask = self._window(node, slot, points)
-                    where, batched, valid = -1 - argument(value), True, argument(mask)
-                else:
-                    value, batched = self._gather(node, slot, points)
-                    where = -1 - argument(value)
+            for slot, kind in enumerate(self.reads[node.id]):
+                where, batched, mask = operand(node, slot, kind)
+                if mask is not None:
+                    valid = mask
                 inputs.append(where)
                 axes.append(0 if batched else None)
             if node.id in self.windowed:
@@ -229,11 +250,15 @@ class BatchedGroup:
         if function is not None:
             return function
 
+        fused = self.tanh_grads
+
         def members(*arguments: Any) -> list:
             results: list = []
             for node_id, inputs, axes in steps:
                 values = [arguments[-1 - k] if k < 0 else results[k] for k in inputs]
-                if any(a == 0 for a in axes):
+                if node_id in fused:  # the operands line up on their leading (batch) axis: no vmap needed
+                    results.append(fused[node_id][0](*values))
+                elif any(a == 0 for a in axes):
                     results.append(self._map(node_id, axes)(*values))
                 else:
                     results.append(self.kernels[node_id](*values))

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+import numpy as np
+
 from timerl.pdg.graph import TensorType
 
 
@@ -53,6 +55,8 @@ class BlockStore:
         # outputs with elements (an order token has none: its buffer rows are empty views, never written)
         self.written = tuple(k for k, t in enumerate(types)
                              if not all(isinstance(d, int) for d in t.shape) or math.prod(t.shape) > 0)
+        # the bytes of one point of each output (`block_axes` gives stores only to ops of static shapes)
+        self.output_bytes = tuple(math.prod(t.shape) * np.dtype(t.dtype).itemsize for t in types)
 
     def _split(self, point: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
         return point[:self.axis] + point[self.axis + 1:], point[self.axis]

@@ -45,19 +45,26 @@ def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int, 
     each one alone lowers the peak (then the others, largest points first); the smallest prefix that fits is
     found by bisection. Units of points smaller than
     ``budget / SWAP_FRACTION`` bytes are dropped (copies cost more than they save). Decided at compile time by
-    dry runs, so a program whose swapped peak fits never runs out of device memory."""
+    dry runs, so a program whose swapped peak fits never runs out of device memory.
+
+    The units are chosen with each fetch right before its reader; then every fetch moves as far ahead of its
+    reader as the budget allows (`ast.Fetch.distance`): the largest candidate distance whose dry run, with
+    the fetched bytes resident from the earlier fetch on, still fits (0 where none does)."""
 
     counter = _ByteCounter(graph, groups, bounds, transient)
-    replay = counter.build(schedule.root, ())  # built once, run once per trial
+    every_unit = set(_swap_units(schedule.root))
+    at_readers = counter.build(_only_swaps_of(schedule.root, every_unit, 0), ())  # built once, run per trial
 
-    def peak(kept: set[int]) -> int:
+    def peak(kept: set[int], replay: Run = at_readers) -> int:
         counter.swapping, counter.live, counter.peak = kept, 0, 0
+        counter.freed.clear()
+        counter.away.clear()
         replay([])
         return counter.peak
 
     base = peak(set())
     if base <= budget:
-        return ast.Schedule(_only_swaps_of(schedule.root, set()), schedule.labels)
+        return ast.Schedule(_only_swaps_of(schedule.root, set(), 0), schedule.labels)
     sizes = counter
     units = {unit: group for unit, group in _swap_units(schedule.root).items()
              if sizes.largest(group) * SWAP_FRACTION >= budget}
@@ -73,7 +80,21 @@ def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int, 
             middle = (low + high) // 2
             low, high = (low, middle) if peak(set(order[:middle])) <= budget else (middle, high)
         kept = high
-    return ast.Schedule(_only_swaps_of(schedule.root, set(order[:kept])), schedule.labels)
+    chosen = set(order[:kept])
+    fits = peak(chosen) <= budget
+    distances = sorted(_fetch_distances(schedule.root) - {0}, reverse=True) if chosen and fits else []
+    for distance in distances:
+        program = _only_swaps_of(schedule.root, chosen, distance)
+        if peak(chosen, counter.build(program, ())) <= budget:
+            return ast.Schedule(program, schedule.labels)
+    return ast.Schedule(_only_swaps_of(schedule.root, chosen, 0), schedule.labels)
+
+
+def _fetch_distances(node: ast.AstNode) -> set[int]:
+    """The distances of the fetches in the program (`ast.Fetch.distance`)."""
+    if isinstance(node, ast.Fetch):
+        return {node.distance}
+    return set().union(*(_fetch_distances(child) for child in _children(node)))
 
 
 def _swap_units(node: ast.AstNode) -> dict[int, int]:
@@ -96,20 +117,33 @@ def _children(node: ast.AstNode) -> tuple:
     return ()
 
 
-def _only_swaps_of(node: ast.AstNode, kept: set[int]) -> ast.AstNode:
-    """The program without the offloads and fetches of swap units outside ``kept``."""
+def _only_swaps_of(node: ast.AstNode, kept: set[int], distance: int) -> ast.AstNode:
+    """The program without the offloads and fetches of swap units outside ``kept``, without the fetches of
+    other distances than ``distance``, and without the loops and conditionals left empty."""
     if isinstance(node, ast.Sequence):
-        body = tuple(_only_swaps_of(child, kept) for child in node.body
-                     if not isinstance(child, (ast.Offload, ast.Fetch)) or child.unit in kept)
-        return replace(node, body=body)
+        body = tuple(_only_swaps_of(child, kept, distance) for child in node.body if _kept(child, kept, distance))
+        return replace(node, body=tuple(child for child in body if child != _EMPTY))
     if isinstance(node, ast.Loop):
-        return replace(node, body=_only_swaps_of(node.body, kept))
+        body = _only_swaps_of(node.body, kept, distance)
+        return _EMPTY if body == _EMPTY else replace(node, body=body)
     if isinstance(node, ast.If):
-        orelse = None if node.orelse is None else _only_swaps_of(node.orelse, kept)
-        return replace(node, then=_only_swaps_of(node.then, kept), orelse=orelse)
-    if isinstance(node, (ast.Offload, ast.Fetch)) and node.unit not in kept:
-        return ast.Sequence(())
+        then = _only_swaps_of(node.then, kept, distance)
+        orelse = None if node.orelse is None else _only_swaps_of(node.orelse, kept, distance)
+        if orelse == _EMPTY:
+            orelse = None
+        return _EMPTY if then == _EMPTY and orelse is None else replace(node, then=then, orelse=orelse)
+    if not _kept(node, kept, distance):
+        return _EMPTY
     return node
+
+
+_EMPTY = ast.Sequence(())
+
+
+def _kept(node: ast.AstNode, kept: set[int], distance: int) -> bool:
+    if isinstance(node, ast.Fetch):
+        return node.unit in kept and node.distance == distance
+    return not isinstance(node, ast.Offload) or node.unit in kept
 
 
 class _ByteCounter(AstInterpreter):
@@ -119,6 +153,10 @@ class _ByteCounter(AstInterpreter):
         self.graph, self.groups, self.transient = graph, groups, transient
         self.bounds = {bound: int(value) for bound, value in bounds.items()}
         self.live = self.peak = 0
+        # the pool's state of each stored point that the byte counts depend on, keys (member, point): bytes
+        # freed already (some outputs, each after its own last reader), and the points on the host
+        self.freed: dict[tuple, int] = {}
+        self.away: set[tuple] = set()
         self.swapping: set[int] | None = None  # swap units whose offloads and fetches count (None: all),
         # read as the replay runs: one built replay serves every trial of `choose_swaps`
 
@@ -176,33 +214,59 @@ class _ByteCounter(AstInterpreter):
         return execute
 
     def _deallocate(self, node: ast.Deallocate, scope) -> Run:
-        """Whole members, or (`timeline.Freed`) some of their outputs."""
-        size = (self._whole(self.groups[node.node].freed_later) if node.parts is None
-                else self._bytes(node.parts))
-        frees = self._at(size, node.point, scope)
+        """Whole members, or (`timeline.Freed`) some of their outputs, as the pool frees them: bytes of a member
+        on the host leave the host, and a member leaves the pool when its last outputs are freed."""
+        where = compile_function(node.point, scope)
+        parts = (tuple((m, None) for m in self.groups[node.node].freed_later) if node.parts is None
+                 else node.parts)
+        sizes = [(member, self._at(self._whole((member,)), node.point, scope),
+                  None if outputs is None else self._at(self._bytes(((member, outputs),)), node.point, scope))
+                 for member, outputs in parts]
+        freed, away = self.freed, self.away
 
         def deallocate(counters: list) -> None:
-            self.live -= frees(counters)
+            point = where(*counters)
+            for member, whole, part in sizes:
+                key = (member, point)
+                before = freed.pop(key, 0)
+                size = whole(counters) - before if part is None else part(counters)
+                if part is not None and before + size < whole(counters):
+                    freed[key] = before + size
+                if key in away:
+                    if part is None or key not in freed:
+                        away.discard(key)
+                else:
+                    self.live -= size
 
         return deallocate
 
     def _offload(self, node: ast.Offload, scope) -> Run:
-        moved = self._at(self._whole(self.groups[node.node].freed_later), node.point, scope)
-        unit = node.unit
-
-        def offload(counters: list) -> None:
-            if self.swapping is None or unit in self.swapping:
-                self.live -= moved(counters)
-
-        return offload
+        """What is left of each member (outputs freed after their own last reader do not move) goes to the
+        host; members there already stay (as in the pool)."""
+        return self._move(node, scope, -1)
 
     def _fetch(self, node: ast.Fetch, scope) -> Run:
-        moved = self._at(self._whole(self.groups[node.node].freed_later), node.point, scope)
-        unit = node.unit
+        return self._move(node, scope, 1)
 
-        def fetch(counters: list) -> None:
-            if self.swapping is None or unit in self.swapping:
-                self.live += moved(counters)
-                self.peak = max(self.peak, self.live)
+    def _move(self, node: ast.Offload | ast.Fetch, scope, sign: int) -> Run:
+        where = compile_function(node.point, scope)
+        members = node.members or self.groups[node.node].freed_later
+        sizes = [(member, self._at(self._whole((member,)), node.point, scope)) for member in members]
+        unit, freed, away = node.unit, self.freed, self.away
 
-        return fetch
+        def move(counters: list) -> None:
+            if self.swapping is not None and unit not in self.swapping:
+                return
+            point = where(*counters)
+            for member, whole in sizes:
+                key = (member, point)
+                if (key in away) == (sign < 0):  # already there: the pool moves nothing
+                    continue
+                if sign < 0:
+                    away.add(key)
+                else:
+                    away.discard(key)
+                self.live += sign * (whole(counters) - freed.get(key, 0))
+            self.peak = max(self.peak, self.live)
+
+        return move

@@ -213,7 +213,7 @@ class _Interpreter(AstInterpreter):
         executable = self.executable
 
         def run(counters: list) -> None:
-            executable.pool.pinned.clear()
+            executable.pool.next_statement()
             function(where(*counters))
 
         return run
@@ -250,7 +250,7 @@ class _Interpreter(AstInterpreter):
 
     def _move(self, node, scope, verb: str) -> Run:
         where = compile_function(node.point, scope)
-        members = self.executable.groups[node.node].freed_later
+        members = node.members or self.executable.groups[node.node].freed_later
         executable = self.executable
 
         def run(counters: list) -> None:

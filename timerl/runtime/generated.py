@@ -3,6 +3,7 @@ the failure report naming the op and point, and the UDF call planned once."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -18,17 +19,30 @@ SKIP = object()  # what a reader returns where its edge's condition does not hol
 
 def udf_call(node: Node, backend: Any) -> Callable[[tuple, list], tuple]:
     """A UDF at a point: its inputs as NumPy arrays, its outputs converted to the declared dtypes (what
-    `evaluate` does for a udf, with everything that is the same at every point decided once)."""
+    `evaluate` does for a udf, with everything that is the same at every point decided once). An output
+    declared with no elements (an environment's order token) has no values to convert: it is one backend
+    array made here, shared by every point."""
     attrs = node.attrs.as_dict()
     fn, names = attrs["fn"], [d.name for d in node.domain]
-    dtypes = [np.dtype(t.dtype) for t in attrs["outputs"]]
+    declared = attrs["outputs"]
+    dtypes = [np.dtype(t.dtype) for t in declared]
     to_numpy, from_numpy, asarray = backend.to_numpy, backend.from_numpy, np.asarray
+    empty = [backend.from_numpy(np.zeros(t.shape, d))
+             if all(isinstance(n, int) for n in t.shape) and math.prod(t.shape) == 0 else None
+             for t, d in zip(declared, dtypes)]
+    if not any(e is not None for e in empty):
+        def call(point: tuple, inputs: list) -> tuple:
+            results = fn(dict(zip(names, point)), *[to_numpy(v) for v in inputs])
+            return tuple(from_numpy(asarray(v, dtype=d)) for v, d in zip(results, dtypes))
 
-    def call(point: tuple, inputs: list) -> tuple:
+        return call
+    converted = [(d, e) for d, e in zip(dtypes, empty)]
+
+    def call_with_empty(point: tuple, inputs: list) -> tuple:
         results = fn(dict(zip(names, point)), *[to_numpy(v) for v in inputs])
-        return tuple(from_numpy(asarray(v, dtype=d)) for v, d in zip(results, dtypes))
+        return tuple(from_numpy(asarray(v, dtype=d)) if e is None else e for v, (d, e) in zip(results, converted))
 
-    return call
+    return call_with_empty
 
 
 def _no_input() -> None:

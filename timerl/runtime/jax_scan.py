@@ -24,8 +24,14 @@ segment, one scan each (``t == 0``, ``1 <= t < T - 1``, ``t == T - 1``). Each di
 The loop qualifies when: it is not vectorized (`timerl.runtime.batch` runs such loops statement by statement);
 its body has no inner loops; every member of every statement is a pure jax kernel with static shapes (no
 source, sink, UDF or range read), a merge or a constant; each group runs in no other statement
-of the program; and every read of a value the loop computes is at the same iteration or the one before, at the
-same outer point. Reads of values computed before the loop must not depend on the loop's counter. At run time,
+of the program; each statement's point is the outer point and the loop's counter plus a shift, or minus it
+(isl runs a backward recurrence, GAE's ``adv[t] = delta[t] + c * adv[t + 1]``, with a counter going up while
+``t`` goes down: such loops run forwards over the counter and store their rows in the order of ``t``); and
+every read of a value the loop computes is made at the same iteration or the one before, at the same outer
+point (a statement isl shifted by one, ``f[t + 2] = f[t] + f[t + 1]``, reads the previous iteration's). Values
+computed before the loop are read either at one point for the whole loop (a parameter) or at one point per
+iteration along the loop's dimension (the rollout's values, read by GAE): those are stacked and become the
+scan's ``xs``. At run time,
 a read that would need a value the loop never computed (an error the point-by-point program reports with its
 own message) sends the whole run to the point-by-point program. Only without a device budget (the pool then
 sees the loop's stored values as they are after the loop).
@@ -50,17 +56,20 @@ from timerl.runtime.jax_plan import JaxGroupLowering, checked
 from timerl.runtime.sizes import static_bytes
 from timerl.runtime.statements import flatten, freed_parts
 from timerl.runtime.walk import AstInterpreter, Run
+from timerl.sched.peel import pinned_value
 from timerl.symbolic import TRUE, Symbol, compile_function
 from timerl.sched import ast
 
-LOCAL, CARRIED, INVARIANT = "local", "carried", "invariant"
+LOCAL, CARRIED, INVARIANT, SLICED = "local", "carried", "invariant", "sliced"
 _log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class _Read:
-    """One input of a member: a value of this iteration (``LOCAL``), of the previous one (``CARRIED``), or
-    from the pool, the same at every iteration (``INVARIANT``, its key a function of the outer counters);
+    """One input of a member: a value of this iteration (``LOCAL``), of the previous one (``CARRIED``), from
+    the pool, the same at every iteration (``INVARIANT``, its key a function of the outer counters), or from
+    the pool, one point per iteration (``SLICED``: a value of before the loop read along the loop's dimension,
+    its key a function of the outer counters and the loop's; passed to the scan as one stacked array);
     ``test`` is the index of its condition among the loop's tests, None when it always holds."""
 
     kind: str
@@ -80,7 +89,7 @@ class _Statement:
     reads: tuple[tuple[_Read, ...], ...]
     guard: Callable | None
     stored: tuple[int, ...]
-    prefix: Callable  # the point's coordinates other than the loop's, from the outer counters
+    prefix: Callable  # the point's coordinates other than the loop's, and its last one at counter 0
 
 
 class _Unsupported(Exception):
@@ -141,9 +150,12 @@ class ScannedLoop:
         if not body_groups or len(set(body_groups)) != len(body_groups) or any(
                 _executions(executable.schedule.root, leaf.node) != 1 for _, leaf in executes + hoisted):
             raise _Unsupported("a group that also runs elsewhere")
-        if any(not leaf.point or leaf.point[-1].python() != var.python()
-               or any(var in e.symbols() for e in leaf.point[:-1]) for _, leaf in executes):
-            raise _Unsupported("a statement whose point is not (outer point, the loop's counter)")
+        slopes = {_slope(leaf.point[-1], var) if leaf.point else None for _, leaf in executes}
+        if len(slopes) != 1 or slopes & {None} or any(var in e.symbols() for _, leaf in executes
+                                                      for e in leaf.point[:-1]):
+            raise _Unsupported("a statement whose point is not (outer point, the loop's counter +- a shift), "
+                               "or statements running in opposite directions")
+        self.slope = slopes.pop()  # 1, or -1: isl's loop over a backward recurrence (GAE's adv[t + 1])
         self.group_of = {m: g for g in body_groups for m in executable.groups[g].members}
         if any(e.producer in self.group_of for _, leaf in hoisted for m in executable.groups[leaf.node].members
                for e in graph.nodes[m].inputs):
@@ -155,6 +167,7 @@ class ScannedLoop:
         self.order = {g: k for k, g in enumerate(body_groups)}
         self.points = {leaf.node: leaf.point for _, leaf in executes}
         self.tests: list[Callable] = []  # conditions of the body, functions of the counters and the loop's
+        self.test_conditions: list[tuple] = []  # the same, as conditions
         self.statements = [self._statement(conditions, leaf) for conditions, leaf in executes]
         self.carried = sorted({(r.producer, r.output) for s in self.statements for reads in s.reads for r in reads
                                if r.kind == CARRIED})
@@ -163,12 +176,20 @@ class ScannedLoop:
         self.compiled: dict = {}
         self.plans: dict = {}
         self.runs = 0
+        # the outer counters that the conditions read: the iterations' outcomes (and which frees run where) are
+        # the same for every outer point that agrees on them, so they are computed once per such point and bounds
+        conditions = [c for c, _ in leaves] + self.test_conditions
+        read = {symbol.name for group in conditions for cond in group for symbol in cond.symbols()}
+        self.deciding = tuple(k for k, symbol in enumerate(scope) if symbol.name in read)
+        self.schedules: dict = {}  # (deciding counters, start, stop) -> (segments, frees' iterations)
+        self.reads_of: dict = {}  # (outcome, kind) -> the active reads of that kind
 
     # ---- lowering --------------------------------------------------------------------------------------------------
     def _test(self, conditions: tuple) -> int | None:
         if not conditions:
             return None
         self.tests.append(compile_function(tuple(conditions), self.inner))
+        self.test_conditions.append(tuple(conditions))
         return len(self.tests) - 1
 
     def _statement(self, conditions: tuple, leaf: ast.Execute) -> _Statement:
@@ -187,8 +208,9 @@ class ScannedLoop:
         body = set(self.group_of)
         stored = tuple(m for m in group.freed_later
                        if any(consumer not in body for consumer, _ in self.graph.consumers(m)))
+        origin = leaf.point[-1].substitute({self.inner[-1]: 0})
         return _Statement(leaf.node, members, tuple(reads), self._test(conditions), stored,
-                          compile_function(leaf.point[:-1], self.scope))
+                          compile_function(leaf.point[:-1] + (origin,), self.scope))
 
     def _read(self, member: Node, edge, leaf: ast.Execute) -> _Read:
         group = leaf.node
@@ -201,21 +223,28 @@ class ScannedLoop:
         bounds = self.executable.bounds
         index = [item.expr.substitute(bounds).substitute(rename) for item in edge.index]
         test = None
+        condition = edge.condition.substitute(bounds).substitute(rename)
         if edge.condition is not TRUE:
-            test = self._test((edge.condition.substitute(bounds).substitute(rename),))
+            test = self._test((condition,))
         var = self.inner[-1]
         writer = self.group_of.get(edge.producer)
         if writer is None:
-            if any(var in e.symbols() for e in index):
-                raise _Unsupported(f"{member.label()} reads a value of before the loop that changes with the loop")
-            return _Read(INVARIANT, edge.producer, edge.output, test, compile_function(tuple(index), self.scope))
+            if not any(var in e.symbols() for e in index):
+                return _Read(INVARIANT, edge.producer, edge.output, test, compile_function(tuple(index), self.scope))
+            if any(var in e.symbols() for e in index[:-1]) or _slope(index[-1], var) is None:
+                raise _Unsupported(f"{member.label()} reads a value of before the loop across the loop's steps")
+            return _Read(SLICED, edge.producer, edge.output, test, compile_function(tuple(index), self.inner))
         written_at = self.points[writer]
         if len(index) != len(written_at):
             raise _Unsupported(f"{member.label()} reads at another rank")
         for expr, coordinate in zip(index[:-1], written_at[:-1]):
             if (expr - coordinate).constant_value() != 0:
                 raise _Unsupported(f"{member.label()} reads another outer point")
-        distance = (var - index[-1]).constant_value()
+        shift = (written_at[-1] - index[-1]).constant_value()  # the writer's point at this iteration, less the read
+        at = pinned_value(condition, var) if shift is None and edge.condition is not TRUE else None
+        if at is not None:  # a read made at one iteration only (adv[i, T - 1] = delta[i, T - 1])
+            shift = (written_at[-1] - index[-1]).substitute({var: at}).constant_value()
+        distance = None if shift is None else shift * self.slope  # iterations back
         if distance == 0 and self.order[writer] < self.order[group]:
             return _Read(LOCAL, edge.producer, edge.output, test)
         if distance == 1:
@@ -239,13 +268,7 @@ class ScannedLoop:
         start, stop = self.limits(*outer)
         if stop <= start:
             return
-        outcomes = [tuple(all(test(*outer, c)) for test in self.tests) for c in range(start, stop)]
-        segments: list[list] = []  # [outcomes, first iteration, count]
-        for c, outcome in zip(range(start, stop), outcomes):
-            if segments and segments[-1][0] == outcome:
-                segments[-1][2] += 1
-            else:
-                segments.append([outcome, c, 1])
+        segments, free_iterations = self._schedule(outer, start, stop)
         plan = self._plan(tuple((o, n) for o, _, n in segments))
         if plan is None:
             self.fallback(counters)
@@ -259,6 +282,13 @@ class ScannedLoop:
                     self.fallback(counters)
                     return
                 invariants[(read.producer, read.output, key[1])] = None
+        sliced: list[list[tuple]] = []  # per segment, per active sliced read: its keys, one per iteration
+        for outcome, first, count in segments:
+            sliced.append([[(read.producer, tuple(read.key(*outer, c))) for c in range(first, first + count)]
+                           for read in self._active_sliced(outcome)])
+            if not all(pool.has(key) for keys in sliced[-1] for key in keys):
+                self.fallback(counters)
+                return
         for test, function, where in self.hoisted:
             first = next((c for c in range(start, stop) if test is None or all(test(*outer, c))), None)
             if first is not None:
@@ -269,23 +299,29 @@ class ScannedLoop:
             raise TimeRLError(f"internal error: a compiled loop read {missing}, never stored (a scheduling bug)")
         self.runs += 1
         carry = tuple(self._zeros(producer, output) for producer, output in self.carried)
-        prefixes = [tuple(s.prefix(*outer)) for s in self.statements]
+        prefixes = [tuple(s.prefix(*outer)) for s in self.statements]  # (outer coordinates..., origin)
         traced_prefixes = tuple(tuple(np.int64(c) for c in prefix) for prefix in prefixes)
         prefix_of = {m: prefix for s, prefix in zip(self.statements, prefixes) for m in s.stored}
         pieces: dict[int, list] = {}
         points: dict[int, list] = {}
-        for (outcome, first, count) in segments:
-            function, arguments = self._compiled(outcome, count)
+        slope = self.slope
+        for (outcome, first, count), keys in zip(segments, sliced):
+            function, arguments, sliced_reads = self._compiled(outcome, count)
             values = tuple(with_values[(r.producer, r.output, tuple(r.key(*outer)))] for r in arguments)
-            carry, rows, found = function(traced_prefixes, np.int64(first), carry, values)
+            rows_of = tuple(self._stacked(keys_of_read, read.output) for keys_of_read, read in zip(keys, sliced_reads))
+            carry, rows, found = function(traced_prefixes, np.int64(first), carry, values, rows_of)
             if found is not None:
                 self._raise_first(outcome, prefixes, first, found)
             for member, row in zip(self._stored(outcome), rows):
                 pieces.setdefault(member, []).append(row)
-                points.setdefault(member, []).extend(prefix_of[member] + (c,) for c in range(first, first + count))
+                *before, origin = prefix_of[member]
+                points.setdefault(member, []).extend(tuple(before) + (slope * c + origin,)
+                                                     for c in range(first, first + count))
         xp = self.backend.xp
         for member, arrays in pieces.items():
             value = arrays[0] if len(arrays) == 1 else xp.concatenate(arrays)
+            if slope < 0:  # a backward loop: its stack in the order of the points, as later reads take it
+                value, points[member] = xp.flip(value, axis=0), points[member][::-1]
             size = static_bytes(self.graph.nodes[member])
             if hasattr(pool, "store_stack"):
                 pool.store_stack(member, points[member], (value,), size)
@@ -293,18 +329,33 @@ class ScannedLoop:
                 for row, point in zip(self.backend.unstack(value), points[member]):
                     pool.store((member, point), (row,), size)
         freed: dict[tuple, list] = {}  # (member, outputs, count) -> its points, freed in one pool call each
-        for c in range(start, stop):
-            for test, where, parts in self.frees:
-                if test is not None and not all(test(*outer, c)):
-                    continue
-                point = tuple(where(*outer, c))
-                for part in parts:
-                    freed.setdefault(part, []).append((part[0], point))
+        for (_, where, parts), iterations in zip(self.frees, free_iterations):
+            points = [tuple(where(*outer, c)) for c in iterations]
+            for part in parts:
+                freed.setdefault(part, []).extend((part[0], point) for point in points)
         for (_, outputs, count), keys in freed.items():
             if outputs is None:
                 pool.free_many(keys)
             else:
                 pool.free_outputs_many(keys, outputs, count)
+
+    def _schedule(self, outer: tuple, start: int, stop: int) -> tuple[list, list]:
+        """The segments of a run, ``(outcomes, first iteration, count)``, and the iterations at which each
+        free runs; computed once per value of the outer counters the conditions read (and bounds)."""
+        key = (tuple(outer[k] for k in self.deciding), start, stop)
+        found = self.schedules.get(key)
+        if found is not None:
+            return found
+        segments: list[list] = []  # [outcomes, first iteration, count]
+        for c in range(start, stop):
+            outcome = tuple(all(test(*outer, c)) for test in self.tests)
+            if segments and segments[-1][0] == outcome:
+                segments[-1][2] += 1
+            else:
+                segments.append([outcome, c, 1])
+        frees = [[c for c in range(start, stop) if test is None or all(test(*outer, c))] for test, _, _ in self.frees]
+        found = self.schedules[key] = ([tuple(segment) for segment in segments], frees)
+        return found
 
     def _raise_first(self, outcome: tuple, prefixes: list[tuple], first: int, found: tuple) -> None:
         """Raise the error of the first check of input values that failed in a segment (`first_violation`'s
@@ -316,7 +367,8 @@ class ScannedLoop:
         checks = [(member, statement) for statement in self._executed(outcome) for member in statement.members
                   if checked(member)]
         member, statement = checks[int(codes[k]) - 1]
-        point = prefixes[self.statements.index(statement)] + (first + k,)
+        *before, origin = prefixes[self.statements.index(statement)]
+        point = tuple(before) + (self.slope * (first + k) + origin,)
         raise_violation(member, point, np.asarray(found[1])[k])
 
     def _zeros(self, producer: int, output: int) -> Any:
@@ -332,15 +384,36 @@ class ScannedLoop:
     def _active(self, read: _Read, outcome: tuple) -> bool:
         return read.test is None or outcome[read.test]
 
-    def _active_invariants(self, outcome: tuple) -> list[_Read]:
-        found, seen = [], set()
+    def _active_invariants(self, outcome: tuple, kind: str = INVARIANT) -> list[_Read]:
+        """The reads of ``kind`` (``INVARIANT`` or ``SLICED``) made at iterations with these outcomes."""
+        cached = self.reads_of.get((outcome, kind))
+        if cached is not None:
+            return cached
+        found: list[_Read] = []
+        seen: set = set()
+        self.reads_of[(outcome, kind)] = found
         for statement in self._executed(outcome):
             for member, reads in zip(statement.members, statement.reads):
                 for read in self._inputs(member, reads, outcome):
-                    if read.kind == INVARIANT and (read.producer, read.output, read.key) not in seen:
+                    if read.kind == kind and (read.producer, read.output, read.key) not in seen:
                         seen.add((read.producer, read.output, read.key))
                         found.append(read)
         return found
+
+    def _active_sliced(self, outcome: tuple) -> list[_Read]:
+        return self._active_invariants(outcome, SLICED)
+
+    def _stacked(self, keys: list[tuple], output: int) -> Any:
+        """A sliced read's points as one array, a row per iteration (a slice of a stack where they are one)."""
+        pool = self.executable.pool
+        batch = getattr(pool, "batch", None)
+        stacked = None if batch is None else batch(keys, output)
+        if stacked is None and self.slope < 0 and batch is not None:  # a backward loop reads a stack backwards
+            stacked = batch(keys[::-1], output)
+            stacked = None if stacked is None else self.backend.xp.flip(stacked, axis=0)
+        if stacked is None:
+            stacked = self.backend.stack([pool.load(key)[output] for key in keys])
+        return stacked
 
     def _inputs(self, member: Node, reads: tuple[_Read, ...], outcome: tuple) -> list[_Read]:
         """The reads a member makes at an iteration with these outcomes (a merge: its first active input)."""
@@ -372,33 +445,38 @@ class ScannedLoop:
         self.plans[shape] = ok or None
         return self.plans[shape]
 
-    def _compiled(self, outcome: tuple, count: int) -> tuple[Callable, list[_Read]]:
+    def _compiled(self, outcome: tuple, count: int) -> tuple[Callable, list[_Read], list[_Read]]:
         key = (outcome, count)
         found = self.compiled.get(key)
         if found is None:
             found = self.compiled[key] = self._build(outcome, count)
         return found
 
-    def _build(self, outcome: tuple, count: int) -> tuple[Callable, list[_Read]]:
-        """One segment as a jitted function ``(each statement's point without the loop's coordinate, first
-        iteration, carry, invariants) -> (carry, stored rows)``."""
+    def _build(self, outcome: tuple, count: int) -> tuple[Callable, list[_Read], list[_Read]]:
+        """One segment as a jitted function ``(each statement's point without the loop's coordinate and its
+        origin, first iteration, carry, invariants, sliced reads' rows) -> (carry, stored rows)``."""
         import jax
 
         xp = self.backend.xp
         arguments = self._active_invariants(outcome)
         slot = {(r.producer, r.output, r.key): k for k, r in enumerate(arguments)}
+        sliced_reads = self._active_sliced(outcome)
+        sliced_slot = {(r.producer, r.output, r.key): k for k, r in enumerate(sliced_reads)}
+        slope = self.slope
         executed = self._executed(outcome)
         carried = {key: k for k, key in enumerate(self.carried)}
         kernels = {m.id: self._kernel(m) for s in executed for m in s.members}
         stored = self._stored(outcome)
         position = {s.group: k for k, s in enumerate(self.statements)}
 
-        def body(state, c):
+        def body(state, step):
             prefixes, carry, invariants = state
+            c, rows = step
             values: dict[tuple[int, int], Any] = {}
             found = []  # the members' checks of input values, in the order they run
             for statement in executed:
-                point = tuple(prefixes[position[statement.group]]) + (c,)
+                *before, origin = prefixes[position[statement.group]]
+                point = tuple(before) + (slope * c + origin,)
                 for member, reads in zip(statement.members, statement.reads):
                     inputs = []
                     for read in self._inputs(member, reads, outcome):
@@ -406,6 +484,8 @@ class ScannedLoop:
                             inputs.append(values[(read.producer, read.output)])
                         elif read.kind == CARRIED:
                             inputs.append(carry[carried[(read.producer, read.output)]])
+                        elif read.kind == SLICED:
+                            inputs.append(rows[sliced_slot[(read.producer, read.output, read.key)]])
                         else:
                             inputs.append(invariants[slot[(read.producer, read.output, read.key)]])
                     if member.category is MERGE:
@@ -422,12 +502,12 @@ class ScannedLoop:
             return (prefixes, following, invariants), (tuple(values[(m, 0)] for m in stored),
                                                        first_violation(xp, found))
 
-        def segment(prefixes, first, carry, invariants):
+        def segment(prefixes, first, carry, invariants, sliced):
             (_, carry, _), (rows, found) = jax.lax.scan(body, (prefixes, carry, invariants),
-                                                        first + xp.arange(count))
+                                                        (first + xp.arange(count), sliced))
             return carry, rows, found
 
-        return jax.jit(segment), arguments
+        return jax.jit(segment), arguments, sliced_reads
 
     def _kernel(self, member: Node) -> Callable:
         if member.category is CONST:
@@ -445,3 +525,11 @@ class ScannedLoop:
 def _executions(root: ast.AstNode, group: int) -> int:
     """How many statements of the program run ``group``."""
     return sum(isinstance(node, ast.Execute) and node.node == group for node in ast.every_node(root))
+
+
+def _slope(expr: Any, var: Symbol) -> int | None:
+    """1 or -1 where ``expr`` is the counter ``var`` plus or minus a shift that does not depend on it, else None."""
+    slope = (expr.substitute({var: var + 1}) - expr).constant_value()
+    if slope not in (1, -1) or var in (expr - var * slope).symbols():
+        return None
+    return slope

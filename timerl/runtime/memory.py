@@ -66,8 +66,11 @@ class MemoryPool:
         self.bytes_fetched = 0
         self.donated_bytes = 0
         # scheduled: statements the compiler placed; reactive: LRU evictions and fetches on a read (fallback)
+        # fetches_ahead: scheduled fetches with at least one statement run between the fetch and its reader
         self.swaps = {"scheduled_offloads": 0, "scheduled_fetches": 0, "reactive_offloads": 0,
-                      "reactive_fetches": 0}
+                      "reactive_fetches": 0, "fetches_ahead": 0}
+        self.statements = 0  # statements started (`next_statement`)
+        self.arriving: dict[Key, tuple[int, Callable[[], None] | None]] = {}  # fetched: (statement, wait for it)
         self.device: OrderedDict[Key, tuple[tuple[Any, ...], int]] = OrderedDict()  # least recently used first
         self.host: dict[Key, tuple[tuple[Any, ...], int]] = {}
         self.timeline = Timeline()
@@ -115,12 +118,19 @@ class MemoryPool:
     def nbytes_of(self, values: tuple[Any, ...]) -> int:
         return sum(self.backend.nbytes(v) for v in values)
 
+    def next_statement(self) -> None:
+        """A statement starts (with a budget): what the previous one read may be offloaded again."""
+        self.pinned.clear()
+        self.statements += 1
+
     def load(self, key: Key) -> tuple[Any, ...]:
         entry = self.device.get(key)
         if entry is not None:
             if self.swap:
                 self.device.move_to_end(key)
                 self.pinned.add(key)
+                if key in self.arriving:
+                    self._arrived(key)
             return entry[0]
         store = self.blocks.get(key[0])
         if store is not None:
@@ -140,13 +150,24 @@ class MemoryPool:
             self.timeline.add(self.device_bytes, self.host_bytes)
 
     def fetch(self, key: Key) -> None:
-        """A scheduled fetch, right before the reader that needs the point."""
+        """A scheduled fetch, before the reader that needs the point, possibly some statements ahead of it
+        (`timerl.sched.ast.Fetch.distance`): the copy is issued now (`fetch_ahead`: on a GPU on a stream of its
+        own) and waited for when the point is read."""
         if key in self.host:
-            self.get(key, lambda: self.describe(key), self.pinned)
+            self.get(key, lambda: self.describe(key), self.pinned, ahead=True)
             self.swaps["scheduled_fetches"] += 1
             self.timeline.add(self.device_bytes, self.host_bytes)
 
-    def get(self, key: Key, describe: Callable[[], str], pinned: set[Key]) -> tuple[Any, ...]:
+    def _arrived(self, key: Key) -> None:
+        """The first read of a point fetched ahead: wait for its copy; count it if statements ran meanwhile."""
+        fetched_at, wait = self.arriving.pop(key)
+        if wait is not None:
+            wait()
+        if self.statements > fetched_at + 1:
+            self.swaps["fetches_ahead"] += 1
+
+    def get(self, key: Key, describe: Callable[[], str], pinned: set[Key], ahead: bool = False
+            ) -> tuple[Any, ...]:
         store = self.blocks.get(key[0])
         if store is not None:
             return store.get(key[1])
@@ -157,7 +178,11 @@ class MemoryPool:
         values, size = self.host.pop(key)
         self.host_bytes -= size
         self._reserve(size, describe, pinned)
-        fetched = tuple(None if v is None else self.backend.to_device(v) for v in values)
+        if ahead:
+            fetched, wait = self.backend.fetch_ahead(values)
+            self.arriving[key] = (self.statements, wait)
+        else:
+            fetched = tuple(None if v is None else self.backend.to_device(v) for v in values)
         self.bytes_fetched += size
         self.device[key] = (fetched, size)
         self.device_bytes += size
@@ -182,6 +207,8 @@ class MemoryPool:
 
     def _drop(self, key: Key) -> None:
         """The point leaves the pool (the timeline is the caller's)."""
+        if self.arriving:
+            self.arriving.pop(key, None)
         store = self.blocks.get(key[0])
         if store is not None:
             store.free(key[1])
@@ -222,8 +249,7 @@ class MemoryPool:
         store = self.blocks.get(key[0])
         if store is not None:  # accounted only: a row's buffers go when all its points do (`BlockStore`)
             if key in self.block_bytes:
-                values = store.get(key[1])
-                size = sum(self.backend.nbytes(values[k]) for k in outputs)
+                size = sum(store.output_bytes[k] for k in outputs)
                 self.block_bytes[key] -= size
                 self.device_bytes -= size
             return
@@ -264,6 +290,9 @@ class MemoryPool:
             raise error
 
     def _offload(self, key: Key) -> None:
+        arriving = self.arriving.pop(key, None)
+        if arriving is not None and arriving[1] is not None:  # fetched ahead, never read: its copy first
+            arriving[1]()
         values, size = self.device.pop(key)
         self.device_bytes -= size
         self.host[key] = (tuple(None if v is None else self.backend.to_host(v) for v in values), size)

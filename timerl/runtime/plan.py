@@ -30,6 +30,7 @@ from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Edge, Graph, Node, Point, identity_read
 from timerl.runtime import rng
 from timerl.runtime.draws import DrawPrefetch
+from timerl.runtime.fusions import tanh_gradients
 from timerl.runtime.generated import udf_call
 from timerl.runtime.lifetimes import FRESH, free_after_last_use
 from timerl.runtime.sizes import output_bytes, static_bytes
@@ -108,12 +109,22 @@ class GroupLowering:
         folded = {matmul.id for matmul, _ in pairs.values()}
         chains = self._draw_chains(members, inside) if self.prefetch_draws else {}
         chained = {m.id for chain in chains.values() for m in chain[1:]}
+        tanh_grads = self._tanh_gradients(members, inside, stored, chained | set(chains))
+        tanh_folded = {n: last for last, (_, _, _, chain) in tanh_grads.items() for n in chain}
         donations = {} if not self.donation else self._donations(
-            members, inside, stored, folded | chained | set(chains),
-            {matmul.id: add for add, (matmul, _) in pairs.items()})
+            members, inside, stored, folded | chained | set(chains) | set(tanh_grads) | set(tanh_folded),
+            {**{matmul.id: add for add, (matmul, _) in pairs.items()}, **tanh_folded})
         for member in members:
             n = member.id
-            if n in chains:
+            if n in tanh_folded:  # computed by the tanh gradient that reads it (`_tanh_gradients`)
+                continue
+            if n in tanh_grads:
+                kernel, g, y, _ = tanh_grads[n]
+                self.ns[f"K{n}"] = kernel
+                body.append(f"m = {n}")
+                body.append(f"v{n}_0 = K{n}({g}, {y})")
+                outputs = [f"v{n}_0"]
+            elif n in chains:
                 prefetch = DrawPrefetch(member, chains[n], self.bounds[self.graph.bound_of(member.domain[-1])],
                                         self.ns["SEED"], self.backend,
                                         sum(static_bytes(m) or 0 for m in chains[n]))
@@ -183,6 +194,21 @@ class GroupLowering:
         function = ns[f"G{group.id}"]
         function.source = source
         return function
+
+    def _tanh_gradients(self, members: list[Node], inside: set[int], stored: set[int],
+                        elsewhere: set[int]) -> dict[int, tuple[Any, str, str, tuple[int, int]]]:
+        """Autodiff's gradient of tanh, ``g * (1 - y * y)``, as the backend's one kernel (`timerl.runtime.fusions`):
+        the last mul -> (kernel, g's and y's expressions, the two members folded into it), where every operand
+        is a plain read and no member of the chain is computed by other means (``elsewhere``)."""
+        kernel = None if self.jit_groups else getattr(self.backend, "tanh_backward", None)
+        found = tanh_gradients(self.graph, members, inside, stored, kernel)
+        planned = {}
+        for last, (kernel, (g_member, g_slot), (square, y_slot), chain) in found.items():
+            g_items, y_items = self._plain_items(g_member, inside), self._plain_items(square, inside)
+            if g_items is None or y_items is None or elsewhere & {last, *chain}:
+                continue
+            planned[last] = (kernel, g_items[g_slot], y_items[y_slot], chain)
+        return planned
 
     def _plain_items(self, member: Node, inside: set[int]) -> list[str] | None:
         """The member's inputs as Python expressions when every one is always read (a local variable or a

@@ -89,6 +89,9 @@ class StackedPool(MemoryPool):
         return whole if len(keys) == len(stack.points) else whole[start:start + len(keys)]
 
     def load(self, key: Key) -> tuple[Any, ...]:
+        stored = self.device.get(key)  # the common case first: a point stored on its own (no swapping here)
+        if stored is not None and not self.swap:
+            return stored[0]
         entry = self.stacked.get(key)
         if entry is None:
             return MemoryPool.load(self, key)
@@ -102,6 +105,25 @@ class StackedPool(MemoryPool):
 
     def has(self, key: Key) -> bool:
         return key in self.stacked or MemoryPool.has(self, key)
+
+    def free_many(self, keys: list[Key]) -> None:
+        """`free` at every key, with one entry in the timeline (a batched statement's points are rows of stacks:
+        each leaves the pool with one dictionary operation)."""
+        stacked, freed = self.stacked, 0
+        for key in keys:
+            entry = stacked.pop(key, None)
+            if entry is None:
+                MemoryPool._drop(self, key)
+            else:
+                freed += entry[2]
+        self.device_bytes -= freed
+        self.timeline.add(self.device_bytes, self.host_bytes)
+
+    def free_outputs_many(self, keys: list[Key], outputs: tuple[int, ...], count: int) -> None:
+        if len(outputs) >= count and not any(key in self.freed_outputs for key in keys):
+            self.free_many(keys)  # every output at once: the points go
+        else:
+            MemoryPool.free_outputs_many(self, keys, outputs, count)
 
     def _drop(self, key: Key) -> None:
         entry = self.stacked.pop(key, None)

@@ -50,21 +50,27 @@ class Deallocate:
 
 @dataclass(frozen=True)
 class Offload:
-    """Move the outputs of ``node`` at ``point`` from device to host memory; part of swap unit ``unit``
-    (`timerl.sched.timeline.Timeline.swap_pairs`), the fetch that brings them back has the same."""
+    """Move the stored ``members`` of group ``node`` at ``point`` (None: all of them) from device to host
+    memory; part of swap unit ``unit`` (`timerl.sched.timeline.Timeline.swap_pairs`), the fetch that brings
+    them back has the same."""
 
     node: int
     point: tuple[Expr, ...]
     unit: int = 0
+    members: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
 class Fetch:
-    """Move the outputs of ``node`` at ``point`` back from host to device memory."""
+    """Move the stored ``members`` of group ``node`` at ``point`` (None: all) back from host to device memory,
+    ``distance`` executions of the reading site ahead of the reader (`Timeline.swap_pairs`; a unit's fetch
+    comes in one version per candidate distance until `timerl.runtime.dryrun.choose_swaps` keeps one)."""
 
     node: int
     point: tuple[Expr, ...]
     unit: int = 0
+    members: tuple[int, ...] | None = None
+    distance: int = 0
 
 
 AstNode = Union[Loop, If, Sequence, Execute, Deallocate, Offload, Fetch]
@@ -100,8 +106,13 @@ class Schedule:
         else:
             verb = {Execute: "", Deallocate: "free ", Offload: "offload ", Fetch: "fetch "}[type(node)]
             point = ", ".join(str(e) for e in node.point)
-            which = "" if not isinstance(node, Deallocate) or node.parts is None else " outputs " + ", ".join(
-                f"%{member}.{k}" for member, outputs in node.parts for k in outputs)
+            which = ""
+            if isinstance(node, Deallocate) and node.parts is not None:
+                which = " outputs " + ", ".join(f"%{member}.{k}" for member, outputs in node.parts for k in outputs)
+            elif isinstance(node, (Offload, Fetch)) and node.members is not None:
+                which = " members " + ", ".join(f"%{member}" for member in node.members)
+            if isinstance(node, Fetch) and node.distance:
+                which += f" ahead {node.distance}"
             lines.append(f"{pad}{verb}{self.labels[node.node]}[{point}]{which}")
 
     def count(self, kind: type) -> int:

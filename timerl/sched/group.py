@@ -45,15 +45,13 @@ def _advances(edge: Edge, consumer: Node, producer: Node) -> bool:
     return False
 
 
-def group_nodes(graph: Graph, demand: Demand, fuse: bool = True, per_iteration: bool = True,
-                across_recurrences: bool = True) -> tuple[list[Group], dict[int, int]]:
+def group_nodes(graph: Graph, demand: Demand, fuse: bool = True, per_iteration: bool = True
+                ) -> tuple[list[Group], dict[int, int]]:
     """Greedy fusion along identity edges. Two groups merge only when every edge between them is an identity
     edge and no path leads from one to the other through a third group at the same point (that path would
     become a cycle); paths through recurrence edges move to another point and do not count. With
     ``per_iteration`` (with or without ``fuse``), groups that run once per outer iteration also merge with each
-    other (`_fuse_per_iteration`). ``across_recurrences``: a recurrence edge does not keep two groups apart
-    (off when swaps are planned: `timerl.runtime.dryrun.choose_swaps` then chose plans that needed reactive
-    swaps at run time on the pixel REINFORCE, tests/test_memory_large_observations.py; not understood yet)."""
+    other (`_fuse_per_iteration`)."""
     running = [n.id for n in graph.nodes if n.id in demand.demand and not demand.demand[n.id].is_empty()]
     running_set = set(running)
     parent = {n: n for n in running}
@@ -75,7 +73,7 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True, per_iteration: 
     # merged group's statement computed at an earlier step (a rollout's step and the observation it feeds back)
     advancing = {(e.producer, n.id) for n in graph.nodes if n.id in running_set for e in n.inputs
                  if e.producer in running_set and _advances(e, n, graph.nodes[e.producer])
-                 } if across_recurrences else set()
+                 }
     for u, v, identity in edges:
         if not identity and u != v and (u, v) not in advancing:
             blocked[u].add(v)

@@ -18,9 +18,11 @@ statement instance (and so every dependence); nothing is analysed, only the cond
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from timerl.sched import ast
 from timerl.symbolic import Expr, Symbol
-from timerl.symbolic_conditions import FALSE, TRUE, And, Compare, Cond, compare, conjunction
+from timerl.symbolic_conditions import FALSE, TRUE, And, Compare, Cond, Not, compare, conjunction, negation
 
 
 def peel(node: ast.AstNode) -> ast.AstNode:
@@ -42,13 +44,17 @@ def _peel_loop(loop: ast.Loop) -> ast.AstNode:
     children = list(loop.body.body) if isinstance(loop.body, ast.Sequence) else [loop.body]
     last = loop.stop - 1 if loop.step == 1 else None
     before: list[ast.AstNode] = []
-    while children and (moved := _at(children[0], loop.var, loop.start)) is not None:
-        before.append(moved)
-        children.pop(0)
+    while children and (split := _at(children[0], loop.var, loop.start, -1)) is not None:
+        before.append(split[0])
+        children[0:1] = [split[1]] if split[1] is not None else []
+        if split[1] is not None:
+            break
     after: list[ast.AstNode] = []
-    while children and last is not None and (moved := _at(children[-1], loop.var, last)) is not None:
-        after.insert(0, moved)
-        children.pop()
+    while children and last is not None and (split := _at(children[-1], loop.var, last, 1)) is not None:
+        after.insert(0, split[0])
+        children[-1:] = [split[1]] if split[1] is not None else []
+        if split[1] is not None:
+            break
     if not before and not after:
         return loop
     nonempty = compare(loop.start, "<", loop.stop)  # the loop runs at all (TRUE where the bounds are constant)
@@ -60,29 +66,62 @@ def _peel_loop(loop: ast.Loop) -> ast.AstNode:
     return ast.Sequence(tuple(outside))
 
 
-def _at(node: ast.AstNode, var: Symbol, value: Expr) -> ast.AstNode | None:
-    """``node`` outside the loop over ``var`` if it runs only where ``var == value`` (a guard with that
-    equality among its conjuncts, no else branch), with ``var`` replaced by ``value``; else None."""
-    if not isinstance(node, ast.If) or node.orelse is not None:
+def _at(node: ast.AstNode, var: Symbol, value: Expr, side: int) -> tuple[ast.AstNode, ast.AstNode | None] | None:
+    """Where ``node`` runs something only at ``var == value`` (the loop's first iteration, ``side`` -1, or its
+    last, 1): that part outside the loop, with ``var`` replaced by ``value``, and what stays in the loop (None:
+    nothing); else None. A branch ``if c: A else: B`` whose ``c`` or ``not c`` holds at ``value`` only gives
+    that side (``A`` or ``B``) and keeps the other one guarded, which runs the same instances."""
+    if not isinstance(node, ast.If):
         return None
-    parts = node.cond.parts if isinstance(node.cond, And) else (node.cond,)
-    for k, part in enumerate(parts):
-        if _pins(part, var, value):
-            rest = conjunction(*(p.substitute({var: value}) for j, p in enumerate(parts) if j != k))
-            if rest is FALSE:
-                return ast.Sequence(())
-            body = substitute(node.then, var, value)
-            return body if rest is TRUE else ast.If(rest, body)
+    for cond, body, other in ((node.cond, node.then, node.orelse), (negation(node.cond), node.orelse, node.then)):
+        if body is None:
+            continue
+        parts = cond.parts if isinstance(cond, And) else (cond,)
+        for k, part in enumerate(parts):
+            if _only_at(part, var, value, side):
+                rest = conjunction(*(p.substitute({var: value}) for j, p in enumerate(parts) if j != k))
+                moved = (ast.Sequence(()) if rest is FALSE else substitute(body, var, value) if rest is TRUE
+                         else ast.If(rest, substitute(body, var, value)))
+                kept = None if other is None else ast.If(negation(cond), other) if cond is node.cond else ast.If(
+                    node.cond, other)
+                return moved, kept
     return None
+
+
+def _only_at(cond: Cond, var: Symbol, value: Expr, side: int) -> bool:
+    """Whether, among the loop's iterations (``value`` the first, ``side`` -1, or the last, 1), ``cond`` holds
+    at ``value`` only: an equality of slope 1 or -1 in ``var`` holding there, or an inequality holding there
+    and not at the next iteration inwards (one side of a line: it fails at every iteration further in)."""
+    inner = cond.part if isinstance(cond, Not) else cond
+    if not isinstance(inner, Compare):
+        return False
+    difference = inner.left - inner.right
+    slope = (difference.substitute({var: var + 1}) - difference).constant_value()
+    if slope not in (1, -1) or var in (difference - var * slope).symbols():
+        return False
+    if inner.op in ("==", "!="):
+        return inner.op == "==" and cond is inner and _pins(inner, var, value)
+    return cond.substitute({var: value}) is TRUE and cond.substitute({var: value - side}) is FALSE
 
 
 def _pins(cond: Cond, var: Symbol, value: Expr) -> bool:
     """Whether ``cond`` is an equality that holds at ``var == value`` and nowhere else along ``var``."""
-    if not isinstance(cond, Compare) or cond.op != "==":
-        return False
-    difference = cond.left - cond.right
-    slope = (difference.substitute({var: var + 1}) - difference).constant_value()
-    return slope in (1, -1) and difference.substitute({var: value}).constant_value() == 0
+    pinned = pinned_value(cond, var)
+    return pinned is not None and (pinned - value).constant_value() == 0
+
+
+def pinned_value(cond: Cond, var: Symbol) -> Expr | None:
+    """The one value of ``var`` at which ``cond`` can hold, where one of its conjuncts is an equality of
+    slope 1 or -1 in ``var`` (``t - 8 == 7``: 15); else None."""
+    for part in cond.parts if isinstance(cond, And) else (cond,):
+        if not isinstance(part, Compare) or part.op != "==":
+            continue
+        difference = part.left - part.right
+        slope = (difference.substitute({var: var + 1}) - difference).constant_value()
+        rest = difference - var * slope if slope in (1, -1) else None
+        if rest is not None and var not in rest.symbols():
+            return rest * -slope
+    return None
 
 
 def substitute(node: ast.AstNode, var: Symbol, value: Expr) -> ast.AstNode:
@@ -101,5 +140,5 @@ def substitute(node: ast.AstNode, var: Symbol, value: Expr) -> ast.AstNode:
         return ast.Execute(node.node, point)
     if isinstance(node, ast.Deallocate):
         return ast.Deallocate(node.node, point, node.parts)
-    return type(node)(node.node, point, node.unit)  # Offload, Fetch
+    return replace(node, point=point)  # Offload, Fetch: their unit, members and distance kept
 

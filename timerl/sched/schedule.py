@@ -24,7 +24,8 @@ from timerl.sched.demand import Demand, analyze
 from timerl.sched.group import Group, group_nodes, is_internal, rename_relation
 from timerl.sched.isl_expr import guarded, isl_cond, isl_expr, pieces_of_all
 from timerl.sched.peel import peel
-from timerl.sched.timeline import READER, Timeline, deallocation_program, freed_units, upfront_groups
+from timerl.sched.timeline import (READER, Timeline, deallocation_program, freed_units, swapped_members,
+                                   upfront_groups)
 
 # Scheduling each weakly connected component whole (rather than SCC by SCC and then clustering) lets the
 # proximity constraints fuse producers with their consumers, e.g. a window read y[t:t+4] becomes one loop
@@ -71,8 +72,7 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
                      phases: dict[str, float], memory_aware: bool = False, swaps: bool = False,
                      per_iteration: bool = True) -> ScheduleResult:
     clock = time.process_time()
-    groups, group_of = group_nodes(graph, demand, fuse, per_iteration=per_iteration and not memory_aware,
-                                   across_recurrences=not swaps)
+    groups, group_of = group_nodes(graph, demand, fuse, per_iteration=per_iteration and not memory_aware)
     dependences: list[isl.Map] = []
     readers: dict[int, list[isl.Map]] = {g.id: [] for g in groups}
     output_readers: dict[tuple[int, int], list[isl.Map]] = {}  # (producer, output) -> reads from other groups
@@ -131,16 +131,22 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
     phases["ast"] = time.process_time() - clock
     clock = time.process_time()
     built: dict[str, isl.AstNode] = {}
-    units = freed_units(groups, readers, output_readers, {n.id: len(n.outputs) for n in graph.nodes})
+    outputs = {n.id: len(n.outputs) for n in graph.nodes}
+    units = freed_units(groups, readers, output_readers, outputs)
     frees = {key: _targets(deallocation_program(relation, timeline.domain(key), context, built),
                            [(u.group, u.parts) for u in units])
              for key, relation in timeline.last_readers(units).items()}
     if swaps:
-        units, offloads, fetches = timeline.swap_pairs(groups, readers)
-        targets = [(group_id, index) for index, (group_id, _) in enumerate(units)]
+        pairs, offloads, versions, fetches = timeline.swap_pairs(
+            swapped_members(groups, readers, output_readers, outputs), FETCH_DISTANCES)
+        whole = {g.id: g.freed_later for g in groups}  # members None: every stored member of the group
+        moved = [(m.group, None if m.members == whole[m.group] else m.members) for m, _ in pairs]
+        offload_targets = [(group, (unit, members)) for unit, (group, members) in enumerate(moved)]
+        fetch_targets = [(moved[unit][0], (unit, moved[unit][1], distance)) for unit, distance in versions]
         frees = {key: _Around(frees.get(key), *(
             _targets(deallocation_program(relation[key], timeline.domain(key), context, built), targets)
-            if key in relation else None for relation in (offloads, fetches)))
+            if key in relation else None for relation, targets in ((offloads, offload_targets),
+                                                                   (fetches, fetch_targets))))
             for key in set(frees) | set(offloads) | set(fetches)}
     body = [_after(ast.Execute(group_id, ()), frees.get(position), parameters)
             for position, group_id in enumerate(upfront)]
@@ -198,6 +204,10 @@ def _memory_aware(schedule: isl.Schedule, domain: isl.UnionSet, validity: isl.Un
         result = result.sequence(part)
     return result.insert_partial_schedule(outer)
 
+
+# How far ahead of its reader a scheduled fetch may be issued, in executions of the reading site: the candidates
+# that `timerl.runtime.dryrun.choose_swaps` tries against the budget (0, right before the reader, always fits)
+FETCH_DISTANCES = (1, 2, 4)
 
 _FAR = 10 ** 6  # a distance no window of a real program has: a dependence that can exceed it grows with a bound
 
@@ -331,7 +341,8 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_g
              verb: type = ast.Deallocate):
     """isl's AST as ours; ``frees`` are the deallocation programs to insert after each site, and in such a
     program ``F<j>`` frees ``freed_groups[j]``, a (group, parts) pair, or, with ``verb``, offloads or fetches
-    the group of ``freed_groups[j]``, a (group, swap unit) pair (`Timeline.swap_pairs`)."""
+    members of the group of ``freed_groups[j]``, a (group, (swap unit, members)) pair, or for a fetch (group,
+    (swap unit, members, distance)) (`Timeline.swap_pairs`)."""
     kind = node.get_type()
     if kind == isl.ast_node_type.block:
         children = node.block_get_children()
@@ -356,8 +367,9 @@ def _convert(node: isl.AstNode, loop_vars: dict[str, Expr], frees: dict, freed_g
         node_id = int(name[1:])
         pieces = pieces_of_all([call.get_op_arg(k) for k in range(1, call.get_op_n_arg())], loop_vars)
         if name[0] == "F":
-            group_id, detail = freed_groups[node_id]  # (group, parts) to free, (group, swap unit) to move
-            return guarded([(guard, verb(group_id, point, detail)) for guard, point in pieces])
+            group_id, detail = freed_groups[node_id]  # (group, parts) to free, (group, (unit, members, ...)) to move
+            details = (detail,) if verb is ast.Deallocate else detail
+            return guarded([(guard, verb(group_id, point, *details)) for guard, point in pieces])
         site = int(node.get_annotation().get_name()[1:])
         return guarded([(guard, _after(ast.Execute(node_id, point), frees.get(site), loop_vars))
                          for guard, point in pieces])

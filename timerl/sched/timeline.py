@@ -65,6 +65,43 @@ def freed_units(groups: list[Group], readers: dict[int, list[isl.Map]],
     return units
 
 
+@dataclass(frozen=True, eq=False)
+class Swapped:
+    """Stored members of group ``group`` that move between device and host together: those whose outputs
+    are read by the same reads ``readers`` (``{ S<consumer>[q] -> S<group>[p] }``). A fused group's members
+    can have very different readers (an environment step's reward, read by a window of returns, next to the
+    frame it feeds back, read by the backward pass); moved as one, bringing back a reward for its reader would
+    bring the frame back too."""
+
+    group: int
+    members: tuple[int, ...]
+    readers: tuple[isl.Map, ...]
+
+
+def swapped_members(groups: list[Group], readers: dict[int, list[isl.Map]],
+                    output_readers: dict[tuple[int, int], list[isl.Map]], outputs: dict[int, int]) -> list[Swapped]:
+    """One `Swapped` per group, or, where its stored members are read by different readers, one per set of
+    members with the same readers (a member's readers: those of all its outputs; the pool moves members
+    whole)."""
+    swapped: list[Swapped] = []
+    for group in groups:
+        if not group.freed_later:
+            continue
+        by_readers: dict[tuple[str, ...], list[int]] = {}
+        relations: dict[tuple[str, ...], list[isl.Map]] = {}
+        for member in group.freed_later:
+            reads = [read for k in range(outputs[member]) for read in output_readers.get((member, k), [])]
+            key = tuple(sorted({str(read) for read in reads}))
+            by_readers.setdefault(key, []).append(member)
+            relations.setdefault(key, list({str(read): read for read in reads}.values()))
+        if len(by_readers) == 1:
+            swapped.append(Swapped(group.id, group.freed_later, tuple(readers.get(group.id, ()))))
+            continue
+        for key, members in by_readers.items():
+            swapped.append(Swapped(group.id, tuple(members), tuple(relations[key])))
+    return swapped
+
+
 def upfront_groups(groups: list[Group], producers: dict[int, set[int]]) -> list[int]:
     """Domain-less groups that read only other such groups, in an order where producers come first."""
     upfront: list[int] = []
@@ -134,28 +171,36 @@ class Timeline:
         at ``q``."""
         return self._by_site(self._uses(freed, lambda uses: uses.lexmax()))
 
-    def swap_pairs(self, groups: list[Group], readers: dict[int, list[isl.Map]]
-                   ) -> tuple[list[tuple[int, int]], dict[int, isl.UnionMap], dict[int, isl.UnionMap]]:
+    def swap_pairs(self, swapped: list[Swapped], distances: tuple[int, ...] = ()
+                   ) -> tuple[list[tuple[Swapped, int]], dict[int, isl.UnionMap], list[tuple[int, int]],
+                              dict[int, isl.UnionMap]]:
         """Where points may leave the device and come back (paper §6.2: an offload-fetch pair for every
-        consumer, plus one after production): between each two consecutive uses of a point (its write and its
-        reads, in schedule order), an offload after the first and a fetch before the second. The pairs of a
-        group are split by the site that fetches: each (group, fetching site) is one *swap unit*, kept or
-        dropped as a whole at compile time against the budget (`timerl.runtime.dryrun.choose_swaps`); units
-        whose two uses are close together gain nothing and are dropped there. Returns the units and, as
-        ``last_readers``, the offloads and fetches, ``F<j>`` naming unit ``j``."""
+        consumer, plus one after production): between each two consecutive uses of a point of ``swapped[j]``
+        (its write and its reads, in schedule order), an offload after the first and a fetch before the
+        second. The pairs are split by the site that fetches: each (members, fetching site) is one *swap unit*,
+        kept or dropped as a whole at compile time against the budget (`timerl.runtime.dryrun.choose_swaps`);
+        units whose two uses are close together gain nothing and are dropped there.
+
+        Each unit's fetch comes in several versions, one of which runs: right before the reader (distance 0)
+        and, for each ``d`` in ``distances``, before the ``d``-th execution of the reading site before it (a
+        copy issued there overlaps with the computations in between), or, where that execution would come
+        before the offload, before the earliest one after it. Returns the units, the offloads (as ``last_readers``,
+        ``F<j>`` naming unit ``j``), the fetches' (unit, distance) pairs and the fetches (``F<m>`` naming the
+        m-th pair)."""
         time_of, site_at = self._tables()
         site_time = {key: self._time(key) for key in self.sites}
-        units: list[tuple[int, int]] = []
+        units: list[tuple[Swapped, int]] = []
+        versions: list[tuple[int, int]] = []
+        previous: dict[int, isl.UnionMap] = {}  # site -> its previous execution (`_previous`)
         offloads = fetches = isl.UnionMap.empty(self.params.get_space())
-        for group in groups:
-            statement = f"S{group.id}"
-            if not group.freed_later or statement not in time_of:
+        for moved in swapped:
+            statement = f"S{moved.group}"
+            if statement not in time_of:
                 continue
-            reads = readers.get(group.id, ())
-            uses, sites = self._uses_of(statement, reads, time_of, site_at)
+            uses, sites = self._uses_of(statement, moved.readers, time_of, site_at)
             later = uses.range_product(uses).intersect_range(isl.Map.lex_lt(uses.get_space().range()).wrap())
             following = isl.UnionMap.from_map(later.uncurry().lexmin())  # [S[p] -> [u]] -> [next use]
-            using = {statement} | {read.get_tuple_name(isl.dim_type.in_) for read in reads}
+            using = {statement} | {read.get_tuple_name(isl.dim_type.in_) for read in moved.readers}
             for key in sorted(self.sites):
                 if site_time[key].get_tuple_name(isl.dim_type.in_) not in using:
                     continue
@@ -163,13 +208,53 @@ class Timeline:
                 fetched = following.apply_range(at_key)  # [S[p] -> [u]] -> N<key>[q]: fetched there
                 if fetched.is_empty():
                     continue
-                name = f"F{len(units)}"
-                units.append((group.id, key))
-                fetch = fetched.domain_factor_domain().reverse()
+                unit = len(units)
+                units.append((moved, key))
                 offload = fetched.domain().unwrap().apply_range(sites).reverse()
-                fetches = fetches.union(_rename(fetch, isl.dim_type.out, name))
-                offloads = offloads.union(_rename(offload, isl.dim_type.out, name))
-        return units, self._by_site(offloads), self._by_site(fetches)
+                offloads = offloads.union(_rename(offload, isl.dim_type.out, f"F{unit}"))
+                if distances and key not in previous:
+                    previous[key] = self._previous(key, site_time[key])
+                ahead = self._ahead(fetched, key, previous.get(key), site_time[key], distances)
+                for distance in (0, *distances):
+                    fetch = ahead[distance].domain_factor_domain().reverse()
+                    fetches = fetches.union(_rename(fetch, isl.dim_type.out, f"F{len(versions)}"))
+                    versions.append((unit, distance))
+        return units, self._by_site(offloads), versions, self._by_site(fetches)
+
+    @staticmethod
+    def _previous(key: int, at: isl.Map) -> isl.UnionMap:
+        """``{ N<key>[q] -> N<key>[q'] }``: the execution of site ``key`` right before the one at ``q`` (``at``:
+        its times)."""
+        named = at.set_tuple_name(isl.dim_type.in_, f"N{key}")  # N<key>[q] -> [time]
+        times = named.range()
+        before = isl.Map.lex_gt(times.get_space()).intersect_domain(times).intersect_range(times).lexmax()
+        return isl.UnionMap.from_map(named.apply_range(before).apply_range(named.reverse()))
+
+    @staticmethod
+    def _ahead(fetched: isl.UnionMap, key: int, previous: isl.UnionMap | None, at: isl.Map,
+               distances: tuple[int, ...]) -> dict[int, isl.UnionMap]:
+        """``fetched`` (``[S[p] -> [u]] -> N<key>[q]``: a point last used at time ``u`` is fetched before site
+        ``key`` runs at ``q``) moved up to ``d`` executions of the site earlier (``previous``), for each ``d``
+        in ``distances`` (and 0): as many as still come after ``u`` (none: right before the reader)."""
+        versions = {d: fetched for d in (0, *distances)}
+        if not distances:
+            return versions
+        named = isl.UnionMap.from_map(at.set_tuple_name(isl.dim_type.in_, f"N{key}"))  # N<key>[q] -> [time]
+        used_at = fetched.domain().unwrap().range_map()  # [S[p] -> [u]] -> [u]
+        same = isl.UnionMap.from_map(isl.Map.identity(
+            isl.Map.from_union_map(fetched).get_space().domain().map_from_set()))
+        chosen = moved = fetched
+        for step in range(1, max(distances) + 1):
+            moved = moved.apply_range(previous)
+            after_use = used_at.lex_lt_union_map(moved.apply_range(named))
+            valid = after_use.intersect(same).domain()  # one execution earlier is still after the offload
+            if valid.is_empty():
+                break
+            chosen = moved.intersect_domain(valid).union(chosen.subtract_domain(valid))
+            for distance in distances:
+                if distance >= step:
+                    versions[distance] = chosen
+        return versions
 
     def _time(self, key: int) -> isl.Map:
         """``{ S<g>[p] -> [time] }`` at site ``key``: its path, with the loops' counters, padded to one width."""

@@ -92,23 +92,28 @@ def lowest_free_columns(tables: GameTables, records, position, first, last, own_
     [c, c + width) free over the interval, or `required` if that block is free (where required >= 0); -1 if
     none. Records of the game's alias group `own_group` count as free (Eq. 4).
 
-    Of the records that count and overlap the interval, let A(x) be the number that start left of column x
-    and B(c) the number that end at or before c. Every record that ends at or before c starts left of
-    c + width, so [c, c + width) is free exactly when A(c + width) == B(c): two bincounts, two cumsums over
-    columns and one gather, O(buffers + columns) per game."""
+    A record at columns [at, at + w) that overlaps the interval blocks exactly the block starts c with
+    at - width < c < at + w. So blocked(c), the number of records that block c, is the cumulative sum over
+    columns of +1 at max(at - width + 1, 0) and -1 at at + w: two bincounts, a difference and one cumsum,
+    O(buffers + columns) per game. The lowest c with blocked(c) == 0 is the answer if the block ends within
+    the columns; if it does not, no block starting further right does either."""
     size = tables.num_columns
     counted = (tables.group_key != per_game(own_group)) & (tables.buffers < per_game(position)) & tables.wide
     start, end, at = (records.spatial[:, k:k + 1, :] for k in range(3))
     overlap = (start <= F.unsqueeze(last, 2)) & (end >= F.unsqueeze(first, 2)) & F.unsqueeze(counted, 1)
-    count = F.astype(overlap, "int64")
-    starts_before = F.cumsum(F.apply("bincount", F.where(overlap, at + 1, 0), count, size=size + 1), 2)
-    ended_by = F.cumsum(F.apply("bincount", F.where(overlap, at + tables.width, 0), count, size=size + 1), 2)
-    span = F.unsqueeze(width, 2)
-    # a block reaching past the last column reads the fill -1, which no count equals
-    fits = (gather_fill(starts_before, tables.columns + span, -1) == ended_by.spatial[:, :, :size]) | (span == 0)
-    lowest = F.min(F.where(fits, tables.columns, size), dim=2)
-    lowest = F.where(lowest == size, -1, lowest)
-    there = F.squeeze(gather_fill(F.astype(fits, "int64"), F.unsqueeze(required, 2), 0), 2) > 0
+    count = F.astype(overlap, "int32")  # counts of at most N records: int32 halves the scatters' traffic
+    opens = F.maximum(at + F.unsqueeze(1 - width, 2), 0)
+    # a record without a rectangle has at = -1 and counts 0: its close index only has to lie in [0, size]
+    closes = F.expand(at + tables.close_width, count.shape)
+    blocked = F.cumsum(F.apply("bincount", opens, count, size=size + 1)
+                       - F.apply("bincount", closes, count, size=size + 1), 2)
+    # blocked(size) is 0 (every counted record has closed by then), so the first free start is found by argmax
+    # (the first maximum) over all size + 1 starts, and is size when no column is free
+    lowest = F.argmax(F.astype(blocked == 0, "int32"), dim=2)
+    lowest = F.where(width == 0, 0, lowest)
+    lowest = F.where(lowest + width <= size, lowest, -1)
+    there = F.squeeze(gather_fill(blocked, F.unsqueeze(required, 2), -1), 2) == 0
+    there = (there & (required + width <= size)) | (width == 0)
     return F.where(required >= 0, F.where(there, required, -1), lowest)
 
 

@@ -152,6 +152,9 @@ class GameTables:
         self.group_key = F.tensor(arrays.group_key, dtype="int64")
         self.width = F.tensor(arrays.width, dtype="int64")
         self.wide = F.tensor(arrays.width > 0, dtype="bool")  # a buffer of no columns takes no space
+        # where a record's column count closes (rules.lowest_free_columns): at + width, the width kept within
+        # [1, num_columns] so that the index of a record without a rectangle (at = -1) stays in range too
+        self.close_width = F.tensor(np.clip(arrays.width, 1, arrays.num_columns), dtype="int64")
         self.latency = F.tensor(arrays.latency, dtype="float64")
         self.supply = F.tensor(arrays.supply, dtype="int64")
         self.buffers = F.arange(arrays.num_buffers)
