@@ -9,9 +9,11 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
-# Each compile switch off in turn (TIMERL_PASS_OFF, `timerl/options.py`), the whole suite once per switch:
-# for CI (about 15 runs of `make test`), not part of `make test`.
-PASSES := algebra cse dce fusion per_iteration_fusion vectorize scan_loops jit_groups matmul_add donation prefetch_draws
+# Each compile switch off in turn (TIMERL_PASS_OFF, `timerl/options.py`), then each switch that is off by
+# default on (TIMERL_PASS_ON), the whole suite once per switch: for CI (about 15 runs of `make test`), not part
+# of `make test`.
+PASSES := contributions algebra cse dce fusion per_iteration_fusion vectorize scan_loops jit_groups matmul_add donation prefetch_draws
+PASSES_ON :=  # none today (contributions is on by default since session 6)
 
 .PHONY: venv demo test test-passes bench
 venv: $(VENV)/.installed
@@ -26,7 +28,10 @@ test-passes: $(VENV)/.installed
 	@failed=""; for pass in $(PASSES); do \
 		echo "== TIMERL_PASS_OFF=$$pass"; \
 		TIMERL_PASS_OFF=$$pass $(PY) -m pytest tests -p no:cacheprovider -q || failed="$$failed $$pass"; \
-	done; if [ -n "$$failed" ]; then echo "failed with these passes off:$$failed"; exit 1; fi
+	done; for pass in $(PASSES_ON); do \
+		echo "== TIMERL_PASS_ON=$$pass"; \
+		TIMERL_PASS_ON=$$pass $(PY) -m pytest tests -p no:cacheprovider -q || failed="$$failed $$pass(on)"; \
+	done; if [ -n "$$failed" ]; then echo "failed with these switches off (or on):$$failed"; exit 1; fi
 
 bench: $(VENV)/.installed
 	$(PY) -m timerl.cli bench

@@ -2,7 +2,7 @@
 access pattern, recurrences forward and backward, reductions, draws, merges under conditions, a small
 REINFORCE and a small PPO step with gradients and optimizer updates) on torch and jax, each variant against
 the reference interpreter. Plus the options' own contract: presets, the loose flags, contradictions, and
-``TIMERL_PASS_OFF``."""
+``TIMERL_PASS_OFF`` and ``TIMERL_PASS_ON``."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pytest
 
 import timerl as trl
 from algorithms.ppo import gae, ppo_loss
+from algorithms.reinforce import train
 from conftest import collect
-from timerl.options import PASS_OFF_VARIABLE, PRESETS, SWITCHES
+from timerl.options import PASS_OFF_VARIABLE, PASS_ON_VARIABLE, PRESETS, SWITCHES
 from timerl.pdg.graph import Graph
 from timerl.pdg.pipeline import PASSES, optimize_graph
 
@@ -184,6 +185,7 @@ def _values(program: str, backend: str, options: trl.CompileOptions | None) -> l
 @pytest.mark.parametrize("program, backend, variant", CASES)
 def test_every_switch_agrees_with_the_reference(program, backend, variant, monkeypatch):
     monkeypatch.delenv(PASS_OFF_VARIABLE, raising=False)  # the variant is exactly what this test compiles
+    monkeypatch.delenv(PASS_ON_VARIABLE, raising=False)
     if program not in _REFERENCE:
         _REFERENCE[program] = _values(program, "reference", None)
     want = _REFERENCE[program]
@@ -209,6 +211,7 @@ def _program():
 
 def test_presets_state_only_their_differences_and_the_flags_map_onto_fields(monkeypatch):
     monkeypatch.delenv(PASS_OFF_VARIABLE, raising=False)
+    monkeypatch.delenv(PASS_ON_VARIABLE, raising=False)
     defaults = trl.CompileOptions()
     unoptimized = trl.CompileOptions.preset("unoptimized")
     assert {f: getattr(unoptimized, f) for f in SWITCHES if getattr(unoptimized, f) != getattr(defaults, f)} == {
@@ -245,6 +248,7 @@ def test_contradictory_or_wrong_options_name_the_users_line(call, message):
 
 def test_pass_off_variable_turns_switches_off_unless_the_call_sets_them(monkeypatch):
     ctx, T = _program()
+    monkeypatch.delenv(PASS_ON_VARIABLE, raising=False)
     monkeypatch.setenv(PASS_OFF_VARIABLE, "cse, vectorize")
     options = ctx.compile({T: 3}).options
     assert not options.cse and not options.vectorize and options.dce
@@ -252,6 +256,23 @@ def test_pass_off_variable_turns_switches_off_unless_the_call_sets_them(monkeypa
     assert ctx.compile({T: 3}, options=trl.CompileOptions()).options == trl.CompileOptions().resolved(None)
     monkeypatch.setenv(PASS_OFF_VARIABLE, "cse,fast")
     with pytest.raises(trl.TimeRLError, match="TIMERL_PASS_OFF='cse,fast' names no compile switch"):
+        ctx.compile({T: 3})
+
+
+def test_pass_on_variable_turns_switches_on_unless_the_call_sets_them(monkeypatch):
+    ctx, T = _program()
+    monkeypatch.delenv(PASS_OFF_VARIABLE, raising=False)
+    monkeypatch.setenv(PASS_ON_VARIABLE, "incrementalize, recompute")
+    options = ctx.compile({T: 3}).options
+    assert options.incrementalize and options.recompute and options.cse
+    assert not ctx.compile({T: 3}, recompute=False).options.recompute
+    assert ctx.compile({T: 3}, options=trl.CompileOptions()).options == trl.CompileOptions().resolved(None)
+    monkeypatch.setenv(PASS_OFF_VARIABLE, "cse,recompute")
+    with pytest.raises(trl.TimeRLError, match="TIMERL_PASS_OFF and TIMERL_PASS_ON both name recompute"):
+        ctx.compile({T: 3})
+    monkeypatch.delenv(PASS_OFF_VARIABLE)
+    monkeypatch.setenv(PASS_ON_VARIABLE, "fast")
+    with pytest.raises(trl.TimeRLError, match="TIMERL_PASS_ON='fast' names no compile switch"):
         ctx.compile({T: 3})
 
 
@@ -268,3 +289,16 @@ def test_the_verifier_after_each_pass_names_the_pass_that_broke_the_graph():
     with pytest.raises(trl.TimeRLError, match="after cse: "):
         optimize_graph(graph, {T: 3}, trl.CompileOptions(), broken)
     optimize_graph(graph, {T: 3}, trl.CompileOptions(checks=False, dce=False), broken)  # unchecked: not seen
+
+
+def test_fusion_off_schedules_reinforce_on_rt_cartpole_op_by_op():
+    """With fusion off, isl finds no order for REINFORCE's per-iteration-fused statements (RT CartPole), so the
+    scheduler tries again op by op; the failed try names no cycle (the transitive closure of the dependences
+    that would take ran for over 15 minutes here, found by ``TIMERL_PASS_OFF=fusion``). Its iteration equals
+    the reference interpreter's."""
+    curves = [[(row["episodes"], row["mean_length"], row["mean_return"])
+               for row in train("CartPole-v1", iterations=1, num_envs=2, steps=4, backend=backend, simulator="rt",
+                                compile_options=options, seed=1)]
+              for backend, options in (("reference", {}),
+                                       ("torch", {"options": trl.CompileOptions(fusion=False)}))]
+    assert curves[1] == curves[0]

@@ -5,6 +5,7 @@ product for every step in one loop and consuming them in the next. Bounds are de
 
 from __future__ import annotations
 
+import timerl as trl
 from algorithms.reinforce import train
 
 ENVS, HIDDEN = 4, 16
@@ -20,7 +21,9 @@ def _reinforce(steps: int, n_step: int | None, **options):
 def test_monte_carlo_keeps_per_step_only_the_activations_the_backward_pass_reads():
     curves, peaks = {}, {}
     for steps in (24, 96):
-        curves[steps], peaks[steps] = _reinforce(steps, None, incrementalize=True, vectorize=False)
+        # the peak is a property of the fused schedule: its options are stated, not left to TIMERL_PASS_OFF
+        curves[steps], peaks[steps] = _reinforce(steps, None, options=trl.CompileOptions(incrementalize=True,
+                                                                                         vectorize=False))
     # two tanh outputs (the backward pass of tanh and of the next layer's weights reads them), the
     # observation (the first layer's weight gradient), log-probabilities and action (log_prob's backward),
     # reward and episode end (the returns and the sink); 10% for points in flight at either peak. Kept apart

@@ -55,7 +55,8 @@ def test_a_deeper_group_needs_only_its_constants_more(backend, options):
 
 
 def test_the_generated_group_deletes_each_intermediate_after_its_last_reader():
-    exe, _, constant_bytes = chain(3, "torch", vectorize=False)
+    # a property of a fused group: its options are stated, not left to TIMERL_PASS_OFF (fusion off: no group)
+    exe, _, constant_bytes = chain(3, "torch", options=trl.CompileOptions(vectorize=False))
     sources = "\n".join(f.source for f in exe.group_functions.values())
     assert sources.count("del ") >= 3
     # the source's rows and one layer's input and output at once, never the three layers' activations

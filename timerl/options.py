@@ -4,7 +4,8 @@ Every switch changes how fast a program runs or how much memory it needs, never 
 runs programs with every switch on and again with each one off, against the reference interpreter
 (`tests/test_compile_options.py`). ``TIMERL_PASS_OFF=cse`` (a comma-separated list of field names) turns
 those switches off in every compile of the process that neither passes ``options=`` nor sets them with a flag
-(`make test-passes`); a test about one switch pins it with ``options=``.
+(`make test-passes`); ``TIMERL_PASS_ON=recompute`` likewise turns switches on. A test about one switch
+pins it with ``options=``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Mapping
 from timerl.errors import TimeRLError, user_location
 
 PASS_OFF_VARIABLE = "TIMERL_PASS_OFF"
+PASS_ON_VARIABLE = "TIMERL_PASS_ON"
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,10 @@ class CompileOptions:
                               f"{', '.join(SWITCHES)}")
         return dataclasses.replace(self, **{name: False for name in names})
 
+    def switched_on(self, names: tuple[str, ...] | list[str]) -> "CompileOptions":
+        """These options with the named switches on."""
+        return dataclasses.replace(self.switched_off(names), **{name: True for name in names})
+
     def resolved(self, device_memory: int | None) -> "CompileOptions":
         """The options with every ``None`` decided and what a memory budget excludes switched off."""
         incrementalize = device_memory is not None if self.incrementalize is None else self.incrementalize
@@ -130,7 +136,8 @@ FLAGS = ("vectorize", "incrementalize", "scan_loops", "recompute")
 def from_call(options: Any, optimize: Any, flags: Mapping[str, Any]) -> CompileOptions:
     """The options of one ``ctx.compile`` call: ``options=`` exactly as given (a flag that contradicts it is an
     error), or else the loose flags (``optimize`` picks the default or the "unoptimized" preset, an explicit flag
-    overrides its field) with ``TIMERL_PASS_OFF`` turning off the switches no flag set."""
+    overrides its field) with ``TIMERL_PASS_OFF`` turning off and ``TIMERL_PASS_ON`` turning on the switches no
+    flag set."""
     given = {name: value for name, value in flags.items() if value is not None}
     if options is not None:
         if not isinstance(options, CompileOptions):
@@ -149,16 +156,30 @@ def from_call(options: Any, optimize: Any, flags: Mapping[str, Any]) -> CompileO
         return options  # exactly as given: how a test pins the switch it is about
     options = DEFAULT if optimize is None or optimize else CompileOptions.preset("unoptimized")
     options = dataclasses.replace(options, **given)
-    return options.switched_off([name for name in passes_off() if name not in given])
+    off, on = passes_off(), passes_on()
+    both = sorted(set(off) & set(on))
+    if both:
+        raise TimeRLError(f"{PASS_OFF_VARIABLE} and {PASS_ON_VARIABLE} both name {', '.join(both)}")
+    options = options.switched_off([name for name in off if name not in given])
+    return options.switched_on([name for name in on if name not in given])
 
 
 def passes_off() -> list[str]:
     """The switches ``TIMERL_PASS_OFF`` names (empty when it is unset)."""
-    value = os.environ.get(PASS_OFF_VARIABLE, "")
+    return _switches_named(PASS_OFF_VARIABLE)
+
+
+def passes_on() -> list[str]:
+    """The switches ``TIMERL_PASS_ON`` names (empty when it is unset)."""
+    return _switches_named(PASS_ON_VARIABLE)
+
+
+def _switches_named(variable: str) -> list[str]:
+    value = os.environ.get(variable, "")
     names = [name.strip() for name in value.split(",") if name.strip()]
     unknown = sorted(set(names) - set(SWITCHES))
     if unknown:
-        raise TimeRLError(f"{PASS_OFF_VARIABLE}={value!r} names no compile switch ({', '.join(unknown)}); the "
+        raise TimeRLError(f"{variable}={value!r} names no compile switch ({', '.join(unknown)}); the "
                           f"switches are {', '.join(SWITCHES)}")
     return names
 

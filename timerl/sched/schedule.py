@@ -110,6 +110,8 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
             isl_schedule = constraints.compute_schedule()
         except isl.Error:
             isl_schedule = None
+        if isl_schedule is None and (fuse or per_iteration):  # `schedule_graph` tries op by op before naming
+            raise ScheduleError("isl found no order of the fused statements")  # a cycle (whose closure is slow)
         if isl_schedule is None:
             raise ScheduleError(_cycle_message(graph, groups, validity.intersect_params(demand.polyhedra.context)))
         if memory_aware:
