@@ -125,7 +125,6 @@ def imitate(graphs: list[CompGraph], targets: list[np.ndarray], config: Config =
     for g, (graph, target) in enumerate(zip(graphs, targets)):
         padded[g, :graph.num_ops] = target
     curve: list[dict[str, float]] = []
-    final: list[np.ndarray] = []
 
     ctx = trl.Context("i")
     (i,), (I,) = ctx.dims, ctx.bounds
@@ -146,13 +145,9 @@ def imitate(graphs: list[CompGraph], targets: list[np.ndarray], config: Config =
                 print(f"imitation {point['i']:4d}  mean log-likelihood {curve[-1]['reward']:+.4f}", flush=True)
 
         per_op.sink(log)
-        with ctx.when(i == I - 1):
-            weights.sink(lambda point, value: final.append(np.asarray(value).copy()))
+        final = _keep_last(ctx, weights, i == I - 1)
 
-    executable = ctx.compile(bounds={I: config.iterations}, backend=config.backend, seed=config.seed)
-    executable.execute()
-    seconds = {"compile": executable.stats["compile_seconds"], "execute": executable.stats["execute_seconds"]}
-    return Trained(final[-1], layout, config.sizes, nodes, curve, seconds)
+    return _run(ctx, I, config, final, layout, nodes, curve)
 
 
 def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = False,
@@ -174,7 +169,6 @@ def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = F
     layout = Layout.of(initial)
     packed = layout.pack(initial) if start is None else np.asarray(start, np.float32)
     curve: list[dict[str, float]] = []
-    final: list[np.ndarray] = []
 
     ctx = trl.Context("i")
     (i,), (I,) = ctx.dims, ctx.bounds
@@ -206,9 +200,21 @@ def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = F
                       f"baseline {curve[-1]['baseline']:+.4f}", flush=True)
 
         trl.stack([reward, value]).sink(log)
-        with ctx.when(i == I - 1):
-            weights.sink(lambda point, value: final.append(np.asarray(value).copy()))
+        final = _keep_last(ctx, weights, i == I - 1)
 
+    return _run(ctx, I, config, final, layout, nodes, curve)
+
+
+def _keep_last(ctx: trl.Context, weights: Any, last: Any) -> list:
+    """A list that receives ``weights``' value at the program's last iteration (``last``)."""
+    final: list = []
+    with ctx.when(last):
+        weights.sink(lambda point, value: final.append(np.asarray(value).copy()))
+    return final
+
+
+def _run(ctx: trl.Context, I: Any, config: Config, final: list, layout: Any, nodes: Any, curve: list) -> Trained:
+    """Compile and execute a training program of ``config.iterations`` iterations; what it trained."""
     executable = ctx.compile(bounds={I: config.iterations}, backend=config.backend, seed=config.seed)
     executable.execute()
     seconds = {"compile": executable.stats["compile_seconds"], "execute": executable.stats["execute_seconds"]}
