@@ -14,7 +14,6 @@ import argparse
 import statistics
 import time
 
-import timerl as trl
 from algorithms.ppo import train
 from benchmarks.ppo_sweep import DEFAULT, _eager_module
 
@@ -23,18 +22,9 @@ def side_by_side(iterations: int = 4, rounds: int = 6) -> tuple[list[float], lis
     """Seconds per iteration of timerl torch and of eager PyTorch, one entry per round."""
     config = dict(DEFAULT)
     config.pop("obs_padding")
-    executables = []
-    compile_program = trl.Context.compile
-
-    def keep(ctx, *args, **kwargs):
-        executables.append(compile_program(ctx, *args, **kwargs))
-        return executables[-1]
-
-    trl.Context.compile = keep  # a measurement script: it needs the executable `train` builds
-    try:
-        train(iterations=iterations, epochs=1, minibatches=1, backend="torch", **config)
-    finally:
-        trl.Context.compile = compile_program
+    stats: dict = {}
+    train(iterations=iterations, epochs=1, minibatches=1, backend="torch", stats=stats, **config)
+    executable = stats["executable"]
     train_eager = _eager_module().train_eager
     train_eager(iterations=1, **config)
     timerl, eager = [], []
@@ -43,7 +33,7 @@ def side_by_side(iterations: int = 4, rounds: int = 6) -> tuple[list[float], lis
         train_eager(iterations=iterations, warmup=0, **config)
         eager.append((time.process_time() - started) / iterations)
         started = time.process_time()
-        executables[-1].execute()
+        executable.execute()
         timerl.append((time.process_time() - started) / iterations)
     return timerl, eager
 
