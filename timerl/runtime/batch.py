@@ -239,9 +239,10 @@ class BatchedGroup:
                 return (*refs[edge.producer], masks.get(edge.producer))
             if kind is WINDOW and scanned is not None:  # the run itself, the same value for every point
                 return -1 - argument(self._run(node, slot, points, scanned[1], scanned[2])), False, None
-            if kind is WINDOW:
-                value, mask = self._window(node, slot, points)
-                return -1 - argument(value), True, argument(mask)
+            if kind is WINDOW:  # the run, gathered into padded windows inside the members' function
+                run, index, mask = self._window(node, slot, points)
+                steps.append((None, (-1 - argument(run), -1 - argument(index)), ()))
+                return len(steps) - 1, True, argument(mask)
             value, batched = self._gather(node, slot, points)
             return -1 - argument(value), batched, None
 
@@ -303,6 +304,9 @@ class BatchedGroup:
             results: list = []
             for node_id, inputs, axes in steps:
                 values = [arguments[-1 - k] if k < 0 else results[k] for k in inputs]
+                if node_id is None:  # a padded window: rows of the run it covers
+                    results.append(values[0][values[1]])
+                    continue
                 if node_id in fused:  # the operands line up on their leading (batch) axis: no vmap needed
                     results.append(fused[node_id][0](*values))
                 elif axes and isinstance(axes[0], str):  # a window reduction as a scan (SUFFIX or PREFIX)
@@ -350,10 +354,11 @@ class BatchedGroup:
             return stacked, True
         return self.backend.stack([load(k)[edge.output] for k in keys]), True
 
-    def _window(self, node: Node, slot: int, points: Sequence[tuple[int, ...]]) -> tuple[Any, Any]:
-        """A range read at every point, padded at the end to the longest: (N, L, ...) values and an (N, L)
-        mask of the positions that exist. The producer's points that the windows cover are loaded once each
-        (they form one run along the range's dimension) and gathered by index."""
+    def _window(self, node: Node, slot: int, points: Sequence[tuple[int, ...]]) -> tuple[Any, Any, Any]:
+        """A range read at every point, padded at the end to the longest: the run of the producer's points that
+        the windows cover (loaded once each), the (N, L) index of each window's positions in it, and the (N, L)
+        mask of the positions that exist. The members' function gathers the (N, L, ...) windows (on jax
+        inside its one compiled call)."""
         reader = self.readers[node.id][slot]
         try:
             _, _, starts, lengths = window_geometry([reader.coordinates(p) for p in points])
@@ -368,7 +373,7 @@ class BatchedGroup:
         offsets = np.arange(longest, dtype=np.int64)
         valid = offsets[None, :] < lengths[:, None]
         index = np.where(valid, starts[:, None] - low + offsets[None, :], 0)
-        return stacked[self.backend.from_numpy(index)], self.backend.from_numpy(valid)
+        return stacked, self.backend.from_numpy(index), self.backend.from_numpy(valid)
 
     def _run(self, node: Node, slot: int, points: Sequence[tuple[int, ...]], low: int, high: int) -> Any:
         """The producer's points ``low .. high - 1`` along the range of input ``slot`` (the run that the
