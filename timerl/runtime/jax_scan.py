@@ -191,7 +191,9 @@ class ScannedLoop:
                                if r.kind == CARRIED})
         self.frees = [self._free(conditions, leaf) for conditions, leaf in leaves if isinstance(leaf, ast.Deallocate)]
         self.frees = [f for f in self.frees if f[2]]
-        self.compiled: dict = {}
+        self.compiled: dict = {}  # (outcome, count) -> one segment's function, its reads
+        self.runs_compiled: dict = {}  # a run's (outcome, count)s -> the segments as one jitted function
+        self.zeros: tuple | None = None
         self.plans: dict = {}
         self.runs = 0
         # the outer counters that the conditions read: the iterations' outcomes (and which frees run where) are
@@ -313,35 +315,33 @@ class ScannedLoop:
         except KeyError as missing:
             raise TimeRLError(f"internal error: a compiled loop read {missing}, never stored (a scheduling bug)")
         self.runs += 1
-        carry = tuple(self._zeros(producer, output) for producer, output in self.carried)
+        carry = self._initial_carry()
         prefixes = [tuple(s.prefix(*outer)) for s in self.statements]  # (outer coordinates..., origin)
         traced_prefixes = tuple(tuple(np.int64(c) for c in prefix) for prefix in prefixes)
         prefix_of = {m: prefix for s, prefix in zip(self.statements, prefixes) for m in s.stored}
-        pieces: dict[int, list] = {}
-        points: dict[int, list] = {}
-        slope = self.slope
-        for (outcome, first, count), keys in zip(segments, sliced):
-            function, arguments, sliced_reads = self._compiled(outcome, count)
-            values = tuple(with_values[(r.producer, r.output, tuple(r.key(*outer)))] for r in arguments)
-            rows_of = tuple(self._stacked(keys_of_read, read.output) for keys_of_read, read in zip(keys, sliced_reads))
-            carry, rows, found = function(traced_prefixes, np.int64(first), carry, values, rows_of)
+        function, segment_reads, stored = self._whole_run(tuple((o, n) for o, _, n in segments))
+        values, rows_of = [], []
+        for keys, (arguments, sliced_reads) in zip(sliced, segment_reads):
+            values.append(tuple(with_values[(r.producer, r.output, tuple(r.key(*outer)))] for r in arguments))
+            rows_of.append(tuple(self._stacked(keys_of_read, read.output)
+                                 for keys_of_read, read in zip(keys, sliced_reads)))
+        firsts = tuple(np.int64(first) for _, first, _ in segments)
+        carry, stacks, founds = function(traced_prefixes, firsts, carry, tuple(values), tuple(rows_of))
+        for (outcome, first, _), found in zip(segments, founds):
             if found is not None:
                 self._raise_first(outcome, prefixes, first, found)
-            for member, row in zip(self._stored(outcome), rows):
-                pieces.setdefault(member, []).append(row)
-                *before, origin = prefix_of[member]
-                points.setdefault(member, []).extend(tuple(before) + (slope * c + origin,)
-                                                     for c in range(first, first + count))
-        xp = self.backend.xp
-        for member, arrays in pieces.items():
-            value = arrays[0] if len(arrays) == 1 else xp.concatenate(arrays)
+        slope = self.slope
+        for member, value in zip(stored, stacks):
+            *before, origin = prefix_of[member]
+            points = [tuple(before) + (slope * c + origin,) for outcome, first, count in segments
+                      if member in self._stored(outcome) for c in range(first, first + count)]
             if slope < 0:  # a backward loop: its stack in the order of the points, as later reads take it
-                value, points[member] = xp.flip(value, axis=0), points[member][::-1]
+                points = points[::-1]
             size = static_bytes(self.graph.nodes[member])
             if hasattr(pool, "store_stack"):
-                pool.store_stack(member, points[member], (value,), size)
+                pool.store_stack(member, points, (value,), size)
             else:
-                for row, point in zip(self.backend.unstack(value), points[member]):
+                for row, point in zip(self.backend.unstack(value), points):
                     pool.store((member, point), (row,), size)
         self._run_hoisted(self.after, outer, start, stop)
         freed: dict[tuple, list] = {}  # (member, outputs, count) -> its points, freed in one pool call each
@@ -395,9 +395,13 @@ class ScannedLoop:
         point = tuple(before) + (self.slope * (first + k) + origin,)
         raise_violation(member, point, np.asarray(found[1])[k])
 
-    def _zeros(self, producer: int, output: int) -> Any:
-        produced = self.graph.nodes[producer].outputs[output]
-        return self.backend.xp.zeros(tuple(produced.shape), produced.dtype)
+    def _initial_carry(self) -> tuple:
+        """The carry before the first iteration: zeros, made once (jax arrays are immutable)."""
+        if self.zeros is None:
+            xp = self.backend.xp
+            self.zeros = tuple(xp.zeros(tuple(self.graph.nodes[p].outputs[o].shape), self.graph.nodes[p].outputs[o].dtype)
+                               for p, o in self.carried)
+        return self.zeros
 
     def _executed(self, outcome: tuple) -> list[_Statement]:
         return [s for s in self.statements if s.guard is None or outcome[s.guard]]
@@ -469,6 +473,40 @@ class ScannedLoop:
         self.plans[shape] = ok or None
         return self.plans[shape]
 
+    def _whole_run(self, shape: tuple) -> tuple[Callable, list[tuple[list[_Read], list[_Read]]], list[int]]:
+        """A run's segments, ``shape`` their (outcome, count)s in order, as one jitted function ``(prefixes,
+        each segment's first iteration, carry, each segment's invariants, each one's sliced rows) -> (carry,
+        each stored member's rows over the whole run, in the order of its points, each segment's checks)``:
+        one XLA call per run, the segments' rows joined inside it. Also each segment's reads and the stored
+        members in the order of the stacks."""
+        found = self.runs_compiled.get(shape)
+        if found is not None:
+            return found
+
+        xp, slope = self.backend.xp, self.slope
+        segments = [self._compiled(outcome, count) for outcome, count in shape]
+        stored: list[int] = []
+        for outcome, _ in shape:
+            stored += [m for m in self._stored(outcome) if m not in stored]
+        where = [{m: k for k, m in enumerate(self._stored(outcome))} for outcome, _ in shape]
+
+        def run(prefixes, firsts, carry, invariants, sliced):
+            pieces: dict[int, list] = {}
+            founds = []
+            for (segment, _, _), first, values, rows_of, position in zip(segments, firsts, invariants, sliced, where):
+                carry, rows, found = segment(prefixes, first, carry, values, rows_of)
+                founds.append(found)
+                for member, k in position.items():
+                    pieces.setdefault(member, []).append(rows[k])
+            stacks = []
+            for member in stored:
+                value = pieces[member][0] if len(pieces[member]) == 1 else xp.concatenate(pieces[member])
+                stacks.append(xp.flip(value, axis=0) if slope < 0 else value)
+            return carry, tuple(stacks), tuple(founds)
+
+        found = self.runs_compiled[shape] = (self.backend.jit(run), [(a, r) for _, a, r in segments], stored)
+        return found
+
     def _compiled(self, outcome: tuple, count: int) -> tuple[Callable, list[_Read], list[_Read]]:
         key = (outcome, count)
         found = self.compiled.get(key)
@@ -477,8 +515,8 @@ class ScannedLoop:
         return found
 
     def _build(self, outcome: tuple, count: int) -> tuple[Callable, list[_Read], list[_Read]]:
-        """One segment as a jitted function ``(each statement's point without the loop's coordinate and its
-        origin, first iteration, carry, invariants, sliced reads' rows) -> (carry, stored rows)``."""
+        """One segment as a function to trace ``(each statement's point without the loop's coordinate and its
+        origin, first iteration, carry, invariants, sliced reads' rows) -> (carry, stored rows, checks)``."""
         import jax
 
         xp = self.backend.xp
@@ -531,7 +569,7 @@ class ScannedLoop:
                                                         (first + xp.arange(count), sliced))
             return carry, rows, found
 
-        return jax.jit(segment), arguments, sliced_reads
+        return segment, arguments, sliced_reads
 
     def _kernel(self, member: Node) -> Callable:
         if member.category is CONST:
