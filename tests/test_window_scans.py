@@ -114,3 +114,22 @@ def test_every_op_states_its_window_scan_rule():
     assert isinstance(OPS["sum"].window_scan, WindowScan)
     assert isinstance(OPS["discounted_sum"].window_scan.prefix, Unsupported)
     assert "restarts" in OPS["cumsum"].window_scan.reason
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int32", "float32"])
+def test_jax_cumulative_sums_as_parallel_scans_equal_numpy(dtype):
+    """On the CPU the jax backend computes cumulative sums as a parallel prefix scan (jax's own lowers to a
+    ``reduce_window``, N additions per element): same values and dtypes as jax.numpy's, along every axis."""
+    import jax.numpy as jnp
+
+    from timerl.backends.jax_backend import JaxBackend
+
+    xp = JaxBackend().xp
+    x = (np.random.default_rng(0).random((5, 37, 3)) * 4).astype(dtype)
+    for axis in (0, 1, -1):
+        for initial in (False, True):
+            got = xp.cumulative_sum(x, axis=axis, include_initial=initial)
+            want = jnp.cumulative_sum(x, axis=axis, include_initial=initial)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_allclose(np.asarray(got, float), np.cumsum(x.astype(float), axis=axis) if not initial
+                                       else np.asarray(want, float), rtol=1e-5)
