@@ -25,7 +25,7 @@ import numpy as np
 from timerl.errors import TimeRLError
 from timerl.pdg.graph import Graph, Node, identity_read
 from timerl.ops.batching import batch_rule
-from timerl.ops.registry import ACCUMULATE, CONST, SINK
+from timerl.ops.registry import ACCUMULATE, CONST, MERGE, SINK
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
 from timerl.runtime.fusions import tanh_gradients
 from timerl.runtime.sizes import static_bytes
@@ -210,6 +210,9 @@ class BatchedGroup:
             if node.category is ACCUMULATE:
                 refs[node.id] = (-1 - argument(self._accumulate(node, points)), True)
                 continue
+            if node.category is MERGE:
+                refs[node.id] = (-1 - argument(self._merge(node, points)), True)
+                continue
             if node.category is SINK:
                 sinks.append(node)
                 continue
@@ -330,6 +333,28 @@ class BatchedGroup:
         valid = offsets[None, :] < lengths[:, None]
         index = np.where(valid, starts[:, None] - low + offsets[None, :], 0)
         return stacked[self.backend.from_numpy(index)], self.backend.from_numpy(valid)
+
+    def _merge(self, node: Node, points: Sequence[tuple[int, ...]]) -> Any:
+        """A merge at every point: the input each point selects (the first whose condition holds), gathered
+        for each run of consecutive points that select the same input (a recurrence's boundary and its
+        body: two runs), joined in point order."""
+        readers = self.readers[node.id]
+        runs: list[tuple[int, list[tuple[int, ...]]]] = []
+        for point in points:
+            slot = next((k for k, reader in enumerate(readers) if reader.active(point)), None)
+            if slot is None:
+                raise TimeRLError(f"internal error: no input of {node.label()} is active at {point} (a scheduling bug)")
+            if runs and runs[-1][0] == slot:
+                runs[-1][1].append(point)
+            else:
+                runs.append((slot, [point]))
+        xp = self.backend.xp
+        parts = []
+        for slot, run in runs:
+            value, batched = self._gather(node, slot, run)
+            parts.append(value if batched else xp.broadcast_to(xp.expand_dims(value, axis=0),
+                                                               (len(run), *value.shape)))
+        return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
 
     def _accumulate(self, node: Node, points: Sequence[tuple[int, ...]]) -> Any:
         """Gradient accumulation over point reads: per point, the sum of the contributions that exist."""
