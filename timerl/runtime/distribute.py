@@ -63,14 +63,15 @@ def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int],
 
 def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool]) -> list[tuple[str, list[int]]] | None:
     """The loops the body distributes into, as (kind, leaf indices), or None where distributing makes no
-    batched statement (or a batched loop would not run statement by statement). A statement that does not
+    batched statement (or a batched loop would not run statement by statement: one split in pieces, say).
+    A statement that does not
     recur but cannot run batched (it holds a merge, a draw, a UDF) runs point by point, in a loop of its own
     where that lets the others run batched."""
     keys = [leaf_key(leaf) for _, leaf in leaves]
-    position = {key: k for k, key in enumerate(keys)}
-    if len(position) != len(keys):
-        return None  # one statement split in pieces: keep the loop as isl ordered it
-    before = [{position[s] for s in sources(key, *dependences) if s in position} for key in keys]
+    positions: dict[tuple, list[int]] = {}  # a statement split in pieces (under different conditions): each
+    for k, key in enumerate(keys):
+        positions.setdefault(key, []).append(k)
+    before = [{j for s in sources(key, *dependences) for j in positions.get(s, ())} for key in keys]
     components = _components(before)
     component_of = {k: c for c, members in enumerate(components) for k in members}
     frees = {k for k, key in enumerate(keys) if key[0] == "F"}

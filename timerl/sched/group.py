@@ -153,9 +153,10 @@ def _recurrent_tail(graph: Graph, ids: list[int], advancing: set[tuple[int, int]
     """The members of a group that its recurrence does not need: a group holding a recurrence (a placeholder
     reading a member at an earlier point: a rollout's observation fed back from the environment's step) runs
     its points one after another, and so does everything fused with it. Members that neither the recurrence
-    nor an op of another kind (a draw, a UDF, a sink, a merge) needs, and that are array kernels or constants
+    nor an op of another kind (a draw, a UDF, a merge, a sink) needs, and that are array kernels or constants
     themselves (a critic's value of the observation, ``1 - done``), can run as a statement of their own, after
-    the recurrence, at all its points at once (`timerl.runtime.distribute`). Empty when the group holds no
+    the recurrence, at all its points at once. (A sink stays: what it reads would otherwise wait for the
+    loop's end instead of dying at its step.) (`timerl.runtime.distribute`). Empty when the group holds no
     recurrence or its tail has no kernel."""
     inside = set(ids)
     anchors = [u for u, v in advancing if u in inside and v in inside]
