@@ -25,8 +25,8 @@ import numpy as np
 from timerl.errors import TimeRLError
 from timerl.pdg.graph import Graph, Node, identity_read
 from timerl.ops.batching import batch_rule
-from timerl.ops.registry import ACCUMULATE, CONST, SINK
-from timerl.runtime.batch_inputs import accumulated, covered_run, gathered, padded_window
+from timerl.ops.registry import ACCUMULATE, CONST, MERGE, SINK
+from timerl.runtime.batch_inputs import accumulated, covered_run, gathered, padded_window, selected
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
 from timerl.runtime.fusions import tanh_gradients
 from timerl.runtime.sizes import static_bytes
@@ -256,6 +256,10 @@ class BatchedGroup:
             if node.category is ACCUMULATE:
                 total = accumulated(pool, node, self.readers[node.id], points, self.backend)
                 refs[node.id] = (-1 - argument(total), True)
+                continue
+            if node.category is MERGE:
+                merged = selected(pool, node, self.readers[node.id], points, self.backend)
+                refs[node.id] = (-1 - argument(merged), True)
                 continue
             if node.category is SINK:
                 sinks.append(node)

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from timerl.errors import TimeRLError
 from timerl.pdg.graph import Node
 from timerl.runtime.window_scans import window_geometry
 
@@ -31,6 +32,27 @@ def gathered(pool: Any, reader: Any, points: Points, backend: Any) -> tuple[Any,
     if stacked is not None:
         return stacked, True
     return backend.stack([pool.load(k)[edge.output] for k in keys]), True
+
+
+def selected(pool: Any, node: Node, readers: Sequence[Any], points: Points, backend: Any) -> Any:
+    """A merge at every point: the input each point selects (the first whose condition holds), gathered for
+    each run of consecutive points that select the same input (a recurrence's boundary and its body: two
+    runs), joined in point order."""
+    runs: list[tuple[int, list[tuple[int, ...]]]] = []
+    for point in points:
+        slot = next((k for k, reader in enumerate(readers) if reader.active(point)), None)
+        if slot is None:
+            raise TimeRLError(f"internal error: no input of {node.label()} is active at {point} (a scheduling bug)")
+        if runs and runs[-1][0] == slot:
+            runs[-1][1].append(point)
+        else:
+            runs.append((slot, [point]))
+    xp = backend.xp
+    parts = []
+    for slot, run in runs:
+        value, batched = gathered(pool, readers[slot], run, backend)
+        parts.append(value if batched else xp.broadcast_to(xp.expand_dims(value, axis=0), (len(run), *value.shape)))
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
 
 
 def padded_window(pool: Any, reader: Any, points: Points, backend: Any) -> tuple[Any, Any, Any]:

@@ -18,7 +18,8 @@ from timerl.pdg.graph import Graph, Node, Range
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
 from timerl.runtime.dryrun import choose_swaps, required_device_bytes
 from timerl.runtime.evaluate import StackedContributions
-from timerl.runtime.batch import batched_loop
+from timerl.runtime.batch import BatchedGroup, batched_loop
+from timerl.runtime.distribute import distribute
 from timerl.runtime.statements import freed_parts, statement_dependences
 from timerl.runtime.codegen import LoopProgram
 from timerl.runtime.walk import AstInterpreter, Run
@@ -70,6 +71,10 @@ class Executable:
                                                     self.transient)
         self.prefetchers = lowering.prefetchers
         self.constants = lowering.constants
+        if device_memory is None and options.distributes(backend.name):  # the recurrences apart, the rest batched
+            supported = {g.id: BatchedGroup.supported(graph, g) for g in groups}
+            self.schedule = schedule = ast.Schedule(distribute(schedule.root, self.dependences, supported.get),
+                                                    schedule.labels)
         interpreter = _Interpreter(self)
         if device_memory is None:  # plain Python loops; with a budget, each statement first clears the pins
             loops = scanned_or_batched if self.scan_loops else batched_loop  # jax: whole loops as lax.scan
