@@ -6,10 +6,11 @@ variants each; 200 REINFORCE iterations of 16 episodes (4 graphs x 4 sampled act
 seeds) with BRKGA-200 inside the reward (one seed), from a policy whose first choices are 33% uniform
 (initial logit +2): on the validation split these beat 100 iterations at the test budget (BRKGA-500, 2
 seeds, 78% uniform) at half the BRKGA evaluations (docs/REGAL.md), and the paper's Fig. 3 finds its policies
-carry over to other budgets. Where the objective has a heuristic proposal to imitate
-(`features.imitation_target`: runtime), REINFORCE is preceded by 600 iterations of behaviour cloning and
-runs 60 iterations at lr 1e-3 from there instead (validation: 98.3% of cases match or beat BRKGA-500
-against 81.7% for REINFORCE alone, docs/REGAL.md);
+carry over to other budgets. REINFORCE is preceded by 600 iterations of behaviour cloning of the
+objective's heuristic proposal (`features.imitation_target`: the list schedule where it fits for runtime,
+a depth-first order on wide graphs for peak memory) and runs 60 iterations at lr 1e-3 from there instead
+(runtime, validation: 98.3% of cases match or beat BRKGA-500 against 81.7% for REINFORCE alone,
+docs/REGAL.md); ``--imitate 0`` trains by REINFORCE alone;
 evaluation at 500 and 5,000 evaluations, each test case with one action per op drawn from the policy. The
 paper's 5,000 / 50,000 are scaled by 1/10 because our graphs are small: on them BRKGA-5K mostly already
 finds what BRKGA-30K finds, while 500 evaluations leave gaps of up to 19% (as 5,000 do on the paper's
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
                      help="the split to evaluate on (choose settings on valid, report test)")
     run.add_argument("--variants", type=int, default=2, help="noisy variants per topology")
     run.add_argument("--imitate", type=int, default=600,
-                     help="behaviour-cloning iterations before REINFORCE, for objectives with a heuristic target")
+                     help="behaviour-cloning iterations of the heuristic proposal before REINFORCE (0: none)")
     run.add_argument("--imitation-lr", type=float, default=1e-2)
     run.add_argument("--iterations", type=int, default=200, help="REINFORCE iterations from scratch")
     run.add_argument("--fine-tune", type=int, default=60, help="REINFORCE iterations after imitation")
@@ -123,15 +124,15 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def fit(kind: str, graphs: list, args: argparse.Namespace, sizes: Sizes) -> train.Trained:
-    """Imitation of the objective's heuristic proposal then a REINFORCE fine-tune where it has one
-    (runtime), REINFORCE from scratch where not (peak memory)."""
+    """Imitation of the objective's heuristic proposal (`features.imitation_target`), then a REINFORCE
+    fine-tune from there; with ``--imitate 0``, REINFORCE from scratch."""
     config = train.Config(kind=kind, iterations=args.iterations, batch=args.batch, train_budget=args.train_budget,
                           lr=args.lr, sizes=sizes, seed=args.seed, workers=args.workers, samples=args.samples,
                           seeds=args.seeds)
     start = time.perf_counter()
-    targets = [features.imitation_target(graph, kind) for graph in graphs]
     warm = None
-    if args.imitate > 0 and all(target is not None for target in targets):
+    if args.imitate > 0:
+        targets = [features.imitation_target(graph, kind) for graph in graphs]
         cloned = train.imitate(graphs, targets, dataclasses.replace(config, iterations=args.imitate,
                                                                     lr=args.imitation_lr))
         print(f"{kind}: imitated the heuristic proposal in {time.perf_counter() - start:.0f} s; mean "
