@@ -81,7 +81,7 @@ class Executable:
         started = time.perf_counter()
         blocks = {node_id: BlockStore(axis, self.graph.nodes[node_id].outputs, self.backend)
                   for node_id, axis in self.block_axes.items()}
-        self.batched_runs = 0
+        self.batched_runs = self.padded_chunks = 0
         pool_class = StackedPool if self.vectorize else MemoryPool  # batched results stay batched
         self.pool = pool = pool_class(self.device_memory, self.backend, self.swap, blocks)
         pool.describe = self._describe
@@ -107,7 +107,8 @@ class Executable:
             peak_device_bytes=pool.peak_device_bytes, peak_host_bytes=pool.peak_host_bytes,
             bytes_offloaded=pool.bytes_offloaded, bytes_fetched=pool.bytes_fetched, donated_bytes=pool.donated_bytes,
             execute_seconds=time.perf_counter() - started, leaked_points=pool.live_points(),
-            memory_timeline=pool.timeline, batched_statements=self.batched_runs, **pool.swaps)
+            memory_timeline=pool.timeline, batched_statements=self.batched_runs,
+            padded_chunks=self.padded_chunks, **pool.swaps)
 
     def _describe(self, key) -> str:
         node = self.graph.nodes[key[0]]
