@@ -14,18 +14,21 @@ from timerl.runtime.evaluate import bound_kernel
 
 class DrawPrefetch:
     """A draw and the elementwise chain computed from it for a run of ``CHUNK`` points along the innermost
-    dimension at once, at the run's first point; each point then takes its row of the results. The run's bytes
+    dimension at once, at the run's first point; each point then takes its row of the results (of the values at
+    positions ``kept`` of the chain: those read outside it). The run's bytes
     are held in the pool until its last point is taken (or the next run, or the end of the run), so memory stays
     independent of the dimension's length."""
 
     CHUNK = 32
 
-    def __init__(self, draw: Node, chain: list[Node], count: int, seed: int, backend: Any, point_bytes: int) -> None:
+    def __init__(self, draw: Node, chain: list[Node], count: int, seed: int, backend: Any, point_bytes: int,
+                 kept: list[int] | None = None) -> None:
         attrs = draw.attrs.as_dict()
         self.draw = (seed, attrs["stream"], attrs["shape"], attrs["dtype"], draws_normal(draw.op))
         position = {m.id: k for k, m in enumerate(chain)}
         self.steps = [(bound_kernel(m, backend), [position[e.producer] for e in m.inputs]) for m in chain[1:]]
         self.count = count
+        self.kept = list(range(len(chain))) if kept is None else kept  # the chain's values handed out, by position
         self.backend = backend
         self.point_bytes = point_bytes  # of the draw and its chain at one point
         self.reset(None)
@@ -54,7 +57,7 @@ class DrawPrefetch:
         values = [self.backend.from_numpy(rng.draw_many(seed, stream, points, shape, dtype, normal))]
         for kernel, inputs in self.steps:
             values.append(kernel(*[values[j] for j in inputs]))
-        self.rows = list(zip(*[self.backend.unstack(v) for v in values]))
+        self.rows = list(zip(*[self.backend.unstack(values[k]) for k in self.kept]))
         self.run = (outer, first)
         self.held = self.point_bytes * len(points)
         if self.hold is not None:

@@ -43,6 +43,15 @@ def simple_read(edge: Edge) -> bool:
     return edge.masked_by is None and edge.condition is TRUE and all(isinstance(i, Point) for i in edge.index)
 
 
+def _read_beyond(chain: list[Node], members: list[Node], stored: set[int]) -> list[int]:
+    """The positions in a draw chain (`GroupLowering._draw_chains`) of the values read outside it or stored:
+    the only rows a `DrawPrefetch` hands out (the Gumbel chain's intermediate logs are read by the chain only)."""
+    ids = {m.id for m in chain}
+    read = {e.producer for m in members if m.id not in ids for e in m.inputs}
+    kept = [k for k, m in enumerate(chain) if m.id in read or m.id in stored]
+    return kept or [len(chain) - 1]
+
+
 class GroupLowering:
     """Generates the source of one group's function; the names it uses live in the shared namespace ``ns``."""
 
@@ -125,13 +134,14 @@ class GroupLowering:
                 body.append(f"v{n}_0 = K{n}({g}, {y})")
                 outputs = [f"v{n}_0"]
             elif n in chains:
+                kept = _read_beyond(chains[n], members, stored)
                 prefetch = DrawPrefetch(member, chains[n], self.bounds[self.graph.bound_of(member.domain[-1])],
                                         self.ns["SEED"], self.backend,
-                                        sum(static_bytes(m) or 0 for m in chains[n]))
+                                        sum(static_bytes(m) or 0 for m in chains[n]), kept)
                 self.prefetchers.append(prefetch)
                 self.ns[f"H{n}"] = prefetch
                 body.append(f"m = {n}")
-                body.append(f"{', '.join(f'v{m.id}_0' for m in chains[n])}, = H{n}(point)")
+                body.append(f"{', '.join(f'v{chains[n][k].id}_0' for k in kept)}, = H{n}(point)")
                 outputs = [f"v{n}_0"]
             elif n in chained:  # computed with the draw it derives from (`_draw_chains`)
                 outputs = [f"v{n}_0"]
