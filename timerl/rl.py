@@ -186,10 +186,11 @@ class Env:
         ended = terminated | truncated
         self._lengths += 1
         self._returns += reward
-        if ended.any():
-            for k in np.flatnonzero(ended):
-                self.episodes.append(Episode(dict(point), int(k), int(self._lengths[k]), float(self._returns[k])))
-                self._lengths[k], self._returns[k] = 0, 0.0
+        ends = ended.nonzero()[0]  # (ended is one-dimensional: no ravel, as np.flatnonzero would)
+        if ends.size:  # (Python numbers taken in one call each: this runs at most steps)
+            lengths, returns = self._lengths[ends].tolist(), self._returns[ends].tolist()
+            self.episodes.extend(Episode(dict(point), k, n, g) for k, n, g in zip(ends.tolist(), lengths, returns))
+            self._lengths[ends], self._returns[ends] = 0, 0.0
         self._next = here[:-1] + (here[-1] + 1,)
         return obs, reward, ended, _NO_TOKEN  # the udf call converts them to the declared types
 
@@ -201,7 +202,8 @@ class Env:
         if self.discrete:
             if action.dtype.kind not in "iu":
                 raise ActionError(f"{where} has dtype {action.dtype}; discrete actions are integers")
-            if action.min() < 0 or action.max() >= self.num_actions:
+            # (the ufuncs' reduce directly: ndarray.min and .max add a Python call each, at every step)
+            if np.minimum.reduce(action) < 0 or np.maximum.reduce(action) >= self.num_actions:
                 bad = (action < 0) | (action >= self.num_actions)
                 raise ActionError(f"{where} is {action[bad][0]} for environment {int(np.flatnonzero(bad)[0])}; "
                                   f"actions are in [0, {self.num_actions})")
