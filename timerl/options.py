@@ -71,7 +71,7 @@ class CompileOptions:
     jit_groups: bool = True
     """jax: a group's pure kernels run as one `jax.jit` instead of one dispatch per op."""
     matmul_add: bool = True
-    """torch: ``x @ w + b`` read nowhere else becomes one ``addmm`` (`GroupLowering._matmul_adds`)."""
+    """torch: ``x @ w + b`` read nowhere else becomes one ``addmm`` (`timerl.runtime.fusions.matmul_adds`)."""
     donation: bool = True
     """torch: an elementwise op whose input dies at it writes into that input's buffer (paper §6.2)."""
     prefetch_draws: bool = True

@@ -26,6 +26,7 @@ from timerl.errors import TimeRLError
 from timerl.pdg.graph import Graph, Node, identity_read
 from timerl.ops.batching import batch_rule
 from timerl.ops.registry import ACCUMULATE, CONST, SINK
+from timerl.runtime.batch_inputs import accumulated, gathered, padded_window
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
 from timerl.runtime.fusions import tanh_gradients
 from timerl.runtime.sizes import output_bytes, static_bytes
@@ -187,6 +188,7 @@ class BatchedGroup:
         """Every member's batched value: the inputs from outside the group are gathered on the host first, then
         the members are computed from them by one pure function of those arrays (on jax, one jitted call for
         the whole statement). Returns member -> (value, batched along axis 0), and the sinks to call."""
+        pool = self.executable.pool
         arguments: list[Any] = []
         refs: dict[int, tuple[int, bool]] = {}  # member -> (its index in the results or arguments, batched)
         masks: dict[int, int] = {}  # windowed member -> the argument holding its valid-position mask
@@ -203,9 +205,9 @@ class BatchedGroup:
             if kind is INSIDE:
                 return (*refs[edge.producer], masks.get(edge.producer))
             if kind is WINDOW:
-                value, mask = self._window(node, slot, points)
+                value, mask = padded_window(pool, self.readers[node.id][slot], points, self.backend)
                 return -1 - argument(value), True, argument(mask)
-            value, batched = self._gather(node, slot, points)
+            value, batched = gathered(pool, self.readers[node.id][slot], points, self.backend)
             return -1 - argument(value), batched, None
 
         for node in self.members:
@@ -213,7 +215,8 @@ class BatchedGroup:
                 refs[node.id] = (-1 - argument(self.executable.namespace[f"C{node.id}"]), False)
                 continue
             if node.category is ACCUMULATE:
-                refs[node.id] = (-1 - argument(self._accumulate(node, points)), True)
+                total = accumulated(pool, node, self.readers[node.id], points, self.backend)
+                refs[node.id] = (-1 - argument(total), True)
                 continue
             if node.category is SINK:
                 sinks.append(node)
@@ -279,102 +282,10 @@ class BatchedGroup:
             value, batched = values[edge.producer]
             rows = self.backend.unstack(value) if batched else [value] * len(points)
         else:
-            rows = [self._gather(sink, 0, [point])[0] for point in points]
+            reader, pool = self.readers[sink.id][0], self.executable.pool
+            rows = [gathered(pool, reader, [point], self.backend)[0] for point in points]
         for row, point in zip(rows, points):
             evaluate(sink, point, [row], self.executable.seed, self.executable.bounds, self.backend)
-
-    def _gather(self, node: Node, slot: int, points: Sequence[tuple[int, ...]]) -> tuple[Any, bool]:
-        """One input at every point: a single value where every point reads the same one, else stacked."""
-        reader = self.readers[node.id][slot]
-        edge = reader.edge
-        load = self.executable.pool.load
-        read = reader.coordinates if reader.has_ranges else reader.point_read
-        keys = [(edge.producer, tuple(read(p))) for p in points]
-        if all(k == keys[0] for k in keys):
-            return load(keys[0])[edge.output], False
-        batch = getattr(self.executable.pool, "batch", None)
-        stacked = None if batch is None else batch(keys, edge.output)
-        if stacked is not None:
-            return stacked, True
-        return self.backend.stack([load(k)[edge.output] for k in keys]), True
-
-    def _window(self, node: Node, slot: int, points: Sequence[tuple[int, ...]]) -> tuple[Any, Any]:
-        """A range read at every point, padded at the end to the longest: (N, L, ...) values and an (N, L)
-        mask of the positions that exist. The producer's points that the windows cover are loaded once each
-        (they form one run along the range's dimension) and gathered by index."""
-        reader = self.readers[node.id][slot]
-        edge = reader.edge
-        load = self.executable.pool.load
-        coordinates = [reader.coordinates(p) for p in points]
-        axis = next(k for k, c in enumerate(coordinates[0]) if isinstance(c, range))
-        outer = [c[:axis] + c[axis + 1:] for c in coordinates]
-        if any(o != outer[0] for o in outer):
-            raise _NotBatchable("windows over different rows of the producer")
-        starts = np.array([c[axis].start for c in coordinates], dtype=np.int64)
-        lengths = np.array([len(c[axis]) for c in coordinates], dtype=np.int64)
-        longest = int(lengths.max())
-        if longest == 0:
-            raise _NotBatchable("empty windows")
-        low = int(starts[lengths > 0].min())
-        high = int((starts + lengths)[lengths > 0].max())
-        before, after = tuple(outer[0][:axis]), tuple(outer[0][axis:])
-        store = self.executable.pool.blocks.get(edge.producer)
-        stacked = None
-        if store is not None and store.axis == axis:  # the covered run is one slice of the block's buffer
-            try:
-                stacked = store.slice(before + after, low, high, edge.output)
-            except KeyError:
-                stacked = None
-        if stacked is None:
-            keys = [(edge.producer, before + (k,) + after) for k in range(low, high)]
-            batch = getattr(self.executable.pool, "batch", None)
-            stacked = None if batch is None else batch(keys, edge.output)
-            if stacked is None:
-                stacked = self.backend.stack([load(key)[edge.output] for key in keys])
-        offsets = np.arange(longest, dtype=np.int64)
-        valid = offsets[None, :] < lengths[:, None]
-        index = np.where(valid, starts[:, None] - low + offsets[None, :], 0)
-        return stacked[self.backend.from_numpy(index)], self.backend.from_numpy(valid)
-
-    def _accumulate(self, node: Node, points: Sequence[tuple[int, ...]]) -> Any:
-        """Gradient accumulation over point reads: per point, the sum of the contributions that exist."""
-        pool, backend = self.executable.pool, self.backend
-        shape, dtype = tuple(node.attrs["shape"]), node.attrs["dtype"]
-        whole = self._accumulate_stacks(node, points)
-        if whole is not None:
-            return whole
-        zero = backend.zeros(shape, dtype)
-        totals = []
-        for point in points:
-            total = None
-            for reader in self.readers[node.id]:
-                for q in reader.points(point)[0]:
-                    key = (reader.edge.producer, q)
-                    if pool.has(key):
-                        value = pool.load(key)[reader.edge.output]
-                        total = value if total is None else total + value
-            totals.append(zero if total is None else total)
-        return backend.cast(backend.stack(totals), dtype)  # one cast (on jax a host sum is not moved per point)
-
-
-    def _accumulate_stacks(self, node: Node, points: Sequence[tuple[int, ...]]) -> Any:
-        """The accumulation when every contribution exists at every point and each reader's contributions
-        are one stack's rows in order: a sum of batched arrays (None otherwise)."""
-        batch = getattr(self.executable.pool, "batch", None)
-        if batch is None:
-            return None
-        total = None
-        for reader in self.readers[node.id]:
-            if reader.has_ranges:
-                return None
-            keys = [(reader.edge.producer, reader.point_read(p)) for p in points]
-            stacked = batch(keys, reader.edge.output)
-            if stacked is None:
-                return None
-            total = stacked if total is None else total + stacked
-        if total is None:
-            return None
-        return self.backend.cast(total, node.attrs["dtype"])
 
 
 class _BatchedFree:

@@ -1,6 +1,6 @@
 """Random draws computed ahead (plan once, run many): a draw depends only on its point (`timerl.runtime.rng`), so
 the draws of a run of points, and the elementwise values computed from them alone, can come at the run's first
-point, one array computation instead of one per point (`timerl.runtime.plan.GroupLowering._draw_chains`)."""
+point, one array computation instead of one per point (`timerl.runtime.fusions.draw_chains`)."""
 
 from __future__ import annotations
 
