@@ -107,13 +107,25 @@ class Env:
             self.action_shape = tuple(action_space.shape)
         else:
             raise TimeRLError(f"{user_location()}: {name}: only Discrete and Box action spaces are supported")
-        self.episodes: list[Episode] = []  # every completed episode, in the order they end
+        # every completed episode, in the order they end, kept per step as arrays (`episodes` makes the records)
+        self._ended: list[tuple[dict, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._episodes: list[Episode] = []
         self._reset_view: RT | None = None
         self._reset_chain: RT | None = None
         self._stepped = False
         self._next: tuple[int, ...] | None = None  # the step point that must run next (ordering check)
         self._lengths = np.zeros(num_envs, dtype=np.int64)
         self._returns = np.zeros(num_envs, dtype=np.float64)
+
+    @property
+    def episodes(self) -> list[Episode]:
+        """Every completed episode, in the order they end (built when asked for: a step only notes which
+        environments ended, with their lengths and returns)."""
+        for point, envs, lengths, returns in self._ended:
+            self._episodes.extend(Episode(dict(point), int(k), int(n), float(g))
+                                  for k, n, g in zip(envs, lengths, returns))
+        self._ended.clear()
+        return self._episodes
 
     @property
     def discrete(self) -> bool:
@@ -186,11 +198,11 @@ class Env:
         ended = terminated | truncated
         self._lengths += 1
         self._returns += reward
-        ends = ended.nonzero()[0]  # (ended is one-dimensional: no ravel, as np.flatnonzero would)
-        if ends.size:  # (Python numbers taken in one call each: this runs at most steps)
-            lengths, returns = self._lengths[ends].tolist(), self._returns[ends].tolist()
-            self.episodes.extend(Episode(dict(point), k, n, g) for k, n, g in zip(ends.tolist(), lengths, returns))
-            self._lengths[ends], self._returns[ends] = 0, 0.0
+        if ended.any():
+            envs = np.flatnonzero(ended)
+            self._ended.append((dict(point), envs, self._lengths[envs], self._returns[envs]))  # (copies)
+            self._lengths[envs] = 0
+            self._returns[envs] = 0.0
         self._next = here[:-1] + (here[-1] + 1,)
         return obs, reward, ended, _NO_TOKEN  # the udf call converts them to the declared types
 
@@ -202,8 +214,7 @@ class Env:
         if self.discrete:
             if action.dtype.kind not in "iu":
                 raise ActionError(f"{where} has dtype {action.dtype}; discrete actions are integers")
-            # (the ufuncs' reduce directly: ndarray.min and .max add a Python call each, at every step)
-            if np.minimum.reduce(action) < 0 or np.maximum.reduce(action) >= self.num_actions:
+            if action.min() < 0 or action.max() >= self.num_actions:
                 bad = (action < 0) | (action >= self.num_actions)
                 raise ActionError(f"{where} is {action[bad][0]} for environment {int(np.flatnonzero(bad)[0])}; "
                                   f"actions are in [0, {self.num_actions})")

@@ -14,8 +14,7 @@ from timerl.runtime.evaluate import bound_kernel
 
 class DrawPrefetch:
     """A draw and the elementwise chain computed from it for a run of ``CHUNK`` points along the innermost
-    dimension at once, at the run's first point; each point then takes its row of the results (of the values at
-    positions ``kept`` of the chain: those read outside it). The run's bytes
+    dimension at once, at the run's first point; each point then takes its row of the results. The run's bytes
     are held in the pool until its last point is taken (or the next run, or the end of the run), so memory stays
     independent of the dimension's length."""
 
@@ -28,9 +27,9 @@ class DrawPrefetch:
         position = {m.id: k for k, m in enumerate(chain)}
         self.steps = [(bound_kernel(m, backend), [position[e.producer] for e in m.inputs]) for m in chain[1:]]
         self.count = count
-        self.kept = list(range(len(chain))) if kept is None else kept  # the chain's values handed out, by position
         self.backend = backend
         self.point_bytes = point_bytes  # of the draw and its chain at one point
+        self.kept = list(range(len(chain))) if kept is None else kept  # the chain's values a point takes
         self.reset(None)
 
     def reset(self, hold: Callable[[int], None] | None) -> None:

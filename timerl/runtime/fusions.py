@@ -113,15 +113,6 @@ def draw_chains(graph: Graph, members: list[Node], pure: MemberTest) -> dict[int
     return chains
 
 
-def read_beyond_chain(chain: list[Node], members: list[Node], stored: set[int]) -> list[int]:
-    """The positions in a draw chain (`draw_chains`) of the values read outside it or stored:
-    the only rows a `DrawPrefetch` hands out (the Gumbel chain's intermediate logs are read by the chain only)."""
-    ids = {m.id for m in chain}
-    read = {e.producer for m in members if m.id not in ids for e in m.inputs}
-    kept = [k for k, m in enumerate(chain) if m.id in read or m.id in stored]
-    return kept or [len(chain) - 1]
-
-
 def buffer_donations(graph: Graph, members: list[Node], inside: set[int], stored: set[int], elsewhere: set[int],
                      computed_at: dict[int, int], kernels: dict[str, Any] | None, pure: MemberTest,
                      plain: MemberTest) -> dict[int, tuple[int, Any]]:

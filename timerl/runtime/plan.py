@@ -30,7 +30,7 @@ from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Edge, Graph, Node, Point, identity_read
 from timerl.runtime import rng
 from timerl.runtime.draws import DrawPrefetch
-from timerl.runtime.fusions import (buffer_donations, draw_chains, input_dtypes, matmul_adds, read_beyond_chain,
+from timerl.runtime.fusions import (buffer_donations, draw_chains, input_dtypes, matmul_adds,
                                     tanh_gradients)
 from timerl.runtime.generated import udf_call
 from timerl.runtime.lifetimes import Candidates, free_after_last_use
@@ -132,7 +132,10 @@ class GroupLowering:
                 body.append(f"v{n}_0 = K{n}({g}, {y})")
                 outputs = [f"v{n}_0"]
             elif n in chains:
-                kept = read_beyond_chain(chains[n], members, stored)
+                # the rows of the chain's values that the group reads or stores (Gumbel noise, not its draw)
+                ids = {m.id for m in chains[n]}
+                read = {e.producer for m in members if m.id not in ids for e in m.inputs}
+                kept = [k for k, m in enumerate(chains[n]) if m.id in stored or m.id in read] or [len(chains[n]) - 1]
                 prefetch = DrawPrefetch(member, chains[n], self.bounds[self.graph.bound_of(member.domain[-1])],
                                         self.ns["SEED"], self.backend,
                                         sum(static_bytes(m) or 0 for m in chains[n]), kept)
