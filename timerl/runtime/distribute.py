@@ -63,8 +63,8 @@ def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int],
 
 def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool]) -> list[tuple[str, list[int]]] | None:
     """The loops the body distributes into, as (kind, leaf indices), or None where distributing makes no
-    batched statement (or a batched loop would not run statement by statement: one split in pieces, say).
-    A statement that does not
+    batched statement (or a batched loop would not run statement by statement: one split in pieces, say), or
+    where nothing recurs. A statement that does not
     recur but cannot run batched (it holds a merge, a draw, a UDF) runs point by point, in a loop of its own
     where that lets the others run batched."""
     keys = [leaf_key(leaf) for _, leaf in leaves]
@@ -77,18 +77,20 @@ def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool]) -
     frees = {k for k, key in enumerate(keys) if key[0] == "F"}
     loops: list[tuple[str, list[int]]] = []
     loop_of: dict[int, int] = {}
+    recurrent = False
     for c in _topological(components, before, component_of):
         members = components[c]
         if all(k in frees for k in members):
             continue  # placed below, after everything it waits for
         recurs = len(members) > 1 or any(k in before[k] for k in members)
+        recurrent = recurrent or recurs
         kind = POINTS if recurs or not all(batchable(keys[k][1]) for k in members if k not in frees) else BATCHED
         if not loops or loops[-1][0] != kind:
             loops.append((kind, []))
         loops[-1][1].extend(members)
         loop_of.update((k, len(loops) - 1) for k in members)
-    if len(loops) < 2 or all(kind == POINTS for kind, _ in loops):
-        return None
+    if not recurrent or len(loops) < 2 or all(kind == POINTS for kind, _ in loops):
+        return None  # (without a recurrence, isl's order frees values sooner: a window's points, say)
     for k in sorted(frees):
         if k not in loop_of:
             target = max((loop_of[s] for s in before[k]), default=0)
