@@ -39,9 +39,14 @@ def _shape(inputs, attrs):
 def _bincount(xp, index, weights, size):
     batch = tuple(index.shape[:-1])
     row = tuple(weights.shape[index.ndim:])
-    if hasattr(weights, "scatter_add_"):  # torch: along the counted axis as it is (1.8x index_add_ of flat indices)
-        at = index.long().reshape(index.shape + (1,) * len(row)).expand(weights.shape)
-        return weights.new_zeros(batch + (size,) + row).scatter_add_(len(batch), at, weights)
+    if hasattr(weights, "scatter_add_"):  # torch: along the last axis (1.8x index_add_ of flat indices)
+        # row axes go ahead of the counted one, so the scatter still runs along the last axis (2.5x scattering
+        # rows of 2 along the counted axis, (256, 1041, 2) into 957 bins); the result is a view
+        ahead = len(batch) + len(row)
+        moved = weights.movedim(len(batch), ahead) if row else weights
+        at = index.long().reshape(batch + (1,) * len(row) + index.shape[-1:]).expand(moved.shape)
+        counts = moved.new_zeros(batch + row + (size,)).scatter_add_(ahead, at, moved)
+        return counts.movedim(ahead, len(batch)) if row else counts
     rows = math.prod(batch)
     offsets = xp.reshape(xp.arange(rows, dtype=index.dtype) * size, batch + (1,))
     flat_index = xp.reshape(index + offsets, (-1,))

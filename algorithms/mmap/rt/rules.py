@@ -113,18 +113,20 @@ def lowest_free_columns(tables: GameTables, records, position, first, last, own_
     first, last, required = scalars.spatial[:, :k], scalars.spatial[:, k:2 * k], scalars.spatial[:, 2 * k:3 * k]
     own_group, position, width = (column(scalars, 3 * k + j) for j in range(3))
     counted = (tables.group_key != per_game(own_group)) & (tables.buffers < per_game(position)) & tables.wide
-    start, end, at = (records.spatial[:, j, :] for j in range(3))
-    # (G, N, K) int32: whether each counted record overlaps each interval
-    overlap = ((F.unsqueeze(start, 2) <= F.unsqueeze(last, 1)) & (F.unsqueeze(end, 2) >= F.unsqueeze(first, 1))
-               & F.unsqueeze(counted, 2))
-    count = F.astype(overlap, "int32")
+    start, end, at = (records.spatial[:, j:j + 1, :] for j in range(3))
+    # (G, K, N) int32: whether each counted record overlaps each interval; handed to the histograms as (G, N, K)
+    # rows (a transposed view: torch's bincount scatters along the last axis of the (G, K, N) it was; XLA
+    # computes the fused comparison in whichever order the scatter reads it)
+    overlap = (start <= F.unsqueeze(last, 2)) & (end >= F.unsqueeze(first, 2)) & F.unsqueeze(counted, 1)
+    count = F.transpose(F.astype(overlap, "int32"), 1, 2)
+    at = F.squeeze(at, 1)
     # a record without a rectangle has at = -1 and counts 0: its indices only have to lie in [0, size]
     opens = F.apply("bincount", F.maximum(at + per_game(1 - width), 0), count, size=size + 1)
     closes = F.apply("bincount", at + tables.close_width, count, size=size + 1)
     blocked = block_cumsum(F.transpose(opens - closes, 1, 2))  # (G, K, size + 1)
     # blocked(size) is 0 (every counted record has closed by then): the first free start is the least start
-    # with none, size when no column is free
-    lowest = F.min(F.where(blocked == 0, tables.starts, size), dim=2)
+    # with none, size when no column is free (in int32, like the counts)
+    lowest = F.astype(F.min(F.where(blocked == 0, tables.starts, size), dim=2), "int64")
     wide = per_game(width)
     lowest = F.where(wide == 0, 0, lowest)
     lowest = F.where(lowest + wide <= size, lowest, -1)
