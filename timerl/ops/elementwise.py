@@ -9,6 +9,7 @@ from timerl.ops.registry import (
     ELEMENTWISE,
     NOT_A_REDUCTION,
     NOT_DIFFERENTIABLE,
+    POSITIONWISE,
     WINDOW_CARRIED,
     ShapeError,
     ValueCheck,
@@ -39,7 +40,8 @@ def _bool_result(inputs, attrs):
 def elementwise(name: str, impl: Callable[..., Any], grad: Any, *, dtype=_promoted, check_values=None) -> None:
     """An op of one or more operands applied element by element, with NumPy broadcasting."""
     register(name, ELEMENTWISE, shape=_same_shape, dtype=dtype, impl=impl, grad=grad, vectorize=aligned,
-             incrementalize=NOT_A_REDUCTION, window=lambda attrs: WINDOW_CARRIED, check_values=check_values)
+             incrementalize=NOT_A_REDUCTION, window=lambda attrs: WINDOW_CARRIED, check_values=check_values,
+             window_scan=POSITIONWISE)
 
 
 unary = binary = elementwise  # the registrations below say their arity
