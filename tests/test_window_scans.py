@@ -56,7 +56,7 @@ CASES = [(kind, gamma) for kind in ("masked discounted suffix", "discounted suff
 CASES += [("suffix sum", None), ("prefix sum", None)]
 
 
-@pytest.mark.parametrize("steps", [1, 6, 37])
+@pytest.mark.parametrize("steps", [1, 23])
 @pytest.mark.parametrize("kind, gamma", CASES)
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_window_reductions_as_scans_equal_numpy_and_the_reference(backend, kind, gamma, steps):

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from timerl.backends.jax_keys import kernel_key, shared
 from timerl.backends.numpy_backend import NumpyBackend
+from timerl.ops.registry import OPS
 
 
 @jax.jit
@@ -52,6 +53,8 @@ class _ScanningNumpy:
 class JaxBackend:
     name = "jax"
     slices_are_views = False
+    # ops lowered to jax's own primitives (the registry's ``lowering["jax"]``), same signature as the op's impl
+    op_impls = {name: op.lowering["jax"](jax) for name, op in OPS.items() if "jax" in op.lowering}
 
     def __init__(self) -> None:
         self.kernels: dict = {}

@@ -90,6 +90,12 @@ unary("cos", lambda xp, x: xp.cos(x), lambda F, ins, outs, g, a: [F.neg(g[0] * F
 unary("logical_not", lambda xp, x: xp.logical_not(x), NOT_DIFFERENTIABLE, dtype=_bool_result)
 unary("identity", lambda xp, x: x, lambda F, ins, outs, g, a: [g[0]])
 unary("detach", lambda xp, x: x, NOT_DIFFERENTIABLE)
+# the value as it is, computed once: on XLA an optimization barrier, so that a fusion does not recompute what
+# it reads per element (per-game scalars read by a (games x buffers) loop); elsewhere nothing
+register("materialize", ELEMENTWISE, shape=_same_shape, dtype=_promoted, impl=lambda xp, x: x,
+         grad=lambda F, ins, outs, g, a: [g[0]], vectorize=aligned, incrementalize=NOT_A_REDUCTION,
+         lowering={"jax": lambda jax: lambda xp, x: jax.lax.optimization_barrier(x)},
+         window=lambda attrs: WINDOW_CARRIED)
 unary("clip", lambda xp, x, low, high: xp.clip(x, low, high),
       lambda F, ins, outs, g, a: [F.where((ins[0] >= a["low"]) & (ins[0] <= a["high"]), g[0], 0.0)])
 unary("astype", lambda xp, x, dtype: xp.astype(x, getattr(xp, dtype)),

@@ -29,7 +29,7 @@ from timerl.ops.registry import ACCUMULATE, CONST, MERGE, SINK
 from timerl.runtime.batch_inputs import accumulated, covered_run, gathered, padded_window, selected
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
 from timerl.runtime.fusions import tanh_gradients
-from timerl.runtime.sizes import static_bytes
+from timerl.runtime.sizes import output_bytes, static_bytes
 from timerl.symbolic import compile_function
 from timerl.sched import ast
 from timerl.runtime.statements import flatten, freed_parts, statement_major
@@ -126,7 +126,9 @@ class BatchedGroup:
         kept_bytes = peak = 0  # the chunks' stored values, alive until stored together; the most alive at once
         scanned = self._scanned(points)
         self.executable.window_scans += scanned is not None
-        for chunk in ([points] if scanned is not None else self._chunks(points)):
+        chunks = [points] if scanned is not None else self._chunks(points)
+        self.executable.padded_chunks += len(chunks) if self.windowed and scanned is None else 0
+        for chunk in chunks:
             values, sinks = self._compute(chunk, scanned)
             transient = stored = 0
             for node in self.members:
@@ -182,18 +184,21 @@ class BatchedGroup:
 
     def _chunks(self, points: Sequence[tuple[int, ...]]) -> list[Sequence[tuple[int, ...]]]:
         """The points in runs whose padded windows hold at most ``WINDOW_BYTES`` per windowed value (all the
-        points at once where nothing is padded, or on jax, whose compiled statements want one shape)."""
+        points at once where nothing is padded, or on jax, whose compiled statements want one shape). A window's
+        bytes per position are those of the output it reads (an environment step's reward, not the whole step),
+        or of a windowed member's value where that is wider (booleans made float)."""
         if not self.windowed or self.backend.name == "jax" or len(points) <= 1:
             return [points]
-        longest = 0
+        length = position = 0
         for node in self.members:
             for slot, edge in enumerate(node.inputs):
                 if edge.ranges():
                     reader = self.readers[node.id][slot]
-                    size = static_bytes(self.graph.nodes[edge.producer]) or 0
-                    length = max(len(c) for c in reader.coordinates(points[0]) if isinstance(c, range))
-                    longest = max(longest, length * size)
-        per_chunk = max(1, WINDOW_BYTES // max(longest, 1))
+                    position = max(position, output_bytes(self.graph.nodes[edge.producer], edge.output) or 0)
+                    length = max([length] + [len(c) for c in reader.coordinates(points[0]) if isinstance(c, range)])
+        for member in self.windowed:
+            position = max(position, _position_bytes(self.graph.nodes[member]))
+        per_chunk = max(1, WINDOW_BYTES // max(length * position, 1))
         return [points[k:k + per_chunk] for k in range(0, len(points), per_chunk)]
 
     def _joined(self, parts: list[tuple[Any, bool, int]]) -> tuple[Any, bool]:
@@ -367,6 +372,19 @@ class _BatchedFree:
         free_many = self.executable.pool.free_many
         for member_id in self.members:
             free_many([(member_id, point) for point in points])
+
+
+def _position_bytes(node: Node) -> int:
+    """Bytes of one position of a windowed member's value (its first axis runs along the window), 0 when its
+    other sizes are symbolic."""
+    shape = node.outputs[0].shape[1:]
+    if not all(isinstance(d, int) for d in shape):
+        return 0
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(node.outputs[0].dtype).itemsize
+
+
+class _NotBatchable(Exception):
+    """A batch this code path declines at run time: the statement runs point by point instead."""
 
 
 def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[list], None] | None:

@@ -86,7 +86,8 @@ class Executable:
         started = time.perf_counter()
         blocks = {node_id: BlockStore(axis, self.graph.nodes[node_id].outputs, self.backend)
                   for node_id, axis in self.block_axes.items()}
-        self.batched_runs = self.window_scans = 0  # batched statement calls; those that scanned their windows
+        # batched statement calls; those that scanned their windows; chunks run by statements that pad them
+        self.batched_runs = self.window_scans = self.padded_chunks = 0
         pool_class = StackedPool if self.vectorize else MemoryPool  # batched results stay batched
         self.pool = pool = pool_class(self.device_memory, self.backend, self.swap, blocks)
         pool.describe = self._describe
@@ -113,7 +114,7 @@ class Executable:
             bytes_offloaded=pool.bytes_offloaded, bytes_fetched=pool.bytes_fetched, donated_bytes=pool.donated_bytes,
             execute_seconds=time.perf_counter() - started, leaked_points=pool.live_points(),
             memory_timeline=pool.timeline, batched_statements=self.batched_runs,
-            window_scans=self.window_scans, **pool.swaps)
+            window_scans=self.window_scans, padded_chunks=self.padded_chunks, **pool.swaps)
 
     def _describe(self, key) -> str:
         node = self.graph.nodes[key[0]]
