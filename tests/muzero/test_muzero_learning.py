@@ -62,7 +62,7 @@ def np_representation(w, features):
 def np_dynamics(w, state, action):
     joined = np.concatenate([state, np.eye(3)[action]], axis=1)
     following = scale(dense(w, relu(dense(w, joined, "dyn.mix")), "dyn.out"))
-    return following, dense(w, relu(dense(w, following, "dyn.reward_hidden")), "dyn.reward")
+    return following, dense(w, relu(dense(w, joined, "dyn.reward_hidden")), "dyn.reward")
 
 
 def np_prediction(w, state):
