@@ -18,7 +18,10 @@ steps at their mean cost so far and the final round (the run then ends near its 
 alone may overrun a budget too small for them). The temperature falls over `selfplay_share` of the budget.
 
 Before the first round the replay buffer holds `demonstrations` copies of the production heuristic's game
-(`algorithms.mmap.baselines.heuristic`), so the learned policy starts from the heuristic's moves.
+(`algorithms.mmap.baselines.heuristic`), reanalysed: the search's targets on the heuristic's states. (One-hot
+targets on the heuristic's moves made the greedy game copy the heuristic's NoCopy-first play: 0.83 -> 0.38 on
+transformer_decode, where the heuristic is worse than random play.) The learner's step count follows the budget
+(`MuZeroConfig.learner_steps`).
 """
 
 from __future__ import annotations
@@ -46,19 +49,33 @@ class MuZeroConfig:
     simulations: int = 16
     max_depth: int = 4
     steps_per_round: int = 20
-    iterations: int = 200
+    iterations: int | None = None
+    """Learner steps; None: `steps_per_second` per second of the budget (a multiple of `steps_per_round`)."""
+    steps_per_second: float = 20.0
+    """A learner step (batch 16, K = 5, torch) costs about 0.0095 CPU s here, so 20 per second of budget
+    keep the learner near a fifth of it and self-play, Reanalyse and the final round the rest."""
     selfplay_share: float = 0.7
     reanalyse_fraction: float = 0.5
     n_step: int = 10
-    learner: LearnerConfig = LearnerConfig()
+    learner: LearnerConfig = LearnerConfig(lr=1e-3)
+    """Adam at 1e-3, not the paper's 2e-4 (Table 6, for 24-hour runs): at the few hundred steps of batch 16 that a
+    budget of seconds buys, 2e-4 leaves the networks near their initial ones (transformer_decode, 100 steps: the
+    loss 6.7 -> 5.5 at 2e-4, -> 3.2 at 1e-3 and 3e-3)."""
     sizes: Sizes = Sizes()
     seed: int = 0
     backend: str = "torch"  # the learner program's
     search_backend: str = "jax"  # the search program's: on jax its simulation loop runs as `lax.scan`s
     workers: int = 1  # self-play actors (`actors.Actors`); more than one run on local Ray
-    demonstrations: int = 4
-    """Copies of the heuristic's game put in the replay buffer before the first round (the policy learns its
-    moves, the value its returns): MuZero starts from the production heuristic's actions; 0 for none."""
+    demonstrations: int = 1
+    """Copies of the heuristic's game put in the replay buffer before the first round, reanalysed there (the
+    paper's Reanalyse of demonstrations): their policy and value targets are the search's with the initial
+    weights, so they teach rewards and values of the heuristic's states, not its moves; 0 for none."""
+
+    def learner_steps(self, seconds: float) -> int:
+        if self.iterations is not None:
+            return self.iterations
+        rounds = max(1, round(seconds * self.steps_per_second / self.steps_per_round))
+        return rounds * self.steps_per_round
 
 
 @dataclasses.dataclass
@@ -88,11 +105,13 @@ class _Run:
         self.actors = Actors(problem, self.layout, config.games, search_config, config.search_backend, config.seed,
                              config.workers, use_ray=config.workers > 1, program=self.program)
         self.compile_seconds = time.perf_counter() - started  # the learner's compile is added by `feed`
+        self.iterations = config.learner_steps(seconds)
         self.replay = Replay(unroll=config.learner.unroll, n_step=config.n_step, discount=search_config.discount)
         if config.demonstrations:
             heuristic = demonstration(problem, heuristic_play(problem).actions)
             for _ in range(config.demonstrations):
                 self.replay.add(heuristic)
+                self.replay.reanalyse_game(self.program, self.weights, len(self.replay.games) - 1)
         self.saving = max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.best = None
         self.curve, self.losses = [], []
@@ -136,7 +155,7 @@ class _Run:
             rounds = sum(self.round_seconds)
             step = (elapsed - rounds) / iteration if iteration else 0.0
             round_cost = rounds / len(self.round_seconds) if self.round_seconds else 0.0
-            needed = elapsed + 2 * round_cost + step * (self.config.iterations - iteration)
+            needed = elapsed + 2 * round_cost + step * (self.iterations - iteration)
             if not self.curve or needed <= self.seconds:
                 progress = min(elapsed / max(self.config.selfplay_share * self.seconds, 1e-9), 1.0)
                 self.play_round(1.0 - 0.8 * progress)
@@ -151,7 +170,7 @@ def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
                 config: MuZeroConfig | None = None) -> Outcome:
     config = dataclasses.replace(config or MuZeroConfig(), seed=seed)
     run = _Run(problem, config, seconds)
-    train(run.weights, run.layout, config.learner, config.iterations, run.feed, run.publish, config.backend, seed)
+    train(run.weights, run.layout, config.learner, run.iterations, run.feed, run.publish, config.backend, seed)
     run.play_round(0.0, noise=False)
     best = run.best
     return Outcome(result_of("muzero", best.game, best.played, run.moves), run.curve, run.losses,

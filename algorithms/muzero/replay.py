@@ -69,6 +69,19 @@ class Replay:
         return {name: np.stack(arrays).astype(np.int64 if name == "actions" else np.float32)
                 for name, arrays in out.items()}
 
+    def reanalyse_game(self, program, weights: np.ndarray, index: int) -> None:
+        """Re-search every position of stored game ``index`` with ``weights`` (without noise) and replace its
+        policy and value targets: a demonstration enters the buffer this way (the paper's Reanalyse of
+        demonstrations: the search, not the demonstrator's move, gives the policy target)."""
+        game = self.games[index]
+        length = len(game["actions"])
+        for start in range(0, length, program.batch):
+            rows = np.minimum(np.arange(start, start + program.batch), length - 1)
+            visits, values = program.run(weights, game["features"][rows], game["legal"][rows], None)
+            kept = rows[:length - start]
+            game["policies"][kept] = visits[:len(kept)] / visits[:len(kept)].sum(-1, keepdims=True)
+            game["values"][kept] = values[:len(kept)]
+
     def reanalyse(self, program, weights: np.ndarray, count: int, rng: np.random.Generator) -> int:
         """Re-search `count` random stored positions (in batches of the program's size) with `weights`,
         without noise; replace their policy and value targets. Returns the positions re-searched."""
