@@ -4,7 +4,7 @@ The learner program (learner.train) sources each iteration's batch from `_Run.fe
 `steps_per_round` iterations it first plays a round of `games` self-play games with the latest weights
 (while the wall-clock budget lasts) and reanalyses stored positions, then samples the batch. The result is the
 best game found, as for every search baseline of `algorithms.mmap` (ES, MCTS report their best game too),
-after a final round without noise at temperature 0.
+after a final noise-free game at temperature 0.
 
 Temperature: 1.0 at the start, linearly down to 0.2 at the end of the budget (Table 6: 1.0 -> 0.2); the first
 game of every round plays the most visited action (it costs no extra search: it is one row of the batch), since
@@ -126,9 +126,11 @@ class _Run:
     def elapsed(self) -> float:
         return 0.0 if self.start is None else self.clock() - self.start
 
-    def play_round(self, temperature: float, noise: bool = True) -> None:
+    def play_round(self, temperature: float, final: bool = False) -> None:
+        """A round of self-play; the final one is the single noise-free greedy game of the last weights."""
         started = self.clock()
-        trajectories = self.actors.play(self.weights, temperature, noise, greedy_games=1)
+        trajectories = ([self.actors.play_greedy(self.weights)] if final else
+                        self.actors.play(self.weights, temperature, True, greedy_games=1))
         for trajectory in trajectories:
             self.replay.add(trajectory)
             self.moves += trajectory.game.moves
@@ -139,7 +141,7 @@ class _Run:
                            "best": self.best.game.total_reward / self.saving})
         new_positions = sum(len(t.actions) for t in trajectories)
         fraction = self.config.reanalyse_fraction
-        if len(self.curve) > 1 and fraction > 0:
+        if len(self.curve) > 1 and fraction > 0 and not final:
             count = int(new_positions * fraction / (1.0 - fraction))
             self.replay.reanalyse(self.program, self.weights, min(count, 4 * self.program.batch), self.rng)
         self.round_seconds.append(self.clock() - started)
@@ -171,7 +173,7 @@ def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
     config = dataclasses.replace(config or MuZeroConfig(), seed=seed)
     run = _Run(problem, config, seconds)
     train(run.weights, run.layout, config.learner, run.iterations, run.feed, run.publish, config.backend, seed)
-    run.play_round(0.0, noise=False)
+    run.play_round(0.0, final=True)
     best = run.best
     return Outcome(result_of("muzero", best.game, best.played, run.moves), run.curve, run.losses,
                    len(run.curve), run.actors.searches, run.elapsed(), run.compile_seconds,

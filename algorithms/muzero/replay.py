@@ -56,7 +56,9 @@ class Replay:
             game = self.games[g]
             length = lengths[g]
             t = int(rng.integers(length))
-            z = self.value_targets(game)
+            if "z" not in game:  # cached until Reanalyse replaces the game's values
+                game["z"] = self.value_targets(game)
+            z = game["z"]
             positions = np.arange(t, t + K + 1)
             inside = positions < length
             clipped = np.minimum(positions, length - 1)
@@ -81,6 +83,7 @@ class Replay:
             kept = rows[:length - start]
             game["policies"][kept] = visits[:len(kept)] / visits[:len(kept)].sum(-1, keepdims=True)
             game["values"][kept] = values[:len(kept)]
+        game.pop("z", None)
 
     def reanalyse(self, program, weights: np.ndarray, count: int, rng: np.random.Generator) -> int:
         """Re-search `count` random stored positions (in batches of the program's size) with `weights`,
@@ -96,5 +99,6 @@ class Replay:
             for k, (g, u) in enumerate(picks):
                 self.games[g]["policies"][u] = visits[k] / visits[k].sum()
                 self.games[g]["values"][u] = values[k]
+                self.games[g].pop("z", None)
             done += program.batch
         return done

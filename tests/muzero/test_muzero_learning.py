@@ -264,3 +264,21 @@ def test_learner_steps_follow_the_budget():
     config = MuZeroConfig(steps_per_round=20, steps_per_second=20.0)
     assert [config.learner_steps(s) for s in (0.1, 15.0, 60.0)] == [20, 300, 1200]
     assert MuZeroConfig(iterations=7).learner_steps(60.0) == 7
+
+
+def test_occupied_rows_and_one_greedy_game():
+    """`Occupancy.occupied_rows` (the encoder's memory map, unpacked at once) is `occupied_row` stacked; the
+    final greedy game of a run is one game of a batch-2 program (`count=1`), the same as its batch's row 0."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
+    weights = init_weights(SIZES, 0)
+    layout = Layout.of(weights)
+    program = SearchProgram(layout, batch=2, config=SearchConfig(num_simulations=4, max_depth=2))
+    (alone,) = SelfPlay(problem, program, seed=0, noise=False).play(layout.pack(weights), 0.0, greedy_games=1,
+                                                                    count=1)
+    both = SelfPlay(problem, program, seed=0, noise=False).play(layout.pack(weights), 0.0, greedy_games=1)
+    assert alone.played == both[0].played and alone.total_reward == both[0].total_reward
+    occupancy = alone.game.occupancy
+    times = np.arange(occupancy.num_times)
+    np.testing.assert_array_equal(occupancy.occupied_rows(times),
+                                  np.stack([occupancy.occupied_row(t) for t in times]))
+    assert occupancy.occupied_rows(times).any()
