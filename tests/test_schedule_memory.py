@@ -67,8 +67,11 @@ def test_every_deallocation_is_inside_the_loop_that_reads_it():
     assert _count(loop, Deallocate) >= 2, str(exe.schedule)  # y's window point and g after the sink
 
 
-def test_per_iteration_sink_runs_inside_its_iteration():
-    """A sink of r[i, 0:T] runs at the end of iteration i, before iteration i + 1 starts."""
+@pytest.mark.parametrize("fusion", [True, False])
+def test_per_iteration_sink_runs_inside_its_iteration(fusion):
+    """A sink of r[i, 0:T] runs inside iteration i: after every step of iteration i - 1, before iteration i + 1
+    starts. With fusion it also runs after the step sinks of iteration i (it reads the statement that calls
+    them); without fusion the two sinks are statements that depend on nothing of each other, in either order."""
     seen: list[tuple[int, int]] = []
     ctx = trl.Context(dims="i t")
     (i, t), (I, T) = ctx.dims, ctx.bounds
@@ -78,10 +81,11 @@ def test_per_iteration_sink_runs_inside_its_iteration():
         r.sink(lambda p, v: seen.append(("step", p["i"])))
         r[i, 0:T].sink(lambda p, v: seen.append(("log", p["i"])))
         w[i + 1] = w[i] - 0.01 * r[i, 0:T].sum(0)
-    ctx.compile({I: 3, T: 4}, backend="torch").execute()
+    ctx.compile({I: 3, T: 4}, backend="torch", options=trl.CompileOptions(fusion=fusion)).execute()
     logs = [k for k, entry in enumerate(seen) if entry[0] == "log"]
     steps_of = {n: [k for k, entry in enumerate(seen) if entry == ("step", n)] for n in range(3)}
+    assert len(logs) == 3
     for n, where in enumerate(logs):
-        assert where > max(steps_of[n])
+        assert where > max(steps_of[n] if fusion else steps_of.get(n - 1, [-1])), seen
         if n + 1 < 3:
             assert where < min(steps_of[n + 1]), seen

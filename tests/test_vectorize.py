@@ -57,6 +57,11 @@ def test_vectorized_loops_match_reference_and_unvectorized(backend):
                 np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-5, err_msg=f"{name} at {key}")
 
 
+# Windows are padded inside the statement that reduces them (`timerl.runtime.windows`), so batching them needs
+# the window's readers fused into that statement; with fusion off every op is a statement of its own, a window
+# crosses statements and its loop runs point by point (same values: tests/test_compile_options.py's corpus).
+PADDED = trl.CompileOptions(fusion=True, vectorize=True)
+
 WINDOWS = {
     "t:T": lambda t, T: slice(t, T),
     "t:min(t+3,T)": lambda t, T: slice(t, trl.min(t + 3, T)),
@@ -82,7 +87,7 @@ def test_windows_of_changing_length_batch_with_padding(backend, window):
             alive = (d[span].cumsum(0) - d[span]) == 0
             g = (r[span] * alive).discounted_sum(0.9)
             out = collect(g - g.mean())
-        exe = ctx.compile({T: STEPS}, backend=target, **({} if target == "reference" else {"vectorize": True}))
+        exe = ctx.compile({T: STEPS}, backend=target, **({} if target == "reference" else {"options": PADDED}))
         exe.execute()
         if target != "reference" and window == "t:T":
             # bounded windows are consumed in the loop that produces them (isl fuses the two to free memory
@@ -119,7 +124,7 @@ def test_padded_windows_run_in_chunks_with_the_same_values_and_a_smaller_peak(mo
             alive = (d[t:T].cumsum(0) - d[t:T]) == 0
             g = (r[t:T] * alive).discounted_sum(0.9)
             out = collect(g - g.mean())
-        exe = ctx.compile({T: steps}, backend=target, **({} if target == "reference" else {"vectorize": True}))
+        exe = ctx.compile({T: steps}, backend=target, **({} if target == "reference" else {"options": PADDED}))
         exe.execute()
         return dict(out), exe.stats
 
@@ -134,6 +139,51 @@ def test_padded_windows_run_in_chunks_with_the_same_values_and_a_smaller_peak(mo
             np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6, err_msg=f"at {key}")
 
 
+def test_padded_chunks_count_the_bytes_of_the_output_read_not_of_the_whole_producer(monkeypatch):
+    """A window over one small output of a two-output producer (an environment step's reward beside its
+    observation) is chunked by that output's bytes: 4 chunks of 4 points where the limit holds 4 points'
+    windows of the reward (counting the observation too would make 16 chunks of one point); the values equal
+    the reference's."""
+    import timerl.runtime.batch as batch
+    from timerl.rt import functional as F
+    from timerl.pdg.graph import TensorType
+
+    steps, envs, wide = 16, 8, 256
+    rewards = np.random.default_rng(5).normal(size=(steps, envs)).astype(np.float32)
+    ends = (np.random.default_rng(6).random((steps, envs)) < 0.2).astype(np.float32)
+
+    def step(point, x):
+        return np.full((wide,), point["t"], np.float32), rewards[point["t"]] + 0 * x, ends[point["t"]]
+
+    def run(target):
+        monkeypatch.setattr(batch, "WINDOW_BYTES", 4 * steps * envs * 4)
+        ctx = trl.Context(dims="t")
+        (t,), (T,) = ctx.dims, ctx.bounds
+        with ctx:
+            x = trl.source(lambda p: np.zeros(envs, np.float32), (envs,), "float32", (t,))
+            small = TensorType((envs,), "float32")
+            _, r, d = F.apply("udf", x, fn=step, outputs=(TensorType((wide,), "float32"), small, small),
+                              as_tuple=True)
+            alive = (d[t:T].cumsum(0) - d[t:T]) == 0
+            g = (r[t:T] * alive).discounted_sum(0.9)
+            out = collect(g - g.mean())
+        exe = ctx.compile({T: steps}, backend=target, **({} if target == "reference" else {"options": PADDED}))
+        exe.execute()
+        return dict(out), exe.stats
+
+    want, _ = run("reference")
+    got, stats = run("torch")
+    assert stats["batched_statements"] > 0
+    assert stats["padded_chunks"] == 4
+    assert sorted(got) == sorted(want)
+    for key, value in want.items():
+        np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6, err_msg=f"at {key}")
+
+
+# The three ops of the tanh gradient fold into one kernel only where one statement holds all of them (fusion)
+TANH_FOLDS = trl.CompileOptions(fusion=True)
+
+
 def test_tanh_gradient_is_found_and_fused_kernel_has_the_same_values():
     """Autodiff's gradient of tanh, ``g * (1 - y * y)``, is found in the gradient statements (the MLP has one
     tanh layer), folded into torch's one-kernel ``tanh_backward`` there (the values of the batched statements
@@ -143,7 +193,7 @@ def test_tanh_gradient_is_found_and_fused_kernel_has_the_same_values():
     from timerl.runtime.fusions import tanh_gradients
 
     ctx, I, T, _, _ = policy_gradient_program()
-    exe = ctx.compile({I: 1, T: STEPS}, backend="torch")
+    exe = ctx.compile({I: 1, T: STEPS}, backend="torch", options=TANH_FOLDS)
     found = {}
     for group in exe.groups.values():
         members = [exe.graph.nodes[n] for n in group.members]
@@ -160,7 +210,7 @@ def test_tanh_gradient_is_one_kernel_in_point_by_point_groups_too():
     """Without vectorized loops the gradient statements run point by point: their generated code calls the fused
     kernel for the last mul and never computes the square or the subtraction (values: the first test above)."""
     ctx, I, T, _, _ = policy_gradient_program()
-    exe = ctx.compile({I: 1, T: STEPS}, backend="torch", vectorize=False)
+    exe = ctx.compile({I: 1, T: STEPS}, backend="torch", options=trl.CompileOptions(fusion=True, vectorize=False))
     source = "\n".join(function.source for function in exe.group_functions.values())
     fused = [node for node in exe.graph.nodes if f"v{node.id}_0 = K{node.id}(" in source
              and exe.namespace[f"K{node.id}"] == exe.backend.tanh_backward]

@@ -1,8 +1,8 @@
 """The paper's evaluation (§5.3-5.4): REGAL-5K against BRKGA-5K and BRKGA-50K on the test graphs.
 
 Per test graph and objective: BRKGA with uniform proposals at the reference budget (5,000 evaluations),
-BRKGA with the trained policy's proposals (one action per op drawn from the policy, or with ``--greedy``
-each op's most likely action) at the same budget, and uniform
+BRKGA with the trained policy's proposals (each op's most likely action, or with ``--no-greedy`` one
+action per op drawn from the policy) at the same budget, and uniform
 BRKGA at ten times the budget (50,000), all with the same BRKGA seed. Improvement is
 ``(cost(BRKGA-5K) - cost(X)) / cost(BRKGA-5K)`` in percent; REGAL "matches or beats" BRKGA-5K when its cost
 is not larger (relative tolerance 1e-9).

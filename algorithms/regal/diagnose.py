@@ -19,6 +19,9 @@ BRKGA-budget, the same seed, common random numbers):
   throughout. A proposal a policy can express from its node features (the list schedule is three of them).
 - ``list schedule where it fits``: the list schedule's proposal on graphs where the list schedule fits the
   memory limit (`features.list_schedule_fits`), uniform elsewhere: the runtime policy's imitation target.
+- ``depth first where wide``: `features.depth_order_actions` (op priorities rising with depth,
+  concentration 30, affinities uniform) on graphs with a depth level of 4 ops or more (`features.is_wide`),
+  uniform elsewhere: the peak-memory policy's imitation target.
 - ``transfers first``: every op priority Beta(3, 27) (mean 0.1), transfers uniform. The same Beta on every
   op keeps the ops' relative order (inversion sampling is monotone) and places them below the transfers,
   so a ready transfer runs before a ready op: a rule the first trained policies found on their own.
@@ -51,12 +54,6 @@ def quantized_actions(graph: CompGraph, keys: np.ndarray, concentration: float =
     return features.grid_actions(np.abs(per_op[..., None] - features.MEANS).argmin(axis=-1), concentration)
 
 
-def fitting_list_schedule_actions(graph: CompGraph) -> np.ndarray:
-    if features.list_schedule_fits(graph):
-        return list_schedule_actions(graph)
-    return np.full((graph.num_ops, features.HEADS), features.UNIFORM)
-
-
 def transfers_first(graph: CompGraph) -> np.ndarray:
     actions = np.full((graph.num_ops, features.HEADS), features.UNIFORM)
     actions[:, DEVICES] = features.grid_actions(np.zeros(graph.num_ops, int), 30.0)
@@ -78,13 +75,14 @@ def gaps(graphs: list[CompGraph], kind: str, budget: int = 500, seeds: int = 3,
          oracle_budget: int | None = None) -> list[Gap]:
     oracle_budget = oracle_budget or 10 * budget
     names = ["uniform, other seed", "oracle", "oracle, quantized", "priority by height", "priority by depth",
-             "list schedule", "list schedule where it fits", "transfers first"]
+             "list schedule", "list schedule where it fits", "depth first where wide", "transfers first"]
     result = np.zeros((len(names), len(graphs), seeds))
     for g, graph in enumerate(graphs):
         best = brkga.optimize(graph, kind, oracle_budget, seed=1_000_003).best
         depth, height = features.path_lengths(graph)
         actions = [quantized_actions(graph, best), rank_actions(graph, height), rank_actions(graph, depth),
-                   list_schedule_actions(graph), fitting_list_schedule_actions(graph), transfers_first(graph)]
+                   list_schedule_actions(graph), features.imitation_target(graph, "runtime"),
+                   features.imitation_target(graph, "peak_memory"), transfers_first(graph)]
         proposals = [None, oracle_proposal(graph, best)] + [features.proposal(graph, a) for a in actions]
         for seed in range(seeds):
             uniform = brkga.optimize(graph, kind, budget, seed=seed).best_cost

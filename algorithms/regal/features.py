@@ -1,18 +1,20 @@
 """What the REGAL networks see of a graph, and what their actions mean for BRKGA.
 
-Node attributes (10): runtime and output size (each over the graph's mean), log(1 + in-degree),
+Node attributes (12): runtime and output size (each over the graph's mean), log(1 + in-degree),
 log(1 + out-degree), the longest path (in ops) from any source and to any sink, each over the longest
 path of the graph, and output size over the memory limit (0 without one), so the network knows how tight
 memory is. Then three from a list schedule of the graph (`list_schedule`: critical-path order, each op on
 the device where it finishes first): the op's device there (0 or 1), its start over the schedule's
 makespan, and its upward rank over the largest; and whether that schedule fits the graph's memory limit
 (1 or 0, the same for every op: `list_schedule_fits`, one decoding of the schedule by the performance
-model). Without them nothing in a node's attributes tells two
-devices apart, so two structurally alike ops (the branches of a fork) get the same proposal and the
-policy can only learn a placement preference shared by all ops; the list schedule breaks that symmetry
-with a deterministic function of the graph, which the policy may follow, soften or ignore (docs/REGAL.md).
-The list schedule ignores memory: on the validation graphs it breaks the runtime objective's memory limit
-on 60% of them, where a proposal centred on it loses badly; the last feature says which.
+model). Without the list schedule's features nothing in a node's attributes tells two devices apart, so
+two structurally alike ops (the branches of a fork) get the same proposal and the policy can only learn a
+placement preference shared by all ops; the list schedule breaks that symmetry with a deterministic
+function of the graph, which the policy may follow, soften or ignore (docs/REGAL.md). The list schedule
+ignores memory: on the validation graphs it breaks the runtime objective's memory limit on 60% of them,
+where a proposal centred on it loses badly; the fits feature says which. Last, whether the graph is wide
+(1 or 0, the same for every op: `is_wide`, some level of ops at equal depth holds 4 or more), which is
+where the peak-memory heuristic is used (`imitation_target`).
 Edge attributes (2) of edge u -> v (v reads tensor k of u): the size of k over the mean size, and
 1 / (number of readers of k).
 
@@ -36,7 +38,7 @@ from algorithms.regal.brkga import Proposal
 from algorithms.regal.graph import CompGraph
 from algorithms.regal.perfmodel import DEVICES, chromosome_length, evaluate
 
-NODE_FEATURES = 11
+NODE_FEATURES = 12
 EDGE_FEATURES = 2
 MEANS = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
 CONCENTRATIONS = np.array([4.0, 10.0, 30.0])
@@ -119,11 +121,12 @@ def node_features(graph: CompGraph) -> np.ndarray:
     tightness = output / graph.memory_limit if np.isfinite(graph.memory_limit) else np.zeros(graph.num_ops)
     heuristic = list_schedule(graph)
     fits = np.full(graph.num_ops, float(list_schedule_fits(graph, heuristic)))
+    wide = np.full(graph.num_ops, float(is_wide(graph, depth)))
     return np.stack([graph.runtimes / graph.runtimes.mean(), output / graph.sizes.mean(),
                      np.log1p(adjacency.sum(axis=0)), np.log1p(adjacency.sum(axis=1)), depth / longest,
                      height / longest, tightness, heuristic.device.astype(float),
                      heuristic.start / max(heuristic.makespan, 1e-12),
-                     heuristic.upward_rank / max(heuristic.upward_rank.max(), 1e-12), fits], axis=1)
+                     heuristic.upward_rank / max(heuristic.upward_rank.max(), 1e-12), fits, wide], axis=1)
 
 
 def edge_features(graph: CompGraph) -> np.ndarray:
@@ -200,14 +203,39 @@ def list_schedule_actions(graph: CompGraph, concentration: float = 4.0) -> np.nd
     return actions
 
 
-def imitation_target(graph: CompGraph, kind: str) -> np.ndarray | None:
+WIDE_LEVEL = 4  # ops at one depth that make a graph "wide" (chosen on the training graphs, docs/REGAL.md)
+
+
+def is_wide(graph: CompGraph, depth: np.ndarray | None = None) -> bool:
+    """Whether some depth level (ops with equal longest path from a source) holds ``WIDE_LEVEL`` ops or more."""
+    depth = path_lengths(graph)[0] if depth is None else depth
+    return bool(np.bincount(depth.astype(np.int64)).max() >= WIDE_LEVEL)
+
+
+def depth_order_actions(graph: CompGraph, concentration: float = 30.0) -> np.ndarray:
+    """Uniform affinities; op priorities rising with depth (5 equal bins of the depth rank, the shallowest op
+    the lowest mean, concentration 30): of the ready ops the deepest runs first, so a branch under way is
+    carried on before new ones start and their outputs are freed sooner (a depth-first order); the
+    placement and the transfers are left to the search."""
+    return rank_actions(graph, path_lengths(graph)[0], concentration)
+
+
+def imitation_target(graph: CompGraph, kind: str) -> np.ndarray:
     """(ops, HEADS) actions of the heuristic proposal the policy is pretrained to imitate (behaviour cloning
-    before REINFORCE), or None where there is none. Runtime: the list schedule where it fits the memory
-    limit, uniform Beta(1, 1) (standard BRKGA) where it does not: on the validation graphs this matches or
+    before REINFORCE). Where the heuristic does not apply the target is uniform Beta(1, 1), standard BRKGA.
+
+    Runtime: the list schedule where it fits the memory limit: on the validation graphs this matches or
     beats BRKGA-500 on 96.7% of (graph, seed) cases, +1.52% on average, where the list schedule everywhere
-    reaches 63.3%, -4.04% (docs/REGAL.md). Peak memory: none of the heuristics tried gains (docs/REGAL.md)."""
-    if kind != "runtime":
-        return None
-    if list_schedule_fits(graph):
-        return list_schedule_actions(graph)
-    return np.full((graph.num_ops, HEADS), UNIFORM)
+    reaches 63.3%, -4.04% (docs/REGAL.md).
+
+    Peak memory: the depth order (`depth_order_actions`) on wide graphs (`is_wide`). Everywhere it measured
+    80.2% / +0.80% on the training graphs (2 seeds) and 80.0% / +1.00% on the validation graphs (3 seeds);
+    it loses most on chain-like graphs (levels of 1-3 ops), where it fixes nearly the whole order; on wide
+    graphs only (the threshold 4 chosen on the training graphs): training 89.1% / +0.83%, validation 85.0% /
+    +0.83% (docs/REGAL.md)."""
+    uniform = np.full((graph.num_ops, HEADS), UNIFORM)
+    if kind == "runtime":
+        return list_schedule_actions(graph) if list_schedule_fits(graph) else uniform
+    if kind == "peak_memory":
+        return depth_order_actions(graph) if is_wide(graph) else uniform
+    raise ValueError(f"unknown objective {kind!r}")

@@ -9,7 +9,7 @@ import timerl as trl
 from algorithms.regal import features
 from algorithms.regal.data import generate
 from algorithms.regal.graph import from_edges
-from algorithms.regal.perfmodel import chromosome_length
+from algorithms.regal.perfmodel import DEVICES, chromosome_length
 from algorithms.regal.policy import Layout, Sizes, baseline, init_weights, policy_logits
 
 
@@ -114,7 +114,7 @@ def test_list_schedule_by_hand():
     np.testing.assert_allclose(schedule.upward_rank, [5.0, 4.0, 3.0, 1.0, 4.5])
     assert schedule.makespan == 7.0
     x = features.node_features(graph)
-    np.testing.assert_allclose(x[:, 7:], np.stack([[0, 0, 0, 0, 1], np.array([0, 1, 4, 6, 0]) / 7.0,
+    np.testing.assert_allclose(x[:, 7:11], np.stack([[0, 0, 0, 0, 1], np.array([0, 1, 4, 6, 0]) / 7.0,
                                                    np.array([5, 4, 3, 1, 4.5]) / 5.0, [1] * 5], axis=1))
 
 
@@ -122,7 +122,7 @@ def test_list_schedule_fits_the_memory_limit_by_hand():
     """A chain a -> b -> c of sizes 2, 3, 4 (runtimes 1): the list schedule runs it on device 0, where b
     needs a and b live (5) and c needs b and c (7), so its peak is 7. It fits a limit of 7, not one of 6.5;
     no memory limit (runtime without one) always fits. The imitation target follows: the list schedule's
-    proposal where it fits, uniform Beta(1, 1) where not; peak memory has none."""
+    proposal where it fits, uniform Beta(1, 1) where not; for peak memory a chain is not wide, so uniform."""
     chain = from_edges([1.0, 1.0, 1.0], [(0, 1), (1, 2)], [2.0, 3.0, 4.0])
     np.testing.assert_array_equal(features.list_schedule(chain).device, [0, 0, 0])
     assert features.list_schedule_fits(chain)
@@ -132,4 +132,24 @@ def test_list_schedule_fits_the_memory_limit_by_hand():
     assert features.node_features(tight)[:, 10].tolist() == [0.0] * 3
     np.testing.assert_array_equal(features.imitation_target(chain, "runtime"), features.list_schedule_actions(chain))
     assert (features.imitation_target(tight, "runtime") == features.UNIFORM).all()
-    assert features.imitation_target(chain, "peak_memory") is None
+    assert (features.imitation_target(chain, "peak_memory") == features.UNIFORM).all()
+
+
+def test_depth_first_target_on_wide_graphs_by_hand():
+    """a -> b, c, d, e (a fan-out of four at depth 2), b -> f: depths 1, 2, 2, 2, 2, 3, so the graph is wide
+    (a level of 4 ops) and the peak-memory target gives uniform affinities and op priorities rising with
+    depth: mean 0.1 for a (rank 0 of 2), 0.5 for b..e (rank 1 of 2: bin 2 of 5), 0.9 for f, concentration
+    30. Without e the widest level holds 3: not wide, so the target is uniform Beta(1, 1) everywhere. The
+    last node feature says which."""
+    wide = from_edges([1.0] * 6, [(0, 1), (0, 2), (0, 3), (0, 4), (1, 5)], [1.0] * 6)
+    narrow = from_edges([1.0] * 5, [(0, 1), (0, 2), (0, 3), (1, 4)], [1.0] * 5)
+    assert features.is_wide(wide) and not features.is_wide(narrow)
+    np.testing.assert_array_equal(features.node_features(wide)[:, 11], [1.0] * 6)
+    np.testing.assert_array_equal(features.node_features(narrow)[:, 11], [0.0] * 5)
+    target = features.imitation_target(wide, "peak_memory")
+    assert (target[:, :DEVICES] == features.UNIFORM).all()
+    proposal = features.proposal(wide, target)
+    priority = slice(DEVICES * 6, 3 * 6)
+    np.testing.assert_allclose(proposal.alpha[priority] + proposal.beta[priority], 30.0)
+    np.testing.assert_allclose(proposal.alpha[priority] / 30.0, [0.1, 0.5, 0.5, 0.5, 0.5, 0.9])
+    assert (features.imitation_target(narrow, "peak_memory") == features.UNIFORM).all()

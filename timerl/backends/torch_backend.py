@@ -42,7 +42,7 @@ class TorchBackend:
                       if "torch" in op.lowering}
 
     # the kernels of ops that can write into a given buffer (``out=``): buffer donation, where an input dies at
-    # the op and has the result's type (`timerl.runtime.plan.GroupLowering._donations`)
+    # the op and has the result's type (`timerl.runtime.fusions.buffer_donations`)
     inplace_kernels = {name: getattr(torch, name) for name in (
         "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "sigmoid", "sqrt", "abs", "sin", "cos", "maximum",
         "minimum")}

@@ -25,12 +25,12 @@ def free_after_last_use(body: list[str], sizes: dict[str, int], donors: dict[str
     that mentions it, so the array library frees it there instead of when the group returns; and what the
     group adds to the pool's peak: the most bytes alive at once is the largest of the returned candidates,
     each some static bytes plus the run-time bytes of some members (the set alive at one line), less the
-    bytes the group stores. A folded matmul's product (`GroupLowering._matmul_adds`) is never assigned, so it
-    is never counted. ``donors``: output -> the input whose buffer it was written into
-    (`GroupLowering._donations`); the input's bytes stop counting where the output starts. ``stored``: the
-    group's outputs that go to the pool (local variable -> bytes): the pool counts them once the group has
-    stored all of them, so each is counted here from the line that computes it and all of them are taken
-    off at the end (a group whose intermediates die before its big outputs are computed adds nothing)."""
+    bytes the group stores. A folded matmul's product (`timerl.runtime.fusions.matmul_adds`) is never assigned,
+    so it is never counted. ``donors``: output -> the input whose buffer it was written into
+    (`timerl.runtime.fusions.buffer_donations`); the input's bytes stop counting where the output starts.
+    ``stored``: the group's outputs that go to the pool (local variable -> bytes): the pool counts them once
+    the group has stored all of them, so each is counted here from the line that computes it and all of them
+    are taken off at the end (a group whose intermediates die before its big outputs are computed adds nothing)."""
     donors, stored, dynamic = donors or {}, stored or {}, dynamic or {}
     last: dict[str, int] = {}
     for k, line in enumerate(body):

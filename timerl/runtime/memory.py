@@ -99,7 +99,7 @@ class MemoryPool:
     def transient(self, size: int, donated: int = 0) -> None:
         """Values that live only while their group runs (read inside it, never stored): they count towards
         the peak, and must fit, but are gone when the group ends. ``donated``: bytes the group wrote into the
-        buffers of inputs that died there (`timerl.runtime.plan.GroupLowering._donations`)."""
+        buffers of inputs that died there (`timerl.runtime.fusions.buffer_donations`)."""
         self.donated_bytes += donated
         if self.capacity is not None:
             self._reserve(size, lambda: "a dataflow group's intermediate values", self.pinned)

@@ -25,16 +25,17 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from timerl.ops.registry import CONST, DRAW, ELEMENTWISE, MERGE, OPS, UDF, Unsupported
+from timerl.ops.registry import CONST, DRAW, MERGE, OPS, UDF, Unsupported
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Edge, Graph, Node, Point, identity_read
 from timerl.runtime import rng
 from timerl.runtime.draws import DrawPrefetch
-from timerl.runtime.fusions import tanh_gradients
+from timerl.runtime.fusions import (buffer_donations, draw_chains, input_dtypes, matmul_adds,
+                                    tanh_gradients)
 from timerl.runtime.generated import udf_call
-from timerl.runtime.lifetimes import FRESH, Candidates, free_after_last_use
+from timerl.runtime.lifetimes import Candidates, free_after_last_use
 from timerl.runtime.sizes import output_bytes, static_bytes
-from timerl.runtime.evaluate import FLOAT_DTYPES, bound_kernel, has_symbols, point_kernel
+from timerl.runtime.evaluate import bound_kernel, has_symbols, point_kernel
 from timerl.symbolic import TRUE, Symbol
 
 
@@ -105,15 +106,21 @@ class GroupLowering:
         pure = [m for m in members if self._pure(m)] if self.jit_groups else []
         fused = self._fuse(group, pure, inside) if len(pure) > 1 else set()
         fused_at = next((m.id for m in members if m.id in fused), None)
-        pairs = self._matmul_adds(members, inside, stored) if self.matmul_add else {}
+
+        def plain(member: Node) -> bool:
+            return self._plain_items(member, inside) is not None
+
+        fuse = getattr(self.backend, "fused_matmul_add", None) if self.matmul_add else None
+        pairs = matmul_adds(graph, members, inside, stored, fuse, self._pure, plain)
         folded = {matmul.id for matmul, _ in pairs.values()}
-        chains = self._draw_chains(members, inside) if self.prefetch_draws else {}
+        chains = draw_chains(graph, members, self._pure) if self.prefetch_draws else {}
         chained = {m.id for chain in chains.values() for m in chain[1:]}
         tanh_grads = self._tanh_gradients(members, inside, stored, chained | set(chains))
         tanh_folded = {n: last for last, (_, _, _, chain) in tanh_grads.items() for n in chain}
-        donations = {} if not self.donation else self._donations(
-            members, inside, stored, folded | chained | set(chains) | set(tanh_grads) | set(tanh_folded),
-            {**{matmul.id: add for add, (matmul, _) in pairs.items()}, **tanh_folded})
+        donations = {} if not self.donation else buffer_donations(
+            graph, members, inside, stored, folded | chained | set(chains) | set(tanh_grads) | set(tanh_folded),
+            {**{matmul.id: add for add, (matmul, _) in pairs.items()}, **tanh_folded},
+            getattr(self.backend, "inplace_kernels", None), self._pure, plain)
         for member in members:
             n = member.id
             if n in tanh_folded:  # computed by the tanh gradient that reads it (`_tanh_gradients`)
@@ -125,21 +132,25 @@ class GroupLowering:
                 body.append(f"v{n}_0 = K{n}({g}, {y})")
                 outputs = [f"v{n}_0"]
             elif n in chains:
+                # the rows of the chain's values that the group reads or stores (Gumbel noise, not its draw)
+                ids = {m.id for m in chains[n]}
+                read = {e.producer for m in members if m.id not in ids for e in m.inputs}
+                kept = [k for k, m in enumerate(chains[n]) if m.id in stored or m.id in read] or [len(chains[n]) - 1]
                 prefetch = DrawPrefetch(member, chains[n], self.bounds[self.graph.bound_of(member.domain[-1])],
                                         self.ns["SEED"], self.backend,
-                                        sum(static_bytes(m) or 0 for m in chains[n]))
+                                        sum(static_bytes(m) or 0 for m in chains[n]), kept)
                 self.prefetchers.append(prefetch)
                 self.ns[f"H{n}"] = prefetch
                 body.append(f"m = {n}")
-                body.append(f"{', '.join(f'v{m.id}_0' for m in chains[n])}, = H{n}(point)")
+                body.append(f"{', '.join(f'v{chains[n][k].id}_0' for k in kept)}, = H{n}(point)")
                 outputs = [f"v{n}_0"]
-            elif n in chained:  # computed with the draw it derives from (`_draw_chains`)
+            elif n in chained:  # computed with the draw it derives from (`draw_chains`)
                 outputs = [f"v{n}_0"]
             elif n in fused:
                 if n == fused_at:
                     body.extend(self._fused_call(group, members, fused, inside))
                 outputs = [f"v{n}_{k}" for k in range(len(member.outputs))]
-            elif n in folded:  # computed by the add that reads it (`_matmul_adds`)
+            elif n in folded:  # computed by the add that reads it (`matmul_adds`)
                 outputs = [f"v{n}_0"]
             elif n in pairs:
                 matmul, kernel = pairs[n]
@@ -225,115 +236,6 @@ class GroupLowering:
                 return None
         return items
 
-    def _input_dtypes(self, member: Node) -> list[str]:
-        """The types the member's inputs have at run time (a constant's as it is moved in)."""
-        dtypes = []
-        for edge in member.inputs:
-            producer = self.graph.nodes[edge.producer]
-            if producer.category is CONST:
-                dtypes.append(np.asarray(producer.attrs["value"]).dtype.name)
-            else:
-                dtypes.append(producer.outputs[edge.output].dtype)
-        return dtypes
-
-    def _draw_chains(self, members: list[Node], inside: set[int]) -> dict[int, list[Node]]:
-        """Random draws computed ahead for a whole row of the innermost dimension (`DrawPrefetch`): draw member
-        -> [the draw, then the elementwise members computed from it alone (e.g. Gumbel noise
-        ``-log(-log(u))``)]. A draw depends only on its point, so computing the row's draws at its first point
-        gives the values the points would draw; one array computation replaces one per point."""
-        chains: dict[int, list[Node]] = {}
-        for draw in members:
-            if draw.category is not DRAW or not draw.domain or draw.condition is not TRUE:
-                continue
-            chain = [draw]
-            ids = {draw.id}
-            for member in members:
-                if (member.id not in ids and member.category is ELEMENTWISE and self._pure(member)
-                        and len(member.outputs) == 1 and member.domain == draw.domain
-                        and all(e.producer in ids and identity_read(e, member, self.graph.nodes[e.producer])
-                                for e in member.inputs)):
-                    chain.append(member)
-                    ids.add(member.id)
-            chains[draw.id] = chain
-        return chains
-
-    def _donations(self, members: list[Node], inside: set[int], stored: set[int], elsewhere: set[int],
-                   computed_at: dict[int, int]) -> dict[int, tuple[int, Any]]:
-        """Buffer donation (paper §6.2): member -> (the input slot whose buffer it writes into, the backend's
-        kernel with ``out=``), where that input is a value this group computes into a fresh buffer
-        (`FRESH`), stores nowhere, reads for the last time here, and hands to no op that could keep a view of
-        it (every reader is a `FRESH` op: no reshape, permute or sink), with exactly the member's type (no
-        broadcast, no promotion). ``elsewhere``: members computed by other means (folded, drawn ahead);
-        ``computed_at``: a folded member -> the member whose line computes it (its reads happen there)."""
-        kernels = getattr(self.backend, "inplace_kernels", None)
-        if not kernels:
-            return {}
-        order = {m.id: k for k, m in enumerate(members)}
-        last_reader: dict[int, int] = {}
-        viewed: set[int] = set()  # values some reader might keep a view of
-        for member in members:
-            at = order[computed_at.get(member.id, member.id)]
-            for edge in member.inputs:
-                if edge.producer in inside:
-                    last_reader[edge.producer] = max(last_reader.get(edge.producer, -1), at)
-                    if member.op not in FRESH:
-                        viewed.add(edge.producer)
-        fresh = {m.id for m in members if m.op in FRESH and self._pure(m) and m.id not in elsewhere
-                 and len(m.outputs) == 1}
-        donations: dict[int, tuple[int, Any]] = {}
-        folding = set(computed_at.values())  # members whose line computes a fused kernel of their own
-        for member in members:
-            kernel = kernels.get(member.op)
-            if (kernel is None or member.id in elsewhere or member.id in folding or not self._pure(member)
-                    or len(member.outputs) != 1
-                    or member.outputs[0].dtype not in FLOAT_DTYPES or self._plain_items(member, inside) is None
-                    or any(d != member.outputs[0].dtype for d in self._input_dtypes(member))):
-                continue
-            for slot, edge in enumerate(member.inputs):
-                producer = self.graph.nodes[edge.producer]
-                if (edge.producer in fresh and edge.producer not in stored and edge.producer not in viewed
-                        and edge.output == 0
-                        and identity_read(edge, member, producer) and last_reader[edge.producer] == order[member.id]
-                        and edge.producer not in {d for d, _ in donations.values()}
-                        and tuple(producer.outputs[0].shape) == tuple(member.outputs[0].shape)):
-                    donations[member.id] = (slot, kernel)
-                    fresh.add(member.id)
-                    break
-            else:
-                continue
-            fresh.discard(member.inputs[donations[member.id][0]].producer)
-        return donations
-
-    def _matmul_adds(self, members: list[Node], inside: set[int], stored: set[int]) -> dict[int, tuple[Node, Any]]:
-        """Peephole fusion of ``x @ w + b`` (every dense layer): add -> (the matmul it folds in, the backend's
-        fused kernel), where the matmul's product lives only inside the group and only the add reads it, all
-        in one floating-point type, and the backend has such a kernel for these shapes."""
-        fuse = getattr(self.backend, "fused_matmul_add", None)
-        if fuse is None:
-            return {}
-        pairs: dict[int, tuple[Node, Any]] = {}
-        for add in members:
-            if add.op != "add" or not self._pure(add) or self._plain_items(add, inside) is None:
-                continue
-            for slot, edge in enumerate(add.inputs):
-                matmul = self.graph.nodes[edge.producer]
-                if (matmul.op != "matmul" or edge.producer not in inside or matmul.id in stored
-                        or not identity_read(edge, add, matmul) or not self._pure(matmul)
-                        or self.graph.consumers(matmul.id) != ((add.id, slot),)
-                        or self._plain_items(matmul, inside) is None):
-                    continue
-                dtypes = set(self._input_dtypes(add)) | set(self._input_dtypes(matmul))
-                if dtypes != {add.outputs[0].dtype} or add.outputs[0].dtype not in FLOAT_DTYPES:
-                    continue
-                x, w = (self.graph.nodes[e.producer].outputs[e.output].shape for e in matmul.inputs)
-                other = add.inputs[1 - slot]
-                bias = self.graph.nodes[other.producer].outputs[other.output].shape
-                kernel = fuse(tuple(x), tuple(w), tuple(bias))
-                if kernel is not None:
-                    pairs[add.id] = (matmul, kernel)
-                    break
-        return pairs
-
     def _arguments(self, member: Node, inside: set[int]) -> str:
         """The member's inputs as one Python expression of a list: a local variable for a read inside the group,
         a pool key for a plain point read, a reader closure otherwise (those may be inactive at a point: their
@@ -387,7 +289,7 @@ class GroupLowering:
             if self.jit_groups:
                 ns[f"K{n}"] = self.backend.compile(bound_kernel(member, self.backend))
                 return [f"{outputs[0]} = K{n}(*{args})"]
-            ns[f"K{n}"] = point_kernel(member, self.backend, self._input_dtypes(member))
+            ns[f"K{n}"] = point_kernel(member, self.backend, input_dtypes(self.graph, member))
             return [f"{outputs[0]} = K{n}(*{args})"]
         if member.category is DRAW:  # the counter-based draw itself, without `evaluate`'s dispatch
             attrs, backend, seed = member.attrs.as_dict(), self.backend, ns["SEED"]
