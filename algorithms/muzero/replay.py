@@ -1,7 +1,8 @@
 """Replay buffer, K-step unroll targets with n-step values, and Reanalyse (MuZero; MuZero Reanalyse).
 
 Targets for a position t and unroll step k = 0..K (position u = t + k of a game of T decisions):
-- policy: the search's visit distribution at u (masked out past the end of the game);
+- policy: the search's visit distribution at u (masked out past the end of the game), learned over u's legal
+  actions (`legal`; all past the end);
 - value:  z_u = sum_{j < n, u + j < T} discount^j r_{u + j} + discount^n v_{u + n} (v: the root search value,
   0 past the end: the game is over), two-hot over the support; 0 past the end;
 - reward: r_{t + k} for k < K (0 past the end), two-hot; actions past the end are drawn uniformly.
@@ -51,7 +52,8 @@ class Replay:
         K = self.unroll
         lengths = np.array([len(game["actions"]) for game in self.games])
         picks = rng.choice(len(self.games), size=batch, p=lengths / lengths.sum())
-        out = {"features": [], "actions": [], "policy": [], "policy_mask": [], "value": [], "reward": []}
+        out = {"features": [], "actions": [], "policy": [], "policy_mask": [], "legal": [], "value": [],
+               "reward": []}
         for g in picks:
             game = self.games[g]
             length = lengths[g]
@@ -66,6 +68,7 @@ class Replay:
             out["actions"].append(np.where(inside[:K], game["actions"][clipped[:K]], rng.integers(ACTIONS, size=K)))
             out["policy"].append(np.where(inside[:, None], game["policies"][clipped], 1.0 / ACTIONS))
             out["policy_mask"].append(inside.astype(np.float32))
+            out["legal"].append(np.where(inside[:, None], game["legal"][clipped], True))
             out["value"].append(two_hot(np.where(inside, z[clipped], 0.0)))
             out["reward"].append(two_hot(np.where(inside[:K], game["rewards"][clipped[:K]], 0.0)))
         return {name: np.stack(arrays).astype(np.int64 if name == "actions" else np.float32)

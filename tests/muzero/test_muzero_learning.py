@@ -82,6 +82,7 @@ def np_unroll_loss(w, batch, unroll):
     for k in range(unroll + 1):
         weight = 1.0 if k == 0 else 1.0 / unroll
         policy, value = np_prediction(w, state)
+        policy = np.where(batch["legal"][:, k] > 0.5, policy, -1e4)
         total = total + weight * (-(batch["policy"][:, k] * log_softmax(policy)).sum(-1) * batch["policy_mask"][:, k]
                                   - 0.25 * (batch["value"][:, k] * log_softmax(value)).sum(-1))
         if k < unroll:
@@ -282,3 +283,22 @@ def test_occupied_rows_and_one_greedy_game():
     np.testing.assert_array_equal(occupancy.occupied_rows(times),
                                   np.stack([occupancy.occupied_row(t) for t in times]))
     assert occupancy.occupied_rows(times).any()
+
+
+def test_policy_loss_is_over_legal_actions_by_hand():
+    """All-zero weights (uniform logits over policy, value and reward atoms), K = 1, the policy target (0.5, 0, 0.5)
+    on a position where NoCopy is illegal and the unrolled step masked out: the loss is log 2 (the policy over the two
+    legal actions; log 3 unmasked) + 0.25 log 21 (value) + log 21 (reward, / K) + 0.25 log 21 (value at k = 1)."""
+    weights = {name: np.zeros_like(array) for name, array in init_weights(SIZES, 0).items()}
+    layout = Layout.of(weights)
+    config = LearnerConfig(batch=2, unroll=1, lr=0.0)
+    batch = {name: np.zeros(shape, dtype) for name, (shape, dtype) in batch_shapes(config).items()}
+    batch["policy"][:, 0] = (0.5, 0.0, 0.5)
+    batch["legal"][:] = 1.0
+    batch["legal"][:, 0, 1] = 0.0
+    batch["policy_mask"][:, 0] = 1.0
+    batch["value"][:, :, SUPPORT] = 1.0
+    batch["reward"][:, :, SUPPORT] = 1.0
+    losses = []
+    train(layout.pack(weights), layout, config, 1, lambda i: batch, lambda i, w, loss: losses.append(loss))
+    np.testing.assert_allclose(losses[0], np.log(2.0) + 1.5 * np.log(ATOMS), rtol=1e-5)
