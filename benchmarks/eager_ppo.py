@@ -70,8 +70,9 @@ def train_eager(env_name: str = "CartPole-v1", iterations: int = 10, num_envs: i
                 gae_lambda: float = 0.95, clip_coef: float = 0.2, ent_coef: float = 0.01, vf_coef: float = 0.5,
                 lr: float = 2.5e-4, max_grad_norm: float = 0.5, seed: int = 0, obs_padding: int = 0,
                 warmup: int = 1) -> dict[str, float]:
-    """Seconds per iteration (after ``warmup`` iterations) and peak bytes; ``obs_padding`` appends zeros to
-    each observation (the observation-size sweep)."""
+    """Seconds per iteration (after ``warmup`` iterations; wall, and CPU as ``cpu_seconds_per_iteration``) and
+    peak bytes; ``obs_padding`` appends zeros to each observation (the observation-size sweep). Neither time
+    counts making the environments and the networks."""
     torch.manual_seed(seed)
     envs = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make(env_name) for _ in range(num_envs)],
                                           autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)
@@ -87,9 +88,9 @@ def train_eager(env_name: str = "CartPole-v1", iterations: int = 10, num_envs: i
 
     obs_buf = torch.zeros((steps, num_envs, obs_size))
     actions, logprobs, rewards, dones, values = (torch.zeros((steps, num_envs)) for _ in range(5))
-    timings = []
+    timings, cpu_timings = [], []
     for iteration in range(iterations + warmup):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         next_obs = observe(envs.reset(seed=seed if iteration == 0 else None)[0])
         with torch.no_grad():
             for step in range(steps):
@@ -130,11 +131,13 @@ def train_eager(env_name: str = "CartPole-v1", iterations: int = 10, num_envs: i
                 optimizer.step()
         if iteration >= warmup:
             timings.append(time.perf_counter() - started)
+            cpu_timings.append(time.process_time() - cpu_started)
     envs.close()
     state = sum(p.numel() * p.element_size() * 4 for p in agent.parameters())  # weights, grads, 2 moments
     buffers = sum(t.numel() * t.element_size() for t in (obs_buf, actions, logprobs, rewards, dones, values,
                                                          advantages, returns))
-    return {"seconds_per_iteration": float(np.mean(timings)), "peak_bytes": state + buffers + saved.peak}
+    return {"seconds_per_iteration": float(np.mean(timings)), "peak_bytes": state + buffers + saved.peak,
+            "cpu_seconds_per_iteration": float(np.mean(cpu_timings))}
 
 
 if __name__ == "__main__":

@@ -19,3 +19,18 @@ def test_bincount_matches_numpy_row_by_row(backend):
     want = np.stack([[np.bincount(i, w, minlength=7) for i, w in zip(rows_i, rows_w)]
                      for rows_i, rows_w in zip(index, weights)]).astype(np.int64)
     assert_values(store, {(): want})
+
+
+def test_bincount_with_row_weights_is_one_histogram_per_row_entry(backend):
+    # weights (..., J, R): each index adds a row; column r of the result is the bincount of weights[..., r]
+    generator = np.random.default_rng(4)
+    index = generator.integers(0, 6, size=(3, 10)).astype(np.int32)
+    weights = generator.integers(-3, 4, size=(3, 10, 2)).astype(np.int32)
+    ctx = trl.Context(dims="t")
+    with ctx:
+        counts = F.apply("bincount", trl.tensor(index), trl.tensor(weights), size=6)
+        store = collect(counts)
+    run(ctx, {}, backend)
+    want = np.stack([np.stack([np.bincount(i, w[:, r], minlength=6) for r in range(2)], 1)
+                     for i, w in zip(index, weights)]).astype(np.int32)
+    assert_values(store, {(): want})

@@ -112,7 +112,8 @@ def _noise_program(T_value: int):
 @pytest.mark.parametrize("steps", [5, 70])
 def test_draws_computed_ahead_in_runs_equal_the_draws_point_by_point(steps):
     """Draws and the noise computed from them come ahead of time, a run of points at once (on torch without a
-    budget): the same values as the reference, which draws point by point, and their bytes are given back."""
+    budget): the same values as the reference, which draws point by point, and their bytes are given back;
+    each point takes only the values read beyond the chain."""
     results = {}
     for backend in ("torch", "reference"):
         ctx, bounds, seen = _noise_program(steps)
@@ -121,6 +122,9 @@ def test_draws_computed_ahead_in_runs_equal_the_draws_point_by_point(steps):
         results[backend] = seen
         if backend == "torch":
             assert len(exe.prefetchers) == 2 and all(p.held == 0 for p in exe.prefetchers)
+            # each hands out only the value read beyond its chain (the Gumbel noise, not its four intermediates)
+            assert [len(p.kept) for p in exe.prefetchers] == [1, 1]
+            assert max(len(p.steps) for p in exe.prefetchers) == 5
             assert exe.stats["leaked_points"] == 0
     assert results["torch"].keys() == results["reference"].keys()
     for key, want in results["reference"].items():

@@ -97,6 +97,8 @@ CASES = [
     ("index_select", "index_select", [normal(3, 4), np.array([3, 0, 3])], {"dim": 1}),
     ("index_add", "index_add", [normal(3, 3), np.array([3, 0, 3])], {"dim": 1, "size": 4}),
     ("bincount", "bincount", [integers(5, 3, 4), normal(3, 4)], {"size": 5}),
+    ("bincount-rows", "bincount", [integers(5, 3, 4), normal(3, 4, 2)], {"size": 5}),
+    ("materialize", "materialize", [normal(3, 4)], {}),
     ("scatter", "scatter", [normal(3, 5), np.array([[0, 3], [4, -1], [5, 2]]), normal(3, 2, seed=1)], {"dim": 1}),
     ("gather_fill", "gather_fill", [normal(3, 5), np.array([[0, 3, 3], [4, -1, 0], [5, 2, 1]])],
      {"dim": 1, "fill": 0.5}),

@@ -139,6 +139,47 @@ def test_padded_windows_run_in_chunks_with_the_same_values_and_a_smaller_peak(mo
             np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6, err_msg=f"at {key}")
 
 
+def test_padded_chunks_count_the_bytes_of_the_output_read_not_of_the_whole_producer(monkeypatch):
+    """A window over one small output of a two-output producer (an environment step's reward beside its
+    observation) is chunked by that output's bytes: 4 chunks of 4 points where the limit holds 4 points'
+    windows of the reward (counting the observation too would make 16 chunks of one point); the values equal
+    the reference's."""
+    import timerl.runtime.batch as batch
+    from timerl.rt import functional as F
+    from timerl.pdg.graph import TensorType
+
+    steps, envs, wide = 16, 8, 256
+    rewards = np.random.default_rng(5).normal(size=(steps, envs)).astype(np.float32)
+    ends = (np.random.default_rng(6).random((steps, envs)) < 0.2).astype(np.float32)
+
+    def step(point, x):
+        return np.full((wide,), point["t"], np.float32), rewards[point["t"]] + 0 * x, ends[point["t"]]
+
+    def run(target):
+        monkeypatch.setattr(batch, "WINDOW_BYTES", 4 * steps * envs * 4)
+        ctx = trl.Context(dims="t")
+        (t,), (T,) = ctx.dims, ctx.bounds
+        with ctx:
+            x = trl.source(lambda p: np.zeros(envs, np.float32), (envs,), "float32", (t,))
+            small = TensorType((envs,), "float32")
+            _, r, d = F.apply("udf", x, fn=step, outputs=(TensorType((wide,), "float32"), small, small),
+                              as_tuple=True)
+            alive = (d[t:T].cumsum(0) - d[t:T]) == 0
+            g = (r[t:T] * alive).discounted_sum(0.9)
+            out = collect(g - g.mean())
+        exe = ctx.compile({T: steps}, backend=target, **({} if target == "reference" else {"options": PADDED}))
+        exe.execute()
+        return dict(out), exe.stats
+
+    want, _ = run("reference")
+    got, stats = run("torch")
+    assert stats["batched_statements"] > 0
+    assert stats["padded_chunks"] == 4
+    assert sorted(got) == sorted(want)
+    for key, value in want.items():
+        np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6, err_msg=f"at {key}")
+
+
 # The three ops of the tanh gradient fold into one kernel only where one statement holds all of them (fusion)
 TANH_FOLDS = trl.CompileOptions(fusion=True)
 

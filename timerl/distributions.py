@@ -26,6 +26,7 @@ class Categorical:
             logits = F.log(probs)
         if not isinstance(logits, RT) or not logits.shape:
             raise TimeRLError(f"{user_location()}: Categorical needs a recurrent tensor with a class dimension")
+        self._scores = logits  # unnormalized: what sampling needs (the argmax ignores a shift per row)
         self.logits = F.log_softmax(logits, -1)
 
     @property
@@ -33,12 +34,13 @@ class Categorical:
         return F.exp(self.logits)
 
     def sample(self) -> RT:
-        """Gumbel-max: ``argmax(logits + g)`` with ``g = -log(-log(u))``, ``u`` uniform per point."""
+        """Gumbel-max: ``argmax(logits + g)`` with ``g = -log(-log(u))``, ``u`` uniform per point; the logits as
+        given, since normalizing them shifts every class of a row alike (one op less per sample)."""
         shape = tuple(int(s) for s in self.logits.shape)
         with self.logits.ctx:
             uniform = F.rand(shape, self.logits.dtype, self.logits.domain)
         gumbel = -F.log(-F.log(F.clip(uniform, min=_TINY)))
-        return F.argmax(F.detach(self.logits) + gumbel, dim=-1)
+        return F.argmax(F.detach(self._scores) + gumbel, dim=-1)
 
     def log_prob(self, value: RT) -> RT:
         if not isinstance(value, RT):

@@ -65,6 +65,12 @@ class CompileOptions:
     vectorize: bool = True
     """Loops without backward dependences run statement by statement, each over all the loop's points in one
     batched call (`timerl.runtime.batch`, paper §5.2). Off whenever ``device_memory`` is set."""
+    distribute: bool = True
+    """Loop distribution around recurrences (with ``vectorize``; on jax only with ``scan_loops`` off): what a
+    recurrent statement computes that its recurrence does not need becomes a statement of its own
+    (`timerl.sched.group._recurrent_tail`: a rollout's critic values and ``1 - done``), and a loop that cannot
+    run statement by statement runs as consecutive loops, the recurrence point by point and the rest batched
+    (`timerl.runtime.distribute`)."""
     scan_loops: bool = True
     """jax: loops of array kernels only become one `jax.lax.scan` (`timerl.runtime.jax_scan`). Off whenever
     ``device_memory`` is set."""
@@ -106,11 +112,16 @@ class CompileOptions:
         """These options with the named switches on."""
         return dataclasses.replace(self.switched_off(names), **{name: True for name in names})
 
+    def distributes(self, backend: str) -> bool:
+        """Whether loops are distributed around recurrences (``distribute``) for this backend."""
+        return self.distribute and self.vectorize and not (backend == "jax" and self.scan_loops)
+
     def resolved(self, device_memory: int | None) -> "CompileOptions":
         """The options with every ``None`` decided and what a memory budget excludes switched off."""
         incrementalize = device_memory is not None if self.incrementalize is None else self.incrementalize
         memory_aware = incrementalize if self.memory_aware is None else self.memory_aware
-        budget = {} if device_memory is None else dict(vectorize=False, scan_loops=False, prefetch_draws=False)
+        budget = {} if device_memory is None else dict(vectorize=False, distribute=False, scan_loops=False,
+                                                       prefetch_draws=False)
         return dataclasses.replace(self, incrementalize=incrementalize, memory_aware=memory_aware,
                                    per_iteration_fusion=self.per_iteration_fusion and not memory_aware, **budget)
 
@@ -120,13 +131,14 @@ SWITCHES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(CompileOpti
 # Transformations that ``optimize=False`` turns off (SPEC: "all PDG transformations"); code generation choices
 # (jit_groups, matmul_add, donation, prefetch_draws) and the checks stay as they are.
 TRANSFORMATIONS = ("contributions", "algebra", "cse", "dce", "incrementalize", "fusion", "per_iteration_fusion",
-                   "memory_aware", "vectorize", "scan_loops")
+                   "memory_aware", "vectorize", "distribute", "scan_loops")
 
 # Each preset states only how it differs from the defaults.
 PRESETS: Mapping[str, Mapping[str, Any]] = {
     "default": {},
     "unoptimized": {name: False for name in TRANSFORMATIONS},  # what ``optimize=False`` means
-    "memory": {"incrementalize": True, "vectorize": False},  # peak memory follows n-step windows, not T
+    # peak memory follows n-step windows, not T
+    "memory": {"incrementalize": True, "vectorize": False, "distribute": False},
 }
 
 # The loose keyword flags of `ctx.compile` and the fields they set.

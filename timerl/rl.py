@@ -107,13 +107,25 @@ class Env:
             self.action_shape = tuple(action_space.shape)
         else:
             raise TimeRLError(f"{user_location()}: {name}: only Discrete and Box action spaces are supported")
-        self.episodes: list[Episode] = []  # every completed episode, in the order they end
+        # every completed episode, in the order they end, kept per step as arrays (`episodes` makes the records)
+        self._ended: list[tuple[dict, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._episodes: list[Episode] = []
         self._reset_view: RT | None = None
         self._reset_chain: RT | None = None
         self._stepped = False
         self._next: tuple[int, ...] | None = None  # the step point that must run next (ordering check)
         self._lengths = np.zeros(num_envs, dtype=np.int64)
         self._returns = np.zeros(num_envs, dtype=np.float64)
+
+    @property
+    def episodes(self) -> list[Episode]:
+        """Every completed episode, in the order they end (built when asked for: a step only notes which
+        environments ended, with their lengths and returns)."""
+        for point, envs, lengths, returns in self._ended:
+            self._episodes.extend(Episode(dict(point), int(k), int(n), float(g))
+                                  for k, n, g in zip(envs, lengths, returns))
+        self._ended.clear()
+        return self._episodes
 
     @property
     def discrete(self) -> bool:
@@ -187,9 +199,10 @@ class Env:
         self._lengths += 1
         self._returns += reward
         if ended.any():
-            for k in np.flatnonzero(ended):
-                self.episodes.append(Episode(dict(point), int(k), int(self._lengths[k]), float(self._returns[k])))
-                self._lengths[k], self._returns[k] = 0, 0.0
+            envs = np.flatnonzero(ended)
+            self._ended.append((dict(point), envs, self._lengths[envs], self._returns[envs]))  # (copies)
+            self._lengths[envs] = 0
+            self._returns[envs] = 0.0
         self._next = here[:-1] + (here[-1] + 1,)
         return obs, reward, ended, _NO_TOKEN  # the udf call converts them to the declared types
 

@@ -112,7 +112,8 @@ def test_search_root_on_jax_is_scanned_and_matches_mctx():
                                          fixed_recurrent_fn(net), trl.tensor(invalid), None, config, s)
         visits.sink(lambda point, array: got.__setitem__("visits", np.asarray(array).copy()))
         root_value.sink(lambda point, array: got.__setitem__("value", np.asarray(array).copy()))
-    executable = ctx.compile(bounds={S: config.num_simulations}, backend="jax")
+    # the scans are what this test is about: stated, so that TIMERL_PASS_OFF=scan_loops keeps them
+    executable = ctx.compile(bounds={S: config.num_simulations}, backend="jax", scan_loops=True)
     assert any("lax.scan" in line for line in executable._program.source.splitlines())
     for _ in range(2):  # the second execution reuses the compiled scans
         got.clear()

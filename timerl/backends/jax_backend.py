@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from timerl.backends.jax_keys import kernel_key, shared
 from timerl.backends.numpy_backend import NumpyBackend
+from timerl.ops.registry import OPS
 
 
 @jax.jit
@@ -18,15 +19,48 @@ def _take(value: jax.Array, index: Any) -> jax.Array:
     return jax.lax.dynamic_index_in_dim(value, index, keepdims=False)
 
 
+class _ScanningNumpy:
+    """``jax.numpy`` with cumulative sums computed as a parallel prefix scan (`jax.lax.associative_scan`): on
+    the CPU, jax lowers ``cumsum`` to a ``reduce_window`` that adds the whole prefix at every position (N
+    additions per element along an axis of N: a cumulative sum along axis 1 of (100, 100, 64) values, REINFORCE's
+    padded windows, took 4.9 ms of CPU, the scan 1.1 ms; measured side by side, one process, load ~20)."""
+
+    def __init__(self) -> None:
+        self._dtypes: dict = {}  # input dtype -> jax's result dtype of a cumulative sum without ``dtype=``
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(jnp, name)
+
+    def cumulative_sum(self, x: Any, /, *, axis: int | None = None, dtype: Any = None,
+                       include_initial: bool = False) -> Any:
+        x = jnp.asarray(x)
+        if axis is None:
+            if x.ndim > 1:  # as jax.numpy: an axis is required for more than one dimension
+                return jnp.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
+            axis = 0
+        if dtype is None:
+            dtype = self._dtypes.get(x.dtype)
+            if dtype is None:
+                dtype = self._dtypes[x.dtype] = jnp.cumulative_sum(jnp.zeros((1,), x.dtype)).dtype
+        x = x.astype(dtype)
+        total = jax.lax.associative_scan(jnp.add, x, axis=axis) if x.shape[axis] > 1 else x
+        if include_initial:
+            zero = jnp.zeros(x.shape[:axis % x.ndim] + (1,) + x.shape[axis % x.ndim + 1:], dtype)
+            total = jnp.concatenate([zero, total], axis=axis)
+        return total
+
+
 class JaxBackend:
     name = "jax"
     slices_are_views = False
+    # ops lowered to jax's own primitives (the registry's ``lowering["jax"]``), same signature as the op's impl
+    op_impls = {name: op.lowering["jax"](jax) for name, op in OPS.items() if "jax" in op.lowering}
 
     def __init__(self) -> None:
         self.kernels: dict = {}
         self.dynamic_nodes: dict = {}
-        self.xp = jnp
         self.device = jax.devices()[0]
+        self.xp = _ScanningNumpy() if self.device.platform == "cpu" else jnp
         self.host = jax.devices("cpu")[0]
         on_cpu = self.device.platform == "cpu"
         # jax compiles a computation per distinct shape: ops whose shapes change from point to point (windows

@@ -15,8 +15,9 @@ MERGE``, ``category.root``) instead of testing op names. The fields answer the q
 - ``batched``: how a vectorized statement (`timerl.runtime.batch`) computes it at many points at once:
   ``"rule"`` (the op's ``vectorize`` rule, or the array library's vmap of its kernel), ``"shared"`` (the same
   value at every point: a constant), ``"summed"`` (each point's contributions summed, stacked where they can
-  be), ``"points"`` (called point by point once the batch is computed: sinks), ``"never"`` (a statement holding
-  it runs point by point: merges, sources, draws, UDFs).
+  be), ``"points"`` (called point by point once the batch is computed: sinks), ``"selected"`` (each point's
+  active input, gathered in runs of points that select the same one: merges), ``"never"`` (a statement holding
+  it runs point by point: sources, draws, UDFs).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ CONST = Category("const", kernel=False, batched="shared")
 SOURCE = Category("source", kernel=False, pure=False, calls_user=True, batched="never")
 DRAW = Category("draw", kernel=False, pure=False, batched="never")
 SINK = Category("sink", kernel=False, root=True, checked=False, pure=False, calls_user=True, batched="points")
-MERGE = Category("merge", kernel=False, checked=False, pure=False, batched="never")
+MERGE = Category("merge", kernel=False, checked=False, pure=False, batched="selected")
 UDF = Category("udf", kernel=False, checked=False, pure=False, calls_user=True, batched="never")
 ACCUMULATE = Category("accumulate", kernel=False, checked=False, pure=False, batched="summed")
 

@@ -9,6 +9,7 @@ from timerl.ops.registry import (
     ELEMENTWISE,
     NOT_A_REDUCTION,
     NOT_DIFFERENTIABLE,
+    POSITIONWISE,
     WINDOW_CARRIED,
     ShapeError,
     ValueCheck,
@@ -39,7 +40,8 @@ def _bool_result(inputs, attrs):
 def elementwise(name: str, impl: Callable[..., Any], grad: Any, *, dtype=_promoted, check_values=None) -> None:
     """An op of one or more operands applied element by element, with NumPy broadcasting."""
     register(name, ELEMENTWISE, shape=_same_shape, dtype=dtype, impl=impl, grad=grad, vectorize=aligned,
-             incrementalize=NOT_A_REDUCTION, window=lambda attrs: WINDOW_CARRIED, check_values=check_values)
+             incrementalize=NOT_A_REDUCTION, window=lambda attrs: WINDOW_CARRIED, check_values=check_values,
+             window_scan=POSITIONWISE)
 
 
 unary = binary = elementwise  # the registrations below say their arity
@@ -88,6 +90,12 @@ unary("cos", lambda xp, x: xp.cos(x), lambda F, ins, outs, g, a: [F.neg(g[0] * F
 unary("logical_not", lambda xp, x: xp.logical_not(x), NOT_DIFFERENTIABLE, dtype=_bool_result)
 unary("identity", lambda xp, x: x, lambda F, ins, outs, g, a: [g[0]])
 unary("detach", lambda xp, x: x, NOT_DIFFERENTIABLE)
+# the value as it is, computed once: on XLA an optimization barrier, so that a fusion does not recompute what
+# it reads per element (per-game scalars read by a (games x buffers) loop); elsewhere nothing
+register("materialize", ELEMENTWISE, shape=_same_shape, dtype=_promoted, impl=lambda xp, x: x,
+         grad=lambda F, ins, outs, g, a: [g[0]], vectorize=aligned, incrementalize=NOT_A_REDUCTION,
+         lowering={"jax": lambda jax: lambda xp, x: jax.lax.optimization_barrier(x)},
+         window=lambda attrs: WINDOW_CARRIED)
 unary("clip", lambda xp, x, low, high: xp.clip(x, low, high),
       lambda F, ins, outs, g, a: [F.where((ins[0] >= a["low"]) & (ins[0] <= a["high"]), g[0], 0.0)])
 unary("astype", lambda xp, x, dtype: xp.astype(x, getattr(xp, dtype)),

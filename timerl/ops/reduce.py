@@ -14,6 +14,7 @@ from timerl.ops.registry import (
     WINDOW_CARRIED,
     WINDOW_REDUCED,
     RunningSum,
+    WindowScan,
     ShapeError,
     broadcast_shapes,
     is_float,
@@ -48,10 +49,48 @@ def _float_dtype(inputs, attrs):
     return [inputs[0].dtype if is_float(inputs[0].dtype) else "float32"]
 
 
-def reduction(name, impl, grad, incrementalize, dtype=_dtype_of_input, window=no_window):
+def reduction(name, impl, grad, incrementalize, dtype=_dtype_of_input, window=no_window, **rules):
     """A reduction over the axes ``dims`` (sorted), keeping them as size 1 where ``keepdim``."""
     register(name, REDUCTION, shape=_reduced_shape, dtype=dtype, impl=impl, grad=grad, vectorize=shifted_axes,
-             incrementalize=incrementalize, window=window)
+             incrementalize=incrementalize, window=window, **rules)
+
+
+# ---- reductions of windows that share an end or a start, as scans of the run they cover (`WindowScan`) ------
+
+
+def _zero_row(xp, x):
+    return xp.zeros((1, *x.shape[1:]), dtype=x.dtype)
+
+
+def _suffix_sums(xp, x, attrs):
+    """Row k: x[k] + ... + x[M - 1]; row M: 0."""
+    flipped = xp.flip(x, axis=0)
+    return xp.concat([xp.flip(xp.cumulative_sum(flipped, axis=0), axis=0), _zero_row(xp, x)], axis=0)
+
+
+def _prefix_sums(xp, x, attrs):
+    """Row k: x[0] + ... + x[k - 1]; row 0: 0."""
+    return xp.concat([_zero_row(xp, x), xp.cumulative_sum(x, axis=0)], axis=0)
+
+
+def _discounted_suffix_sums(xp, x, attrs):
+    """Row k: sum over j >= k of gamma**(j - k) * x[j]; row M: 0. The reverse recurrence g[k] = x[k] +
+    gamma * g[k + 1] by doubling: after the round of span s, row k holds the sum over its next 2 * s positions;
+    log2(M) rounds of whole-array operations (no loop over positions, the same code on every backend)."""
+    gamma = attrs["gamma"]
+    total = xp.concat([x, _zero_row(xp, x)], axis=0)
+    rows, span, weight = total.shape[0], 1, gamma
+    while span < rows:
+        shifted = xp.concat([total[span:], xp.zeros((span, *x.shape[1:]), dtype=x.dtype)], axis=0)
+        total = total + weight * shifted
+        span, weight = 2 * span, weight * weight
+    return total
+
+
+_PREFIX_DISCOUNT = unsupported("a window's discounted sum weighs each position by its distance from the window's "
+                               "start: windows sharing their start but not their end have no common scan")
+_SUM_OVER_THE_WINDOW = WindowScan(_suffix_sums, _prefix_sums,
+                                  applies=lambda a: tuple(a["dims"] or ()) == (0,) and not a["keepdim"])
 
 
 def _over_the_range(attrs, dtype) -> bool:
@@ -100,7 +139,8 @@ def _floating(xp, x):
 # fmt: off
 reduction("sum", lambda xp, x, dims, keepdim: xp.sum(x, axis=dims, keepdims=keepdim), _sum_grad,
           RunningSum(_over_the_range), dtype=_accumulated_dtype,
-          window=lambda a: WINDOW_REDUCED if tuple(a["dims"] or ()) == (0,) and not a["keepdim"] else None)
+          window=lambda a: WINDOW_REDUCED if tuple(a["dims"] or ()) == (0,) and not a["keepdim"] else None,
+          window_scan=_SUM_OVER_THE_WINDOW)
 reduction("mean", lambda xp, x, dims, keepdim: xp.mean(_floating(xp, x), axis=dims, keepdims=keepdim), _mean_grad,
           unsupported(_NO_RUNNING_FORM.format("sum divided by the count")), dtype=_float_dtype)
 reduction("max", lambda xp, x, dims, keepdim: xp.max(x, axis=dims, keepdims=keepdim), _extreme_grad,
@@ -123,6 +163,8 @@ def _flip(F, x, dim):
 
 register("cumsum", SCAN, vectorize=shifted_axis, incrementalize=NOT_A_REDUCTION,
          window=lambda a: WINDOW_CARRIED if a["dim"] == 0 else None,
+         window_scan=unsupported("a running sum along a window restarts at the window's start: a position has a "
+                                 "different value in each window holding it, so windows are padded"),
          shape=_same, dtype=_accumulated_dtype, impl=_cumsum,
          grad=lambda F, ins, outs, g, a: [_flip(F, F.cumsum(_flip(F, g[0], a["dim"]), a["dim"]), a["dim"])])
 
@@ -183,6 +225,7 @@ def _discounted_spread(xp, g, like, gamma):
 
 
 register("discounted_sum", REDUCTION, vectorize=discounted, window=lambda a: WINDOW_REDUCED,
+         window_scan=WindowScan(_discounted_suffix_sums, _PREFIX_DISCOUNT),
          incrementalize=unsupported(
              "no running form written yet (r[t:T].discounted_sum as the backward recurrence g[t] = r[t] + "
              "gamma * g[t + 1], paper §5.3)"),

@@ -16,7 +16,12 @@ Rule kinds, for every op:
 Optionally, ``window``: how a vectorized statement passes a window (a range read, padded in a batch to its
 longest length, `timerl.runtime.windows`) through the op, by its attributes: `WINDOW_REDUCED` (a sum over the
 window's axis, the padding masked to zeros), `WINDOW_CARRIED` (the window's axis kept, position by position),
-or None (the default: a statement holding it is not batched over windows). And ``check_values``: a
+or None (the default: a statement holding it is not batched over windows). Optionally, ``window_scan``: how
+the op is computed when a batched statement's windows all end at one position (``x[t:T]``) or all start at one
+(``x[0:t+1]``): then every window is a suffix (or prefix) of the one run of positions they cover, and
+`timerl.runtime.window_scans` computes the window's ops once on that run instead of on every padded window (paper
+§5.3 inside vectorized code): `POSITIONWISE` (elementwise ops: a position's value depends on that position alone)
+or a `WindowScan` (a reduction over the window as a suffix or prefix scan of the run). And ``check_values``: a
 `ValueCheck` of concrete input values that no shape rule can see (an index out of range). The NumPy and torch
 executors call it like ``impl`` on the host before the kernel; jax computes its ``find`` inside the jitted
 computation, next to the kernel, and raises after the call (`timerl.runtime.evaluate.first_violation`).
@@ -109,6 +114,25 @@ class RunningContributions:
 WINDOW_REDUCED, WINDOW_CARRIED = "reduced", "carried"
 
 
+@dataclass(frozen=True)
+class WindowScan:
+    """A reduction over windows that share their end (``suffix``) or their start (``prefix``), from one scan of
+    the run ``x`` (M positions along axis 0) the windows cover: ``suffix(xp, x, attrs)`` holds at row ``k`` the
+    reduction of the window starting at position ``k`` of the run (M + 1 rows, the last one an empty window's);
+    ``prefix(xp, x, attrs)`` at row ``k`` the reduction of the window of the first ``k`` positions (M + 1 rows).
+    Either may be `unsupported`; ``applies(attrs)``: the attributes for which the scans hold (a sum over the
+    window's axis only)."""
+
+    suffix: Callable[..., Any] | Unsupported
+    prefix: Callable[..., Any] | Unsupported
+    applies: Callable[[Any], bool] = lambda attrs: True
+
+
+POSITIONWISE = "positionwise"  # ``window_scan`` of an elementwise op: computed once on the run of positions
+NO_WINDOW_SCAN = Unsupported("not computed on the run of positions windows cover: a statement holding it pads "
+                             "every window")
+
+
 def no_window(attrs: Any) -> None:
     return None
 
@@ -129,6 +153,7 @@ class OpDef:
     lowering: Mapping[str, Callable[..., Any]]
     window: Callable[[Any], str | None] = no_window
     check_values: ValueCheck | None = None
+    window_scan: WindowScan | str | Unsupported = NO_WINDOW_SCAN
 
     def infer(self, inputs: Sequence[TensorType], attrs: Attrs) -> tuple[TensorType, ...]:
         shapes = self.shape(inputs, attrs)
@@ -142,11 +167,12 @@ OPS: dict[str, OpDef] = {}
 
 def register(name: str, category: Category, *, shape: Any, dtype: Any, impl: Any, grad: Any, vectorize: Any,
              incrementalize: Any, lowering: Mapping[str, Callable[..., Any]] | None = None,
-             window: Callable[[Any], str | None] = no_window, check_values: ValueCheck | None = None) -> OpDef:
+             window: Callable[[Any], str | None] = no_window, check_values: ValueCheck | None = None,
+             window_scan: WindowScan | str | Unsupported = NO_WINDOW_SCAN) -> OpDef:
     if name in OPS:
         raise ValueError(f"op {name} registered twice")
     op = OpDef(name, category, shape, dtype, impl, grad, vectorize, incrementalize,
-               MappingProxyType(dict(lowering or {})), window, check_values)
+               MappingProxyType(dict(lowering or {})), window, check_values, window_scan)
     OPS[name] = op
     return op
 

@@ -20,17 +20,20 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from timerl.errors import TimeRLError
 from timerl.pdg.graph import Graph, Node, identity_read
 from timerl.ops.batching import batch_rule
-from timerl.ops.registry import ACCUMULATE, CONST, SINK
-from timerl.runtime.batch_inputs import accumulated, gathered, padded_window
+from timerl.ops.registry import ACCUMULATE, CONST, MERGE, SINK
+from timerl.runtime.batch_inputs import accumulated, covered_run, gathered, padded_window, selected
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
 from timerl.runtime.fusions import tanh_gradients
-from timerl.runtime.sizes import static_bytes
+from timerl.runtime.sizes import output_bytes, static_bytes
 from timerl.symbolic import compile_function
 from timerl.sched import ast
 from timerl.runtime.statements import flatten, freed_parts, statement_major
+from timerl.runtime.window_scans import scan_kernel, scan_rows, window_geometry, window_scan_rules
 from timerl.runtime.windows import masked_reduction, windowed_members
 
 
@@ -59,6 +62,11 @@ class BatchedGroup:
         # per member and input slot, planned once: read inside the group (INSIDE), a range read (WINDOW) or
         # a read of another group's points (GATHER)
         self.reads = {n.id: tuple(self._read_kind(n, edge) for edge in n.inputs) for n in self.members}
+        # reductions of windows computed as scans of the run the windows cover, where the windows allow
+        # (`timerl.runtime.window_scans`): member -> its `WindowScan`; and their kernels per (member, shape)
+        scans = window_scan_rules(self.graph, self.members, self.windowed, self.reads, INSIDE, WINDOW)
+        self.scans, self.scan_reads = scans if scans is not None else (None, ())
+        self.scan_kernels: dict = {}
         # g * (1 - y * y), the gradient of tanh that autodiff writes, as one kernel where the backend has one:
         # last member -> (its kernel, g's (member, slot), y's (member, slot)); the two members before it fold in
         self.tanh_grads = tanh_gradients(self.graph, self.members, self.inside, self.stored | self.windowed,
@@ -116,8 +124,12 @@ class BatchedGroup:
         pool = self.executable.pool
         kept: dict[int, list[tuple[Any, bool, int]]] = {}  # stored member -> (value, batched, points) per chunk
         kept_bytes = peak = 0  # the chunks' stored values, alive until stored together; the most alive at once
-        for chunk in self._chunks(points):
-            values, sinks = self._compute(chunk)
+        scanned = self._scanned(points)
+        self.executable.window_scans += scanned is not None
+        chunks = [points] if scanned is not None else self._chunks(points)
+        self.executable.padded_chunks += len(chunks) if self.windowed and scanned is None else 0
+        for chunk in chunks:
+            values, sinks = self._compute(chunk, scanned)
             transient = stored = 0
             for node in self.members:
                 if not node.outputs or node.id in self.folded:
@@ -140,20 +152,53 @@ class BatchedGroup:
         for node_id, parts in kept.items():
             self._store(node_id, points, *self._joined(parts))
 
+    def _scanned(self, points: Sequence[tuple[int, ...]]) -> tuple[str, int, int, Any] | None:
+        """How this call's windows are read from scans (`window_scans.scan_rows`), when the statement's rules
+        allow and every range read of the statement covers the same windows; else None (padded)."""
+        if self.scans is None or len(points) <= 1:
+            return None
+        for node, slot in self.scan_reads:  # values combined with windows: the same at every point
+            reader = self.readers[node.id][slot]
+            read = reader.coordinates if reader.has_ranges else reader.point_read
+            first = tuple(read(points[0]))
+            if any(tuple(read(p)) != first for p in points):
+                return None
+        found = None
+        for node in self.members:
+            for slot, kind in enumerate(self.reads[node.id]):
+                if kind is not WINDOW:
+                    continue
+                reader = self.readers[node.id][slot]
+                try:
+                    _, _, starts, lengths = window_geometry([reader.coordinates(p) for p in points])
+                except ValueError:
+                    return None
+                if found is not None and not (np.array_equal(found[0], starts)
+                                              and np.array_equal(found[1], lengths)):
+                    return None
+                found = (starts, lengths)
+        rows = None if found is None else scan_rows(*found)
+        if rows is None:
+            return None
+        return rows[0], rows[1], rows[2], self.backend.from_numpy(rows[3])
+
     def _chunks(self, points: Sequence[tuple[int, ...]]) -> list[Sequence[tuple[int, ...]]]:
         """The points in runs whose padded windows hold at most ``WINDOW_BYTES`` per windowed value (all the
-        points at once where nothing is padded, or on jax, whose compiled statements want one shape)."""
+        points at once where nothing is padded, or on jax, whose compiled statements want one shape). A window's
+        bytes per position are those of the output it reads (an environment step's reward, not the whole step),
+        or of a windowed member's value where that is wider (booleans made float)."""
         if not self.windowed or self.backend.name == "jax" or len(points) <= 1:
             return [points]
-        longest = 0
+        length = position = 0
         for node in self.members:
             for slot, edge in enumerate(node.inputs):
                 if edge.ranges():
                     reader = self.readers[node.id][slot]
-                    size = static_bytes(self.graph.nodes[edge.producer]) or 0
-                    length = max(len(c) for c in reader.coordinates(points[0]) if isinstance(c, range))
-                    longest = max(longest, length * size)
-        per_chunk = max(1, WINDOW_BYTES // max(longest, 1))
+                    position = max(position, output_bytes(self.graph.nodes[edge.producer], edge.output) or 0)
+                    length = max([length] + [len(c) for c in reader.coordinates(points[0]) if isinstance(c, range)])
+        for member in self.windowed:
+            position = max(position, _position_bytes(self.graph.nodes[member]))
+        per_chunk = max(1, WINDOW_BYTES // max(length * position, 1))
         return [points[k:k + per_chunk] for k in range(0, len(points), per_chunk)]
 
     def _joined(self, parts: list[tuple[Any, bool, int]]) -> tuple[Any, bool]:
@@ -177,10 +222,12 @@ class BatchedGroup:
         for row, point in zip(rows, points):
             pool.store((node_id, point), (row,), size)
 
-    def _compute(self, points: Sequence[tuple[int, ...]]) -> tuple[dict[int, tuple[Any, bool]], list[Node]]:
+    def _compute(self, points: Sequence[tuple[int, ...]], scanned: tuple | None = None
+                 ) -> tuple[dict[int, tuple[Any, bool]], list[Node]]:
         """Every member's batched value: the inputs from outside the group are gathered on the host first, then
         the members are computed from them by one pure function of those arrays (on jax, one jitted call for
-        the whole statement). Returns member -> (value, batched along axis 0), and the sinks to call."""
+        the whole statement). Returns member -> (value, batched along axis 0), and the sinks to call.
+        ``scanned`` (from `_scanned`): windows are the one run they cover, their reductions scans of it."""
         pool = self.executable.pool
         arguments: list[Any] = []
         refs: dict[int, tuple[int, bool]] = {}  # member -> (its index in the results or arguments, batched)
@@ -197,10 +244,14 @@ class BatchedGroup:
             edge = node.inputs[slot]
             if kind is INSIDE:
                 return (*refs[edge.producer], masks.get(edge.producer))
-            if kind is WINDOW:
-                value, mask = padded_window(pool, self.readers[node.id][slot], points, self.backend)
-                return -1 - argument(value), True, argument(mask)
-            value, batched = gathered(pool, self.readers[node.id][slot], points, self.backend)
+            reader = self.readers[node.id][slot]
+            if kind is WINDOW and scanned is not None:  # the run itself, the same value for every point
+                return -1 - argument(covered_run(pool, reader, points, scanned[1], scanned[2], self.backend)), False, None
+            if kind is WINDOW:  # the run, gathered into padded windows inside the members' function
+                run, index, mask = padded_window(pool, reader, points, self.backend)
+                steps.append((None, (-1 - argument(run), -1 - argument(index)), ()))
+                return len(steps) - 1, True, argument(mask)
+            value, batched = gathered(pool, reader, points, self.backend)
             return -1 - argument(value), batched, None
 
         for node in self.members:
@@ -211,10 +262,19 @@ class BatchedGroup:
                 total = accumulated(pool, node, self.readers[node.id], points, self.backend)
                 refs[node.id] = (-1 - argument(total), True)
                 continue
+            if node.category is MERGE:
+                merged = selected(pool, node, self.readers[node.id], points, self.backend)
+                refs[node.id] = (-1 - argument(merged), True)
+                continue
             if node.category is SINK:
                 sinks.append(node)
                 continue
             if node.id in self.folded:
+                continue
+            if scanned is not None and node.id in self.scans:  # the run's scan, read at each window's row
+                where, _, _ = operand(node, 0, self.reads[node.id][0])
+                refs[node.id] = (len(steps), True)
+                steps.append((node.id, (where, -1 - argument(scanned[3])), (scanned[0],)))
                 continue
             fused = self.tanh_grads.get(node.id)
             if fused is not None:
@@ -257,8 +317,13 @@ class BatchedGroup:
             results: list = []
             for node_id, inputs, axes in steps:
                 values = [arguments[-1 - k] if k < 0 else results[k] for k in inputs]
+                if node_id is None:  # a padded window: rows of the run it covers
+                    results.append(values[0][values[1]])
+                    continue
                 if node_id in fused:  # the operands line up on their leading (batch) axis: no vmap needed
                     results.append(fused[node_id][0](*values))
+                elif axes and isinstance(axes[0], str):  # a window reduction as a scan (SUFFIX or PREFIX)
+                    results.append(self._scan_kernel(node_id, axes[0])(*values))
                 elif any(a == 0 for a in axes):
                     results.append(self._map(node_id, axes)(*values))
                 else:
@@ -268,6 +333,14 @@ class BatchedGroup:
         jit = getattr(self.backend, "jit", None) if self.backend.name == "jax" else None
         function = self.compiled[steps] = members if jit is None else jit(members)
         return function
+
+    def _scan_kernel(self, node_id: int, shape: str) -> Callable:
+        kernel = self.scan_kernels.get((node_id, shape))
+        if kernel is None:
+            node = self.graph.nodes[node_id]
+            kernel = self.scan_kernels[(node_id, shape)] = scan_kernel(
+                self.scans[node_id], shape, node.attrs.as_dict(), node.outputs[0].dtype, self.backend)
+        return kernel
 
     def _call_sink(self, sink: Node, points: Sequence[tuple[int, ...]], values: dict) -> None:
         edge = sink.inputs[0]
@@ -299,6 +372,19 @@ class _BatchedFree:
         free_many = self.executable.pool.free_many
         for member_id in self.members:
             free_many([(member_id, point) for point in points])
+
+
+def _position_bytes(node: Node) -> int:
+    """Bytes of one position of a windowed member's value (its first axis runs along the window), 0 when its
+    other sizes are symbolic."""
+    shape = node.outputs[0].shape[1:]
+    if not all(isinstance(d, int) for d in shape):
+        return 0
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(node.outputs[0].dtype).itemsize
+
+
+class _NotBatchable(Exception):
+    """A batch this code path declines at run time: the statement runs point by point instead."""
 
 
 def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[list], None] | None:

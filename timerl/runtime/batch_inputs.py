@@ -8,7 +8,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from timerl.errors import TimeRLError
 from timerl.pdg.graph import Node
+from timerl.runtime.window_scans import window_geometry
 
 Points = Sequence[tuple[int, ...]]
 
@@ -32,41 +34,67 @@ def gathered(pool: Any, reader: Any, points: Points, backend: Any) -> tuple[Any,
     return backend.stack([pool.load(k)[edge.output] for k in keys]), True
 
 
-def padded_window(pool: Any, reader: Any, points: Points, backend: Any) -> tuple[Any, Any]:
-    """A range read at every point, padded at the end to the longest: (N, L, ...) values and an (N, L)
-    mask of the positions that exist. The producer's points that the windows cover are loaded once each
-    (they form one run along the range's dimension) and gathered by index."""
-    edge = reader.edge
-    coordinates = [reader.coordinates(p) for p in points]
-    axis = next(k for k, c in enumerate(coordinates[0]) if isinstance(c, range))
-    outer = [c[:axis] + c[axis + 1:] for c in coordinates]
-    if any(o != outer[0] for o in outer):
-        raise NotBatchable("windows over different rows of the producer")
-    starts = np.array([c[axis].start for c in coordinates], dtype=np.int64)
-    lengths = np.array([len(c[axis]) for c in coordinates], dtype=np.int64)
+def selected(pool: Any, node: Node, readers: Sequence[Any], points: Points, backend: Any) -> Any:
+    """A merge at every point: the input each point selects (the first whose condition holds), gathered for
+    each run of consecutive points that select the same input (a recurrence's boundary and its body: two
+    runs), joined in point order."""
+    runs: list[tuple[int, list[tuple[int, ...]]]] = []
+    for point in points:
+        slot = next((k for k, reader in enumerate(readers) if reader.active(point)), None)
+        if slot is None:
+            raise TimeRLError(f"internal error: no input of {node.label()} is active at {point} (a scheduling bug)")
+        if runs and runs[-1][0] == slot:
+            runs[-1][1].append(point)
+        else:
+            runs.append((slot, [point]))
+    xp = backend.xp
+    parts = []
+    for slot, run in runs:
+        value, batched = gathered(pool, readers[slot], run, backend)
+        parts.append(value if batched else xp.broadcast_to(xp.expand_dims(value, axis=0), (len(run), *value.shape)))
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+
+
+def padded_window(pool: Any, reader: Any, points: Points, backend: Any) -> tuple[Any, Any, Any]:
+    """A range read at every point, padded at the end to the longest: the run of the producer's points that
+    the windows cover (loaded once each), the (N, L) index of each window's positions in it, and the (N, L)
+    mask of the positions that exist. The statement's function gathers the (N, L, ...) windows (on jax inside
+    its one compiled call)."""
+    try:
+        _, _, starts, lengths = window_geometry([reader.coordinates(p) for p in points])
+    except ValueError as error:
+        raise NotBatchable(str(error)) from None
     longest = int(lengths.max())
     if longest == 0:
         raise NotBatchable("empty windows")
     low = int(starts[lengths > 0].min())
     high = int((starts + lengths)[lengths > 0].max())
-    before, after = tuple(outer[0][:axis]), tuple(outer[0][axis:])
-    store = pool.blocks.get(edge.producer)
-    stacked = None
-    if store is not None and store.axis == axis:  # the covered run is one slice of the block's buffer
-        try:
-            stacked = store.slice(before + after, low, high, edge.output)
-        except KeyError:
-            stacked = None
-    if stacked is None:
-        keys = [(edge.producer, before + (k,) + after) for k in range(low, high)]
-        batch = getattr(pool, "batch", None)
-        stacked = None if batch is None else batch(keys, edge.output)
-        if stacked is None:
-            stacked = backend.stack([pool.load(key)[edge.output] for key in keys])
+    stacked = covered_run(pool, reader, points, low, high, backend)
     offsets = np.arange(longest, dtype=np.int64)
     valid = offsets[None, :] < lengths[:, None]
     index = np.where(valid, starts[:, None] - low + offsets[None, :], 0)
-    return stacked[backend.from_numpy(index)], backend.from_numpy(valid)
+    return stacked, backend.from_numpy(index), backend.from_numpy(valid)
+
+
+def covered_run(pool: Any, reader: Any, points: Points, low: int, high: int, backend: Any) -> Any:
+    """The producer's points ``low .. high - 1`` along the range of a range read (the run that the windows of
+    ``points`` cover), stacked along axis 0: one slice of a block or a stack where they are one, else loaded
+    one by one."""
+    edge = reader.edge
+    axis, outer, _, _ = window_geometry([reader.coordinates(points[0])])
+    before, after = outer[:axis], outer[axis:]
+    store = pool.blocks.get(edge.producer)
+    if store is not None and store.axis == axis:  # the covered run is one slice of the block's buffer
+        try:
+            return store.slice(before + after, low, high, edge.output)
+        except KeyError:
+            pass
+    keys = [(edge.producer, before + (k,) + after) for k in range(low, high)]
+    batch = getattr(pool, "batch", None)
+    stacked = None if batch is None else batch(keys, edge.output)
+    if stacked is None:
+        stacked = backend.stack([pool.load(key)[edge.output] for key in keys])
+    return stacked
 
 
 def accumulated(pool: Any, node: Node, readers: Sequence[Any], points: Points, backend: Any) -> Any:

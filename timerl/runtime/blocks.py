@@ -91,6 +91,18 @@ class BlockStore:
             raise KeyError((outer, start, stop))
         return row.buffers[output][start - row.base:stop - row.base]
 
+    def run(self, points: Sequence[tuple[int, ...]], output: int) -> Any:
+        """Output ``output`` at ``points`` as one array when they are consecutive along the axis in one row,
+        in order (a batched statement reading a step's values at every step): a slice; else None."""
+        outer, start = self._split(points[0])
+        for k, point in enumerate(points):
+            if self._split(point) != (outer, start + k):
+                return None
+        try:
+            return self.slice(outer, start, start + len(points), output)
+        except KeyError:
+            return None
+
     def free(self, point: tuple[int, ...]) -> None:
         outer, k = self._split(point)
         row = self.rows.get(outer)

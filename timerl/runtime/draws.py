@@ -20,7 +20,8 @@ class DrawPrefetch:
 
     CHUNK = 32
 
-    def __init__(self, draw: Node, chain: list[Node], count: int, seed: int, backend: Any, point_bytes: int) -> None:
+    def __init__(self, draw: Node, chain: list[Node], count: int, seed: int, backend: Any, point_bytes: int,
+                 kept: list[int] | None = None) -> None:
         attrs = draw.attrs.as_dict()
         self.draw = (seed, attrs["stream"], attrs["shape"], attrs["dtype"], draws_normal(draw.op))
         position = {m.id: k for k, m in enumerate(chain)}
@@ -28,6 +29,7 @@ class DrawPrefetch:
         self.count = count
         self.backend = backend
         self.point_bytes = point_bytes  # of the draw and its chain at one point
+        self.kept = list(range(len(chain))) if kept is None else kept  # the chain's values a point takes
         self.reset(None)
 
     def reset(self, hold: Callable[[int], None] | None) -> None:
@@ -54,7 +56,7 @@ class DrawPrefetch:
         values = [self.backend.from_numpy(rng.draw_many(seed, stream, points, shape, dtype, normal))]
         for kernel, inputs in self.steps:
             values.append(kernel(*[values[j] for j in inputs]))
-        self.rows = list(zip(*[self.backend.unstack(v) for v in values]))
+        self.rows = list(zip(*[self.backend.unstack(values[k]) for k in self.kept]))
         self.run = (outer, first)
         self.held = self.point_bytes * len(points)
         if self.hold is not None:

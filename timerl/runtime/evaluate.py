@@ -193,7 +193,8 @@ def bound_kernel(node: Node, backend: Any):
 
 def op_kernel(op: str, attrs: dict, dtype: str, backend: Any):
     """`bound_kernel` for an op with the given attributes and result dtype."""
-    impl, xp, cast = OPS[op].impl, backend.xp, backend.cast
+    impl = getattr(backend, "op_impls", {}).get(op, OPS[op].impl)  # a backend's own lowering (registry's)
+    xp, cast = backend.xp, backend.cast
 
     def kernel(*inputs: Any) -> Any:
         return cast(impl(xp, *inputs, **attrs), dtype)

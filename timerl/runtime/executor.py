@@ -18,7 +18,8 @@ from timerl.pdg.graph import Graph, Node, Range
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
 from timerl.runtime.dryrun import choose_swaps, required_device_bytes
 from timerl.runtime.evaluate import StackedContributions
-from timerl.runtime.batch import batched_loop
+from timerl.runtime.batch import BatchedGroup, batched_loop
+from timerl.runtime.distribute import distribute
 from timerl.runtime.statements import freed_parts, statement_dependences
 from timerl.runtime.codegen import LoopProgram
 from timerl.runtime.walk import AstInterpreter, Run
@@ -70,6 +71,10 @@ class Executable:
                                                     self.transient)
         self.prefetchers = lowering.prefetchers
         self.constants = lowering.constants
+        if device_memory is None and options.distributes(backend.name):  # the recurrences apart, the rest batched
+            supported = {g.id: BatchedGroup.supported(graph, g) for g in groups}
+            self.schedule = schedule = ast.Schedule(distribute(schedule.root, self.dependences, supported.get),
+                                                    schedule.labels)
         interpreter = _Interpreter(self)
         if device_memory is None:  # plain Python loops; with a budget, each statement first clears the pins
             loops = scanned_or_batched if self.scan_loops else batched_loop  # jax: whole loops as lax.scan
@@ -81,7 +86,8 @@ class Executable:
         started = time.perf_counter()
         blocks = {node_id: BlockStore(axis, self.graph.nodes[node_id].outputs, self.backend)
                   for node_id, axis in self.block_axes.items()}
-        self.batched_runs = 0
+        # batched statement calls; those that scanned their windows; chunks run by statements that pad them
+        self.batched_runs = self.window_scans = self.padded_chunks = 0
         pool_class = StackedPool if self.vectorize else MemoryPool  # batched results stay batched
         self.pool = pool = pool_class(self.device_memory, self.backend, self.swap, blocks)
         pool.describe = self._describe
@@ -107,7 +113,8 @@ class Executable:
             peak_device_bytes=pool.peak_device_bytes, peak_host_bytes=pool.peak_host_bytes,
             bytes_offloaded=pool.bytes_offloaded, bytes_fetched=pool.bytes_fetched, donated_bytes=pool.donated_bytes,
             execute_seconds=time.perf_counter() - started, leaked_points=pool.live_points(),
-            memory_timeline=pool.timeline, batched_statements=self.batched_runs, **pool.swaps)
+            memory_timeline=pool.timeline, batched_statements=self.batched_runs,
+            window_scans=self.window_scans, padded_chunks=self.padded_chunks, **pool.swaps)
 
     def _describe(self, key) -> str:
         node = self.graph.nodes[key[0]]

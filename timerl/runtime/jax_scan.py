@@ -43,7 +43,6 @@ sees the loop's stored values as they are after the loop).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -51,52 +50,17 @@ import numpy as np
 from timerl.errors import TimeRLError
 from timerl.ops.registry import CONST, DRAW, MERGE
 from timerl.ops.special import draws_normal
-from timerl.pdg.graph import Node, Point, identity_read
+from timerl.pdg.graph import Node
 from timerl.runtime import jax_rng
 from timerl.runtime.batch import batched_loop
 from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
-from timerl.runtime.jax_plan import JaxGroupLowering, checked
+from timerl.runtime.jax_plan import checked
+from timerl.runtime.jax_scan_loop import CARRIED, INVARIANT, LOCAL, SLICED, LoopAnalysis, Read, Statement, Unscannable
 from timerl.runtime.sizes import static_bytes
-from timerl.runtime.statements import flatten, freed_parts
-from timerl.runtime.walk import AstInterpreter, Run
-from timerl.sched.peel import pinned_value
-from timerl.symbolic import TRUE, Symbol, compile_function
+from timerl.runtime.walk import Run
 from timerl.sched import ast
 
-LOCAL, CARRIED, INVARIANT, SLICED = "local", "carried", "invariant", "sliced"
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _Read:
-    """One input of a member: a value of this iteration (``LOCAL``), of the previous one (``CARRIED``), from
-    the pool, the same at every iteration (``INVARIANT``, its key a function of the outer counters), or from
-    the pool, one point per iteration (``SLICED``: a value of before the loop read along the loop's dimension,
-    its key a function of the outer counters and the loop's; passed to the scan as one stacked array);
-    ``test`` is the index of its condition among the loop's tests, None when it always holds."""
-
-    kind: str
-    producer: int
-    output: int
-    test: int | None
-    key: Callable | None = None
-
-
-@dataclass(frozen=True)
-class _Statement:
-    """A group run at the loop's point: its members with their reads, and those of its stored members that
-    are read after the loop (stored in the pool as stacks)."""
-
-    group: int
-    members: tuple[Node, ...]
-    reads: tuple[tuple[_Read, ...], ...]
-    guard: Callable | None
-    stored: tuple[int, ...]
-    prefix: Callable  # the point's coordinates other than the loop's, and its last one at counter 0
-
-
-class _Unsupported(Exception):
-    """The loop keeps its point-by-point program (the message says why)."""
 
 
 def scanned_or_batched(interpreter: Any, node: ast.Loop, scope: tuple) -> Run | None:
@@ -109,8 +73,8 @@ def scanned_or_batched(interpreter: Any, node: ast.Loop, scope: tuple) -> Run | 
     if not getattr(executable, "scan_loops", False):
         return None
     try:
-        loop = ScannedLoop(interpreter, node, scope)
-    except _Unsupported as why:
+        loop = ScannedLoop(LoopAnalysis(interpreter, node, scope))
+    except Unscannable as why:
         _log.debug("the loop over %s stays point by point: %s", node.var, why)
         return None
 
@@ -124,163 +88,29 @@ def scanned_or_batched(interpreter: Any, node: ast.Loop, scope: tuple) -> Run | 
     return run
 
 
+
 class ScannedLoop:
-    def __init__(self, interpreter: Any, node: ast.Loop, scope: tuple[Symbol, ...]) -> None:
-        executable = interpreter.executable
-        self.executable = executable
-        self.graph = graph = executable.graph
-        self.backend = executable.backend
-        self.seed = executable.seed
-        if node.step != 1:
-            raise _Unsupported("a step other than 1")
-        leaves = flatten(node.body)
-        if not leaves or not any(isinstance(leaf, ast.Execute) for _, leaf in leaves):
-            raise _Unsupported("no statement in the body, or inner loops")
-        self.inner = inner = scope + (node.var,)
-        self.limits = compile_function((node.start, node.stop), scope)
-        self.scope = scope
-        self.fallback = AstInterpreter._loop(interpreter, node, scope)
-        lowering = JaxGroupLowering(graph, executable.bounds, self.backend, {"SEED": self.seed}, None, True)
-        self.is_pure = lowering._pure
-        var = node.var
-        # a statement at a point the loop does not change (isl placed it at one iteration, e.g. t == 0) runs
-        # before the scans
-        hoisted = [(conditions, leaf) for conditions, leaf in leaves
-                   if isinstance(leaf, ast.Execute) and not any(var in e.symbols() for e in leaf.point)]
-        executes = [(conditions, leaf) for conditions, leaf in leaves
-                    if isinstance(leaf, ast.Execute) and (conditions, leaf) not in hoisted]
-        body_groups = [leaf.node for _, leaf in executes]
-        if not body_groups or len(set(body_groups)) != len(body_groups) or any(
-                _executions(executable.schedule.root, leaf.node) != 1 for _, leaf in executes + hoisted):
-            raise _Unsupported("a group that also runs elsewhere")
-        slopes = {_slope(leaf.point[-1], var) if leaf.point else None for _, leaf in executes}
-        if len(slopes) != 1 or slopes & {None} or any(var in e.symbols() for _, leaf in executes
-                                                      for e in leaf.point[:-1]):
-            raise _Unsupported("a statement whose point is not (outer point, the loop's counter +- a shift), "
-                               "or statements running in opposite directions")
-        self.slope = slopes.pop()  # 1, or -1: isl's loop over a backward recurrence (GAE's adv[t + 1])
-        self.group_of = {m: g for g in body_groups for m in executable.groups[g].members}
-        # one that reads a value of the loop (isl placed a consumer of the loop's last value at its last
-        # iteration), or of such a statement, runs after the scans, from the values they stored, when nothing
-        # of the loop reads it
-        after, after_members, reads_loop = [], set(), set(self.group_of)
-        while True:
-            more = [(conditions, leaf) for conditions, leaf in hoisted if (conditions, leaf) not in after and any(
-                e.producer in reads_loop for m in executable.groups[leaf.node].members for e in graph.nodes[m].inputs)]
-            if not more:
-                break
-            after += more
-            for _, leaf in more:
-                after_members |= set(executable.groups[leaf.node].members)
-            reads_loop |= after_members
-        after = [h for h in hoisted if h in after]  # in the program's order
-        hoisted = [h for h in hoisted if h not in after]
-        if any(e.producer in after_members for _, leaf in executes + hoisted
-               for m in executable.groups[leaf.node].members for e in graph.nodes[m].inputs):
-            raise _Unsupported("a statement at the outer point reads a value of the loop and is read by it")
-        self.hoisted, self.after = ([(compile_function(tuple(conditions), inner) if conditions else None,
-                                      executable.group_functions[leaf.node], compile_function(leaf.point, inner))
-                                     for conditions, leaf in statements] for statements in (hoisted, after))
-        self.hoisted_members = {m for _, leaf in hoisted for m in executable.groups[leaf.node].members}
-        self.order = {g: k for k, g in enumerate(body_groups)}
-        self.points = {leaf.node: leaf.point for _, leaf in executes}
-        self.tests: list[Callable] = []  # conditions of the body, functions of the counters and the loop's
-        self.test_conditions: list[tuple] = []  # the same, as conditions
-        self.statements = [self._statement(conditions, leaf) for conditions, leaf in executes]
-        self.carried = sorted({(r.producer, r.output) for s in self.statements for reads in s.reads for r in reads
-                               if r.kind == CARRIED})
-        self.frees = [self._free(conditions, leaf) for conditions, leaf in leaves if isinstance(leaf, ast.Deallocate)]
-        self.frees = [f for f in self.frees if f[2]]
-        self.compiled: dict = {}
+    """The segment runner: a `LoopAnalysis`'s loop run as scans, one jitted call per run of iterations (each
+    distinct sequence of segments compiles once); the analysis is its only input."""
+
+    def __init__(self, analysis: LoopAnalysis) -> None:
+        self.analysis = analysis
+        # what the runner reads of the analysis, named here
+        self.executable, self.graph, self.backend, self.seed = (analysis.executable, analysis.graph,
+                                                                analysis.backend, analysis.seed)
+        self.limits, self.fallback, self.slope = analysis.limits, analysis.fallback, analysis.slope
+        self.statements, self.tests, self.carried, self.frees = (analysis.statements, analysis.tests,
+                                                                 analysis.carried, analysis.frees)
+        self.hoisted, self.after, self.hoisted_members = analysis.hoisted, analysis.after, analysis.hoisted_members
+        self.group_of, self.deciding = analysis.group_of, analysis.deciding
+        self.compiled: dict = {}  # (outcome, count) -> one segment's function, its reads
+        self.runs_compiled: dict = {}  # a run's (outcome, count)s -> the segments as one jitted function
+        self.zeros: tuple | None = None
         self.plans: dict = {}
         self.runs = 0
-        # the outer counters that the conditions read: the iterations' outcomes (and which frees run where) are
-        # the same for every outer point that agrees on them, so they are computed once per such point and bounds
-        conditions = [c for c, _ in leaves] + self.test_conditions
-        read = {symbol.name for group in conditions for cond in group for symbol in cond.symbols()}
-        self.deciding = tuple(k for k, symbol in enumerate(scope) if symbol.name in read)
         self.schedules: dict = {}  # (deciding counters, start, stop) -> (segments, frees' iterations)
         self.reads_of: dict = {}  # (outcome, kind) -> the active reads of that kind
 
-    # ---- lowering --------------------------------------------------------------------------------------------------
-    def _test(self, conditions: tuple) -> int | None:
-        if not conditions:
-            return None
-        self.tests.append(compile_function(tuple(conditions), self.inner))
-        self.test_conditions.append(tuple(conditions))
-        return len(self.tests) - 1
-
-    def _statement(self, conditions: tuple, leaf: ast.Execute) -> _Statement:
-        group = self.executable.groups[leaf.node]
-        members = tuple(self.graph.nodes[n] for n in group.members)
-        reads = []
-        for member in members:
-            if len(member.domain) != len(leaf.point):
-                raise _Unsupported("a member over fewer dimensions")
-            if member.category is MERGE:
-                if len(member.outputs) != 1 or static_bytes(member) is None:
-                    raise _Unsupported("a merge with dynamic shapes")
-            elif member.category is not CONST and not (self.is_pure(member) and len(member.outputs) == 1):
-                raise _Unsupported(f"{member.label()} is no pure jax kernel")
-            reads.append(tuple(self._read(member, edge, leaf) for edge in member.inputs))
-        body = set(self.group_of)
-        stored = tuple(m for m in group.freed_later
-                       if any(consumer not in body for consumer, _ in self.graph.consumers(m)))
-        origin = leaf.point[-1].substitute({self.inner[-1]: 0})
-        return _Statement(leaf.node, members, tuple(reads), self._test(conditions), stored,
-                          compile_function(leaf.point[:-1] + (origin,), self.scope))
-
-    def _read(self, member: Node, edge, leaf: ast.Execute) -> _Read:
-        group = leaf.node
-        producer = self.graph.nodes[edge.producer]
-        if self.group_of.get(edge.producer) == group and identity_read(edge, member, producer):
-            return _Read(LOCAL, edge.producer, edge.output, None)
-        if edge.masked_by is not None or not all(isinstance(item, Point) for item in edge.index):
-            raise _Unsupported(f"{member.label()} reads a range or gradient contributions")  # ranges and gradient contributions stay with the point-by-point program
-        rename = dict(zip(member.domain, leaf.point))
-        bounds = self.executable.bounds
-        index = [item.expr.substitute(bounds).substitute(rename) for item in edge.index]
-        test = None
-        condition = edge.condition.substitute(bounds).substitute(rename)
-        if edge.condition is not TRUE:
-            test = self._test((condition,))
-        var = self.inner[-1]
-        writer = self.group_of.get(edge.producer)
-        if writer is None:
-            if not any(var in e.symbols() for e in index):
-                return _Read(INVARIANT, edge.producer, edge.output, test, compile_function(tuple(index), self.scope))
-            if any(var in e.symbols() for e in index[:-1]) or _slope(index[-1], var) is None:
-                raise _Unsupported(f"{member.label()} reads a value of before the loop across the loop's steps")
-            return _Read(SLICED, edge.producer, edge.output, test, compile_function(tuple(index), self.inner))
-        written_at = self.points[writer]
-        if len(index) != len(written_at):
-            raise _Unsupported(f"{member.label()} reads at another rank")
-        for expr, coordinate in zip(index[:-1], written_at[:-1]):
-            if (expr - coordinate).constant_value() != 0:
-                raise _Unsupported(f"{member.label()} reads another outer point")
-        shift = (written_at[-1] - index[-1]).constant_value()  # the writer's point at this iteration, less the read
-        at = pinned_value(condition, var) if shift is None and edge.condition is not TRUE else None
-        if at is not None:  # a read made at one iteration only (adv[i, T - 1] = delta[i, T - 1])
-            shift = (written_at[-1] - index[-1]).substitute({var: at}).constant_value()
-        distance = None if shift is None else shift * self.slope  # iterations back
-        if distance == 0 and self.order[writer] < self.order[group]:
-            return _Read(LOCAL, edge.producer, edge.output, test)
-        if distance == 1:
-            return _Read(CARRIED, edge.producer, edge.output, test)
-        raise _Unsupported(f"{member.label()} reads {distance} iterations back")
-
-    def _free(self, conditions: tuple, leaf: ast.Deallocate) -> tuple:
-        """(test, point, [(member, outputs or None, count)]) for the stored members read after the loop."""
-        outside = {m for s in self.statements for m in s.stored}
-        group = self.executable.groups[leaf.node]
-        if leaf.parts is None:
-            parts = [(m, None, 0) for m in group.freed_later if m in outside or m not in self.group_of]
-        else:
-            parts = [p for p in freed_parts(leaf, self.graph) if p[0] in outside or p[0] not in self.group_of]
-        test = compile_function(tuple(conditions), self.inner) if conditions else None
-        return test, compile_function(leaf.point, self.inner), parts
-
-    # ---- running -------------------------------------------------------------------------------------------------
     def run(self, counters: list) -> None:
         outer = tuple(counters)
         start, stop = self.limits(*outer)
@@ -313,35 +143,33 @@ class ScannedLoop:
         except KeyError as missing:
             raise TimeRLError(f"internal error: a compiled loop read {missing}, never stored (a scheduling bug)")
         self.runs += 1
-        carry = tuple(self._zeros(producer, output) for producer, output in self.carried)
+        carry = self._initial_carry()
         prefixes = [tuple(s.prefix(*outer)) for s in self.statements]  # (outer coordinates..., origin)
         traced_prefixes = tuple(tuple(np.int64(c) for c in prefix) for prefix in prefixes)
         prefix_of = {m: prefix for s, prefix in zip(self.statements, prefixes) for m in s.stored}
-        pieces: dict[int, list] = {}
-        points: dict[int, list] = {}
-        slope = self.slope
-        for (outcome, first, count), keys in zip(segments, sliced):
-            function, arguments, sliced_reads = self._compiled(outcome, count)
-            values = tuple(with_values[(r.producer, r.output, tuple(r.key(*outer)))] for r in arguments)
-            rows_of = tuple(self._stacked(keys_of_read, read.output) for keys_of_read, read in zip(keys, sliced_reads))
-            carry, rows, found = function(traced_prefixes, np.int64(first), carry, values, rows_of)
+        function, segment_reads, stored = self._whole_run(tuple((o, n) for o, _, n in segments))
+        values, rows_of = [], []
+        for keys, (arguments, sliced_reads) in zip(sliced, segment_reads):
+            values.append(tuple(with_values[(r.producer, r.output, tuple(r.key(*outer)))] for r in arguments))
+            rows_of.append(tuple(self._stacked(keys_of_read, read.output)
+                                 for keys_of_read, read in zip(keys, sliced_reads)))
+        firsts = tuple(np.int64(first) for _, first, _ in segments)
+        carry, stacks, founds = function(traced_prefixes, firsts, carry, tuple(values), tuple(rows_of))
+        for (outcome, first, _), found in zip(segments, founds):
             if found is not None:
                 self._raise_first(outcome, prefixes, first, found)
-            for member, row in zip(self._stored(outcome), rows):
-                pieces.setdefault(member, []).append(row)
-                *before, origin = prefix_of[member]
-                points.setdefault(member, []).extend(tuple(before) + (slope * c + origin,)
-                                                     for c in range(first, first + count))
-        xp = self.backend.xp
-        for member, arrays in pieces.items():
-            value = arrays[0] if len(arrays) == 1 else xp.concatenate(arrays)
+        slope = self.slope
+        for member, value in zip(stored, stacks):
+            *before, origin = prefix_of[member]
+            points = [tuple(before) + (slope * c + origin,) for outcome, first, count in segments
+                      if member in self._stored(outcome) for c in range(first, first + count)]
             if slope < 0:  # a backward loop: its stack in the order of the points, as later reads take it
-                value, points[member] = xp.flip(value, axis=0), points[member][::-1]
+                points = points[::-1]
             size = static_bytes(self.graph.nodes[member])
             if hasattr(pool, "store_stack"):
-                pool.store_stack(member, points[member], (value,), size)
+                pool.store_stack(member, points, (value,), size)
             else:
-                for row, point in zip(self.backend.unstack(value), points[member]):
+                for row, point in zip(self.backend.unstack(value), points):
                     pool.store((member, point), (row,), size)
         self._run_hoisted(self.after, outer, start, stop)
         freed: dict[tuple, list] = {}  # (member, outputs, count) -> its points, freed in one pool call each
@@ -395,25 +223,29 @@ class ScannedLoop:
         point = tuple(before) + (self.slope * (first + k) + origin,)
         raise_violation(member, point, np.asarray(found[1])[k])
 
-    def _zeros(self, producer: int, output: int) -> Any:
-        produced = self.graph.nodes[producer].outputs[output]
-        return self.backend.xp.zeros(tuple(produced.shape), produced.dtype)
+    def _initial_carry(self) -> tuple:
+        """The carry before the first iteration: zeros, made once (jax arrays are immutable)."""
+        if self.zeros is None:
+            xp = self.backend.xp
+            self.zeros = tuple(xp.zeros(tuple(self.graph.nodes[p].outputs[o].shape), self.graph.nodes[p].outputs[o].dtype)
+                               for p, o in self.carried)
+        return self.zeros
 
-    def _executed(self, outcome: tuple) -> list[_Statement]:
+    def _executed(self, outcome: tuple) -> list[Statement]:
         return [s for s in self.statements if s.guard is None or outcome[s.guard]]
 
     def _stored(self, outcome: tuple) -> list[int]:
         return [m for s in self._executed(outcome) for m in s.stored]
 
-    def _active(self, read: _Read, outcome: tuple) -> bool:
+    def _active(self, read: Read, outcome: tuple) -> bool:
         return read.test is None or outcome[read.test]
 
-    def _active_invariants(self, outcome: tuple, kind: str = INVARIANT) -> list[_Read]:
+    def _active_invariants(self, outcome: tuple, kind: str = INVARIANT) -> list[Read]:
         """The reads of ``kind`` (``INVARIANT`` or ``SLICED``) made at iterations with these outcomes."""
         cached = self.reads_of.get((outcome, kind))
         if cached is not None:
             return cached
-        found: list[_Read] = []
+        found: list[Read] = []
         seen: set = set()
         self.reads_of[(outcome, kind)] = found
         for statement in self._executed(outcome):
@@ -424,7 +256,7 @@ class ScannedLoop:
                         found.append(read)
         return found
 
-    def _active_sliced(self, outcome: tuple) -> list[_Read]:
+    def _active_sliced(self, outcome: tuple) -> list[Read]:
         return self._active_invariants(outcome, SLICED)
 
     def _stacked(self, keys: list[tuple], output: int) -> Any:
@@ -439,7 +271,7 @@ class ScannedLoop:
             stacked = self.backend.stack([pool.load(key)[output] for key in keys])
         return stacked
 
-    def _inputs(self, member: Node, reads: tuple[_Read, ...], outcome: tuple) -> list[_Read]:
+    def _inputs(self, member: Node, reads: tuple[Read, ...], outcome: tuple) -> list[Read]:
         """The reads a member makes at an iteration with these outcomes (a merge: its first active input)."""
         active = [r for r in reads if self._active(r, outcome)]
         return active[:1] if member.category is MERGE else active
@@ -469,16 +301,50 @@ class ScannedLoop:
         self.plans[shape] = ok or None
         return self.plans[shape]
 
-    def _compiled(self, outcome: tuple, count: int) -> tuple[Callable, list[_Read], list[_Read]]:
+    def _whole_run(self, shape: tuple) -> tuple[Callable, list[tuple[list[Read], list[Read]]], list[int]]:
+        """A run's segments, ``shape`` their (outcome, count)s in order, as one jitted function ``(prefixes,
+        each segment's first iteration, carry, each segment's invariants, each one's sliced rows) -> (carry,
+        each stored member's rows over the whole run, in the order of its points, each segment's checks)``:
+        one XLA call per run, the segments' rows joined inside it. Also each segment's reads and the stored
+        members in the order of the stacks."""
+        found = self.runs_compiled.get(shape)
+        if found is not None:
+            return found
+
+        xp, slope = self.backend.xp, self.slope
+        segments = [self._compiled(outcome, count) for outcome, count in shape]
+        stored: list[int] = []
+        for outcome, _ in shape:
+            stored += [m for m in self._stored(outcome) if m not in stored]
+        where = [{m: k for k, m in enumerate(self._stored(outcome))} for outcome, _ in shape]
+
+        def run(prefixes, firsts, carry, invariants, sliced):
+            pieces: dict[int, list] = {}
+            founds = []
+            for (segment, _, _), first, values, rows_of, position in zip(segments, firsts, invariants, sliced, where):
+                carry, rows, found = segment(prefixes, first, carry, values, rows_of)
+                founds.append(found)
+                for member, k in position.items():
+                    pieces.setdefault(member, []).append(rows[k])
+            stacks = []
+            for member in stored:
+                value = pieces[member][0] if len(pieces[member]) == 1 else xp.concatenate(pieces[member])
+                stacks.append(xp.flip(value, axis=0) if slope < 0 else value)
+            return carry, tuple(stacks), tuple(founds)
+
+        found = self.runs_compiled[shape] = (self.backend.jit(run), [(a, r) for _, a, r in segments], stored)
+        return found
+
+    def _compiled(self, outcome: tuple, count: int) -> tuple[Callable, list[Read], list[Read]]:
         key = (outcome, count)
         found = self.compiled.get(key)
         if found is None:
             found = self.compiled[key] = self._build(outcome, count)
         return found
 
-    def _build(self, outcome: tuple, count: int) -> tuple[Callable, list[_Read], list[_Read]]:
-        """One segment as a jitted function ``(each statement's point without the loop's coordinate and its
-        origin, first iteration, carry, invariants, sliced reads' rows) -> (carry, stored rows)``."""
+    def _build(self, outcome: tuple, count: int) -> tuple[Callable, list[Read], list[Read]]:
+        """One segment as a function to trace ``(each statement's point without the loop's coordinate and its
+        origin, first iteration, carry, invariants, sliced reads' rows) -> (carry, stored rows, checks)``."""
         import jax
 
         xp = self.backend.xp
@@ -531,7 +397,7 @@ class ScannedLoop:
                                                         (first + xp.arange(count), sliced))
             return carry, rows, found
 
-        return jax.jit(segment), arguments, sliced_reads
+        return segment, arguments, sliced_reads
 
     def _kernel(self, member: Node) -> Callable:
         if member.category is CONST:
@@ -544,16 +410,3 @@ class ScannedLoop:
             return jax_rng.drawer(self.backend.xp, self.seed, attrs["stream"], attrs["shape"], attrs["dtype"],
                                   draws_normal(member.op))
         return bound_kernel(member, self.backend)
-
-
-def _executions(root: ast.AstNode, group: int) -> int:
-    """How many statements of the program run ``group``."""
-    return sum(isinstance(node, ast.Execute) and node.node == group for node in ast.every_node(root))
-
-
-def _slope(expr: Any, var: Symbol) -> int | None:
-    """1 or -1 where ``expr`` is the counter ``var`` plus or minus a shift that does not depend on it, else None."""
-    slope = (expr.substitute({var: var + 1}) - expr).constant_value()
-    if slope not in (1, -1) or var in (expr - var * slope).symbols():
-        return None
-    return slope

@@ -132,13 +132,17 @@ class GroupLowering:
                 body.append(f"v{n}_0 = K{n}({g}, {y})")
                 outputs = [f"v{n}_0"]
             elif n in chains:
+                # the rows of the chain's values that the group reads or stores (Gumbel noise, not its draw)
+                ids = {m.id for m in chains[n]}
+                read = {e.producer for m in members if m.id not in ids for e in m.inputs}
+                kept = [k for k, m in enumerate(chains[n]) if m.id in stored or m.id in read] or [len(chains[n]) - 1]
                 prefetch = DrawPrefetch(member, chains[n], self.bounds[self.graph.bound_of(member.domain[-1])],
                                         self.ns["SEED"], self.backend,
-                                        sum(static_bytes(m) or 0 for m in chains[n]))
+                                        sum(static_bytes(m) or 0 for m in chains[n]), kept)
                 self.prefetchers.append(prefetch)
                 self.ns[f"H{n}"] = prefetch
                 body.append(f"m = {n}")
-                body.append(f"{', '.join(f'v{m.id}_0' for m in chains[n])}, = H{n}(point)")
+                body.append(f"{', '.join(f'v{chains[n][k].id}_0' for k in kept)}, = H{n}(point)")
                 outputs = [f"v{n}_0"]
             elif n in chained:  # computed with the draw it derives from (`draw_chains`)
                 outputs = [f"v{n}_0"]

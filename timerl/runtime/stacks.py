@@ -73,7 +73,12 @@ class StackedPool(MemoryPool):
     def batch(self, keys: Sequence[Key], output: int) -> Any:
         """Output ``output`` at every key as one batched array, when the keys are consecutive rows of one stack
         in order (the common case: one statement reading the previous statement's points, or a window over
-        them): the stack's array itself, or one slice of it; else None."""
+        them): the stack's array itself, or one slice of it; for a producer kept in a block store, a slice of
+        its buffer; else None."""
+        store = self.blocks.get(keys[0][0])
+        if store is not None:
+            producer = keys[0][0]
+            return None if any(key[0] != producer for key in keys) else store.run([key[1] for key in keys], output)
         first = self.stacked.get(keys[0])
         if first is None:
             return None

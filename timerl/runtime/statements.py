@@ -56,26 +56,36 @@ def freed_parts(node: ast.Deallocate, graph: Graph) -> tuple[tuple[int, tuple[in
     return tuple((member, outputs, len(graph.nodes[member].outputs)) for member, outputs in node.parts)
 
 
+def leaf_key(leaf: ast.AstNode) -> tuple:
+    """A loop body's statement as the dependence analysis names it: ("S", group) or ("F", group, parts)."""
+    return ("S", leaf.node) if isinstance(leaf, ast.Execute) else ("F", leaf.node, leaf.parts)
+
+
+def sources(key: tuple, reads: dict, readers: dict, output_readers: dict) -> list[tuple]:
+    """The statements that must run before statement ``key`` at the points it touches: the groups a
+    statement reads; for a deallocation, the group that stored the values and the groups reading them."""
+    kind, group, *parts = key
+    if kind == "S":
+        return [("S", g) for g in reads[group]]
+    if parts[0] is None:
+        return [("S", group)] + [("S", g) for g in readers[group]]
+    return [("S", group)] + [("S", g) for member, outputs in parts[0] for k in outputs  # some outputs only
+                             for g in output_readers.get((member, k), ())]
+
+
 def statement_major(leaves: list[tuple[tuple, ast.AstNode]], reads: dict, readers: dict,
                     output_readers: dict) -> bool:
     """Whether running each statement over the whole loop, in body order, respects every dependence: each
     dependence between statements of the body must go from an earlier statement to a later one."""
     position: dict[tuple, int] = {}  # ("S", group) or ("F", group, parts)
     for index, (_, leaf) in enumerate(leaves):
-        key = ("S", leaf.node) if isinstance(leaf, ast.Execute) else ("F", leaf.node, leaf.parts)
+        key = leaf_key(leaf)
         if key in position:
             return False  # one statement split in pieces: keep the loop as isl ordered it
         position[key] = index
-    for (kind, group, *parts), index in position.items():
-        if kind == "S":
-            sources = [("S", g) for g in reads[group]]
-        elif parts[0] is None:
-            sources = [("S", group)] + [("S", g) for g in readers[group]]
-        else:  # some outputs only: their own readers
-            sources = [("S", group)] + [("S", g) for member, outputs in parts[0] for k in outputs
-                                        for g in output_readers.get((member, k), ())]
-        for source in sources:
+    for key, index in position.items():
+        for source in sources(key, reads, readers, output_readers):
             at = position.get(source)
-            if at is not None and (at >= index or source == (kind, group)):
+            if at is not None and (at >= index or source == key):
                 return False
     return True

@@ -47,6 +47,11 @@ def windowed_members(graph: Graph, group: Any) -> set[int] | None:
             if any(e.producer in windowed or not simple_read(e) for e in node.inputs):
                 return None
             continue  # called point by point once the batch is computed
+        if category.batched == "selected":  # a merge: its inputs are other groups' points, gathered as they are
+            if any(e.ranges() or e.masked_by is not None or e.producer in group.members or e.producer in windowed
+                   for e in node.inputs) or static_bytes(node) is None:
+                return None
+            continue
         if category.batched == "never":
             return None
         definition = OPS[node.op]

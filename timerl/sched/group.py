@@ -45,13 +45,14 @@ def _advances(edge: Edge, consumer: Node, producer: Node) -> bool:
     return False
 
 
-def group_nodes(graph: Graph, demand: Demand, fuse: bool = True, per_iteration: bool = True
-                ) -> tuple[list[Group], dict[int, int]]:
+def group_nodes(graph: Graph, demand: Demand, fuse: bool = True, per_iteration: bool = True,
+                split_tails: bool = False) -> tuple[list[Group], dict[int, int]]:
     """Greedy fusion along identity edges. Two groups merge only when every edge between them is an identity
     edge and no path leads from one to the other through a third group at the same point (that path would
     become a cycle); paths through recurrence edges move to another point and do not count. With
     ``per_iteration`` (with or without ``fuse``), groups that run once per outer iteration also merge with each
-    other (`_fuse_per_iteration`)."""
+    other (`_fuse_per_iteration`). With ``split_tails``, the members of a recurrent group that its recurrence
+    does not need become a group of their own (`_recurrent_tail`)."""
     running = [n.id for n in graph.nodes if n.id in demand.demand and not demand.demand[n.id].is_empty()]
     running_set = set(running)
     parent = {n: n for n in running}
@@ -125,15 +126,19 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True, per_iteration: 
             merge(a, b)
     if per_iteration:
         _fuse_per_iteration(graph, running, points, find, merge, successors, blocked)
-    members: dict[int, list[int]] = {}
+    by_root: dict[int, list[int]] = {}
     for node_id in running:
-        members.setdefault(find(node_id), []).append(node_id)
+        by_root.setdefault(find(node_id), []).append(node_id)
+    members: list[list[int]] = []
+    for ids in by_root.values():
+        tail = _recurrent_tail(graph, ids, advancing) if split_tails and fuse else set()
+        members.extend([[n for n in ids if n not in tail], sorted(tail)] if tail else [ids])
     groups: list[Group] = []
     group_of: dict[int, int] = {}
-    for index, ids in enumerate(members.values()):
+    for index, ids in enumerate(members):
         for node_id in ids:
             group_of[node_id] = index
-    for index, ids in enumerate(members.values()):
+    for index, ids in enumerate(members):
         ordered = _dataflow_order(graph, ids, group_of, index)
         external = {u for u, v, identity in edges if group_of[u] == index and (group_of[v] != index or not identity)}
         stored = [n for n in ordered if graph.nodes[n].outputs]
@@ -142,6 +147,31 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True, per_iteration: 
                             tuple(n for n in stored if n not in external),
                             tuple(n for n in stored if n in external)))
     return groups, group_of
+
+
+def _recurrent_tail(graph: Graph, ids: list[int], advancing: set[tuple[int, int]]) -> set[int]:
+    """The members of a group that its recurrence does not need: a group holding a recurrence (a placeholder
+    reading a member at an earlier point: a rollout's observation fed back from the environment's step) runs
+    its points one after another, and so does everything fused with it. Members that neither the recurrence
+    nor an op of another kind (a draw, a UDF, a merge, a sink) needs, and that are array kernels or constants
+    themselves (a critic's value of the observation, ``1 - done``), can run as a statement of their own, after
+    the recurrence, at all its points at once. (A sink stays: what it reads would otherwise wait for the
+    loop's end instead of dying at its step.) (`timerl.runtime.distribute`). Empty when the group holds no
+    recurrence or its tail has no kernel."""
+    inside = set(ids)
+    anchors = [u for u, v in advancing if u in inside and v in inside]
+    if not anchors:
+        return set()
+    anchors += [n for n in ids if graph.nodes[n].category.batched not in ("rule", "shared")]
+    needed = set(anchors)
+    stack = list(anchors)
+    while stack:
+        for edge in graph.nodes[stack.pop()].inputs:
+            if edge.producer in inside and edge.producer not in needed:
+                needed.add(edge.producer)
+                stack.append(edge.producer)
+    tail = inside - needed
+    return tail if any(graph.nodes[n].category.kernel for n in tail) else set()
 
 
 def _fuse_per_iteration(graph: Graph, running: list[int], points: dict[int, isl.Set], find, merge,

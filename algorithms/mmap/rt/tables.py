@@ -160,6 +160,7 @@ class GameTables:
         self.buffers = F.arange(arrays.num_buffers)
         self.times = F.arange(arrays.num_times)
         self.columns = F.arange(arrays.num_columns)
+        self.starts = F.astype(F.arange(arrays.num_columns + 1), "int32")  # the block starts 0 .. num_columns (rules.lowest_free_columns)
 
     def buffer_data(self, position):
         """(G, ROW_WIDTH) int64: the row of `buffer_rows` of each game's buffer `position` (clamped to the last)."""

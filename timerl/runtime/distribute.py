@@ -1,0 +1,190 @@
+"""Loop distribution around recurrences (Kennedy and Allen's loop fission), so that what does not recur runs
+batched (`timerl.runtime.batch`).
+
+A loop whose body holds a recurrence runs point by point, and with it everything isl placed beside it: a PPO
+rollout's step (the environment reads the action, the next observation is read back) and the critic's value of
+each observation, which nothing in the step needs (`timerl.sched.group._recurrent_tail` made it a statement of
+its own). The body's statements are split by the strongly connected components of their dependences: each
+component that recurs (a statement reading itself at another point, or statements reading each other) stays a
+loop run point by point, in the body's order; the others run after what they read, as loops that run
+statement by statement, each statement at every point in one call:
+
+    for t in 0 .. T:                       for t in 0 .. T:
+      step[t]                                step[t]
+      value[t]                ->           for t in 0 .. T:         (vectorized)
+      free step[t - 1]                       value[t]
+                                           ...
+
+Every dependence goes from an earlier loop to a later one, or stays inside one loop in the body's order, so
+every value is computed before it is read; a deallocation joins the first loop after everything it waits for,
+so values are still freed as early as the new order allows. Loops are distributed only where that makes a
+batched statement; nothing changes elsewhere.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Callable
+
+from timerl.sched import ast
+from timerl.runtime.statements import flatten, leaf_key, sources, statement_major
+
+POINTS, BATCHED = "points", "batched"  # how a distributed loop runs
+
+
+def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int], bool]) -> ast.AstNode:
+    """``node`` with every loop that cannot run batched as it is (a statement recurs, or cannot be batched),
+    but whose body splits into loops of which one could, distributed; ``dependences`` as `statement_dependences` gives them, ``batchable(group)``:
+    whether a group's statement runs batched."""
+    if isinstance(node, ast.Sequence):
+        return ast.Sequence(tuple(distribute(child, dependences, batchable) for child in node.body))
+    if isinstance(node, ast.If):
+        return ast.If(node.cond, distribute(node.then, dependences, batchable),
+                      None if node.orelse is None else distribute(node.orelse, dependences, batchable))
+    if not isinstance(node, ast.Loop):
+        return node
+    leaves = flatten(node.body)
+    if leaves is None:
+        return ast.Loop(node.var, node.start, node.stop, node.step, distribute(node.body, dependences, batchable))
+    executed = [leaf.node for _, leaf in leaves if isinstance(leaf, ast.Execute)]
+    if not executed or (statement_major(leaves, *dependences) and all(batchable(g) for g in executed)):
+        return node  # (runs batched as it is)
+    loops = _split(leaves, dependences, batchable)
+    if loops is None:
+        return node
+    bodies = []
+    for kind, members in loops:
+        if kind == POINTS:  # the body's own order and nesting, without the statements that moved out
+            bodies.append(_prune(node.body, {id(leaves[k][1]) for k in members}))
+        else:  # the order the dependences give, each statement under its own conditions
+            bodies.append(ast.Sequence(tuple(_guarded(*leaves[k]) for k in members)))
+    return ast.Sequence(tuple(ast.Loop(node.var, node.start, node.stop, node.step, body) for body in bodies))
+
+
+def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool]) -> list[tuple[str, list[int]]] | None:
+    """The loops the body distributes into, as (kind, leaf indices), or None where distributing makes no
+    batched statement (or a batched loop would not run statement by statement: one split in pieces, say), or
+    where nothing recurs. A statement that does not
+    recur but cannot run batched (it holds a merge, a draw, a UDF) runs point by point, in a loop of its own
+    where that lets the others run batched."""
+    keys = [leaf_key(leaf) for _, leaf in leaves]
+    positions: dict[tuple, list[int]] = {}  # a statement split in pieces (under different conditions): each
+    for k, key in enumerate(keys):
+        positions.setdefault(key, []).append(k)
+    before = [{j for s in sources(key, *dependences) for j in positions.get(s, ())} for key in keys]
+    components = _components(before)
+    component_of = {k: c for c, members in enumerate(components) for k in members}
+    frees = {k for k, key in enumerate(keys) if key[0] == "F"}
+    loops: list[tuple[str, list[int]]] = []
+    loop_of: dict[int, int] = {}
+    recurrent = False
+    for c in _topological(components, before, component_of):
+        members = components[c]
+        if all(k in frees for k in members):
+            continue  # placed below, after everything it waits for
+        recurs = len(members) > 1 or any(k in before[k] for k in members)
+        recurrent = recurrent or recurs
+        kind = POINTS if recurs or not all(batchable(keys[k][1]) for k in members if k not in frees) else BATCHED
+        if not loops or loops[-1][0] != kind:
+            loops.append((kind, []))
+        loops[-1][1].extend(members)
+        loop_of.update((k, len(loops) - 1) for k in members)
+    if not recurrent or len(loops) < 2 or all(kind == POINTS for kind, _ in loops):
+        return None  # (without a recurrence, isl's order frees values sooner: a window's points, say)
+    for k in sorted(frees):
+        if k not in loop_of:
+            target = max((loop_of[s] for s in before[k]), default=0)
+            loops[target][1].append(k)
+            loop_of[k] = target
+    for kind, members in loops:
+        if kind == POINTS:
+            members.sort()
+        elif not statement_major([leaves[k] for k in members], *dependences):
+            return None
+    return loops
+
+
+def _components(before: list[set[int]]) -> list[list[int]]:
+    """Strongly connected components of the graph ``s -> k`` for ``s`` in ``before[k]`` (Tarjan's algorithm,
+    iterative), each sorted."""
+    after: list[list[int]] = [[] for _ in before]
+    for k, sources_of in enumerate(before):
+        for s in sources_of:
+            after[s].append(k)
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on_stack: set[int] = set()
+    found: list[list[int]] = []
+    for root in range(len(before)):
+        if root in index:
+            continue
+        work = [(root, iter(after[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(after[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == node:
+                        break
+                found.append(sorted(members))
+    return found
+
+
+def _topological(components: list[list[int]], before: list[set[int]], component_of: dict[int, int]) -> list[int]:
+    """The components in an order every dependence respects, earliest in the body first where both may go."""
+    waiting = {c: {component_of[s] for k in members for s in before[k]} - {c} for c, members in enumerate(components)}
+    ready = [(components[c][0], c) for c, deps in waiting.items() if not deps]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        _, c = heapq.heappop(ready)
+        order.append(c)
+        for other, deps in waiting.items():
+            if c in deps:
+                deps.discard(c)
+                if not deps:
+                    heapq.heappush(ready, (components[other][0], other))
+    return order
+
+
+def _prune(node: ast.AstNode, keep: set[int]) -> ast.AstNode | None:
+    """``node`` with only the statements in ``keep`` (by identity); None where nothing is left."""
+    if isinstance(node, ast.Sequence):
+        body = tuple(child for child in (_prune(c, keep) for c in node.body) if child is not None)
+        return ast.Sequence(body) if body else None
+    if isinstance(node, ast.If):
+        then = _prune(node.then, keep)
+        orelse = None if node.orelse is None else _prune(node.orelse, keep)
+        if then is None and orelse is None:
+            return None
+        if then is None:
+            return ast.If(~node.cond, orelse)
+        return ast.If(node.cond, then, orelse)
+    return node if id(node) in keep else None
+
+
+def _guarded(conditions: tuple, leaf: ast.AstNode) -> ast.AstNode:
+    for cond in reversed(conditions):
+        leaf = ast.If(cond, leaf)
+    return leaf
