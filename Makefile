@@ -12,7 +12,7 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 # Each compile switch off in turn (TIMERL_PASS_OFF, `timerl/options.py`), then each switch that is off by
 # default on (TIMERL_PASS_ON), the whole suite once per switch: for CI (about 15 runs of `make test`), not part
 # of `make test`.
-PASSES := contributions algebra cse dce fusion per_iteration_fusion vectorize scan_loops jit_groups matmul_add donation prefetch_draws
+PASSES := contributions algebra cse dce fusion per_iteration_fusion vectorize distribute scan_loops jit_groups matmul_add donation prefetch_draws
 PASSES_ON :=  # none today (contributions is on by default since session 6)
 
 .PHONY: venv demo test test-passes bench

@@ -53,7 +53,7 @@ def _run(backend: str, options: trl.CompileOptions | None = None):
 
 def test_distributed_rollout_matches_the_reference_and_batches_more():
     _, want, reference_env = _run("reference")
-    distributed, got, env = _run("torch")
+    distributed, got, env = _run("torch", trl.CompileOptions(distribute=True))
     plain, kept, _ = _run("torch", trl.CompileOptions(distribute=False))
     assert distributed.stats["batched_statements"] > plain.stats["batched_statements"]
     assert "vectorized over" in distributed._program.source

@@ -56,6 +56,11 @@ def _numpy(kind: str, gamma: float | None, rewards: np.ndarray, ends: np.ndarray
     return result
 
 
+# A window is scanned inside the vectorized statement that reduces it: that needs the window's readers fused
+# into one statement and the loop vectorized (with either off, the values are the same: the corpus of
+# tests/test_compile_options.py)
+SCANNED = trl.CompileOptions(fusion=True, vectorize=True)
+
 CASES = [(kind, gamma) for kind in ("masked discounted suffix", "discounted suffix") for gamma in (0.5, 0.99, 1.0)]
 CASES += [("until suffix", gamma) for gamma in (0.5, 1.0)]
 CASES += [("suffix sum", None), ("prefix sum", None)]
@@ -74,7 +79,7 @@ def test_window_reductions_as_scans_equal_numpy_and_the_reference(backend, kind,
     results = {}
     for target in ("reference", backend):
         ctx, T, out = _program(kind, gamma, rewards, ends)
-        exe = ctx.compile({T: steps}, backend=target)
+        exe = ctx.compile({T: steps}, backend=target, options=SCANNED)
         exe.execute()
         results[target] = dict(out)
         if target == backend and steps > 1:

@@ -268,14 +268,13 @@ def episode_statistics(rewards: np.ndarray, ends: np.ndarray) -> tuple[np.ndarra
     if rewards.ndim != 2 or ends.shape != rewards.shape:
         raise ArgumentError(f"{user_location()}: rewards and ends must be (T, num_envs) arrays of one shape, got "
                             f"{rewards.shape} and {ends.shape}")
-    lengths, returns = [], []
-    for k in range(ends.shape[1]):
-        start = 0
-        for t in np.flatnonzero(ends[:, k]):
-            lengths.append(t + 1 - start)
-            returns.append(rewards[start:t + 1, k].sum())
-            start = t + 1
-    return np.asarray(lengths, dtype=np.int64), np.asarray(returns, dtype=np.float64)
+    envs, last = np.nonzero(ends.T)  # every episode's environment and last step, environment by environment
+    first = np.zeros_like(last)
+    same_env = envs[1:] == envs[:-1]
+    first[1:][same_env] = last[:-1][same_env] + 1  # an episode starts after the previous one of its environment
+    totals = np.cumsum(rewards, axis=0)  # a return is a difference of running sums (one pass, no loop)
+    before = np.where(first > 0, totals[np.maximum(first - 1, 0), envs], 0.0)
+    return (last + 1 - first).astype(np.int64), totals[last, envs] - before
 
 
 __all__ = ["ActionError", "Env", "Episode", "RTEnvironment", "SIMULATORS", "episode_statistics", "make_env"]
