@@ -151,3 +151,14 @@ def test_jax_cumulative_sums_as_parallel_scans_equal_numpy(dtype):
             assert got.dtype == want.dtype and got.shape == want.shape
             np.testing.assert_allclose(np.asarray(got, float), np.cumsum(x.astype(float), axis=axis) if not initial
                                        else np.asarray(want, float), rtol=1e-5)
+
+
+def test_discounted_sum_until_needs_ends_of_the_values_shape():
+    """Episode ends of another shape are the user's error, named at their line."""
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        r = trl.source(lambda p: np.zeros(WIDTH, np.float32), (WIDTH,), "float32", (t,))
+        d = trl.source(lambda p: np.zeros(WIDTH + 1, np.float32), (WIDTH + 1,), "float32", (t,))
+        with pytest.raises(trl.errors.ShapeError, match="test_window_scans.py:.*until"):
+            r[t:T].discounted_sum(0.9, until=d[t:T])
