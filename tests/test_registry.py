@@ -111,6 +111,8 @@ CASES = [
     ("softmax", "softmax", [normal(3, 4)], {"dim": 1}),
     ("log_softmax", "log_softmax", [normal(3, 4)], {"dim": 0}),
     ("discounted_sum", "discounted_sum", [normal(4, 3)], {"gamma": 0.9}),
+    ("discounted_sum_until", "discounted_sum_until",
+     [normal(5, 3), np.array([[0, 1, 0], [1, 0, 0], [0, 1, 0], [1, 0, 1], [0, 0, 0]], dtype=bool)], {"gamma": 0.9}),
     ("discounted_spread", "discounted_spread", [normal(3), normal(4, 3, seed=1)], {"gamma": 0.9}),
     ("discounted_cum_sum", "discounted_cum_sum", [normal(4, 3)], {"gamma": 0.9, "reverse": True}),
     ("discounted_cum_sum-forward", "discounted_cum_sum", [normal(4, 3)], {"gamma": 0.8, "reverse": False}),

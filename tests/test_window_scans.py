@@ -23,6 +23,8 @@ def _program(kind: str, gamma: float | None, rewards: np.ndarray, ends: np.ndarr
             g = (r[t:T] * (d[t:T] < 0.5)).discounted_sum(gamma)
         elif kind == "discounted suffix":
             g = r[t:T].discounted_sum(gamma)
+        elif kind == "until suffix":  # Monte Carlo returns up to the first episode end in the window
+            g = r[t:T].discounted_sum(gamma, until=d[t:T] > 0.5)
         elif kind == "suffix sum":
             g = (r[t:T] * 2.0 + d[t:T]).sum(0)
         else:  # prefix sum; the last step's reward makes it wait for the loop (a causal window alone is read
@@ -40,6 +42,13 @@ def _numpy(kind: str, gamma: float | None, rewards: np.ndarray, ends: np.ndarray
             g = (rewards[:t + 1] * (1.0 - ends[:t + 1])).sum(0) + rewards[-1]
         elif kind == "suffix sum":
             g = (rewards[t:] * 2.0 + ends[t:]).sum(0)
+        elif kind == "until suffix":  # by hand: add discounted rewards, stop after an end, column by column
+            g = np.zeros(rewards.shape[1])
+            for column in range(rewards.shape[1]):
+                for k in range(steps - t):
+                    g[column] += gamma ** k * rewards[t + k, column]
+                    if ends[t + k, column] > 0.5:
+                        break
         else:
             x = rewards[t:] * (ends[t:] < 0.5) if kind.startswith("masked") else rewards[t:]
             g = sum(gamma ** k * x[k] for k in range(steps - t))
@@ -53,6 +62,7 @@ def _numpy(kind: str, gamma: float | None, rewards: np.ndarray, ends: np.ndarray
 SCANNED = trl.CompileOptions(fusion=True, vectorize=True)
 
 CASES = [(kind, gamma) for kind in ("masked discounted suffix", "discounted suffix") for gamma in (0.5, 0.99, 1.0)]
+CASES += [("until suffix", gamma) for gamma in (0.5, 1.0)]
 CASES += [("suffix sum", None), ("prefix sum", None)]
 
 
@@ -88,7 +98,7 @@ def test_windows_of_other_shapes_and_running_sums_stay_padded(backend):
     rng = np.random.default_rng(5)
     rewards = rng.normal(size=(steps, WIDTH)).astype(np.float32)
     ends = (rng.random((steps, WIDTH)) < 0.3).astype(np.float32)
-    for window in ("sliding", "running sum"):
+    for window in ("sliding", "running sum", "sliding until"):
         results = []
         for target in ("reference", backend):
             ctx = trl.Context(dims="t")
@@ -98,6 +108,8 @@ def test_windows_of_other_shapes_and_running_sums_stay_padded(backend):
                 d = trl.source(lambda p: ends[p["t"]], (WIDTH,), "float32", (t,))
                 if window == "sliding":
                     g = r[t:trl.min(t + 3, T)].discounted_sum(0.9)
+                elif window == "sliding until":  # n-step returns that stop at an episode end
+                    g = r[t:trl.min(t + 3, T)].discounted_sum(0.9, until=d[t:trl.min(t + 3, T)])
                 else:
                     g = (r[t:T] * ((d[t:T].cumsum(0) - d[t:T]) == 0)).discounted_sum(0.9)
                 out = collect(g - g.mean())
@@ -118,6 +130,7 @@ def test_every_op_states_its_window_scan_rule():
     assert OPS["mul"].window_scan == POSITIONWISE
     assert isinstance(OPS["sum"].window_scan, WindowScan)
     assert isinstance(OPS["discounted_sum"].window_scan.prefix, Unsupported)
+    assert isinstance(OPS["discounted_sum_until"].window_scan.prefix, Unsupported)
     assert "restarts" in OPS["cumsum"].window_scan.reason
 
 
@@ -138,3 +151,14 @@ def test_jax_cumulative_sums_as_parallel_scans_equal_numpy(dtype):
             assert got.dtype == want.dtype and got.shape == want.shape
             np.testing.assert_allclose(np.asarray(got, float), np.cumsum(x.astype(float), axis=axis) if not initial
                                        else np.asarray(want, float), rtol=1e-5)
+
+
+def test_discounted_sum_until_needs_ends_of_the_values_shape():
+    """Episode ends of another shape are the user's error, named at their line."""
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        r = trl.source(lambda p: np.zeros(WIDTH, np.float32), (WIDTH,), "float32", (t,))
+        d = trl.source(lambda p: np.zeros(WIDTH + 1, np.float32), (WIDTH + 1,), "float32", (t,))
+        with pytest.raises(trl.errors.ShapeError, match="test_window_scans.py:.*until"):
+            r[t:T].discounted_sum(0.9, until=d[t:T])

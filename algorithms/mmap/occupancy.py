@@ -70,6 +70,11 @@ class Occupancy:
         bits = np.unpackbits(self.grid[time].view(np.uint8), bitorder="little")
         return bits[:self.num_columns].astype(bool)
 
+    def occupied_rows(self, times: np.ndarray) -> np.ndarray:
+        """(len(times), columns) bool: `occupied_row` of each time, unpacked at once."""
+        bits = np.unpackbits(self.grid[times].view(np.uint8), axis=1, bitorder="little")
+        return bits[:, :self.num_columns].astype(bool)
+
     def _row_words(self, column: int, width: int) -> np.ndarray:
         block = ((1 << width) - 1) << column
         return np.frombuffer(block.to_bytes(8 * self.words, "little"), dtype=np.uint64)

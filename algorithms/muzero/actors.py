@@ -26,9 +26,10 @@ class Actor:
         program = program if program is not None else SearchProgram(layout, games, config, backend)
         self.selfplay = SelfPlay(problem, program, seed=seed if index == 0 else np.random.SeedSequence([seed, index]))
 
-    def play(self, weights: np.ndarray, temperature: float, noise: bool, greedy_games: int) -> list[Trajectory]:
+    def play(self, weights: np.ndarray, temperature: float, noise: bool, greedy_games: int,
+             count: int | None = None) -> list[Trajectory]:
         self.selfplay.noise = noise
-        return self.selfplay.play(weights, temperature, greedy_games=greedy_games)
+        return self.selfplay.play(weights, temperature, greedy_games=greedy_games, count=count)
 
     def searches(self) -> int:
         return self.selfplay.searches
@@ -66,6 +67,15 @@ class Actors:
             rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0)
                       for k, actor in enumerate(self.actors)]
         return [trajectory for games in rounds for trajectory in games]
+
+    def play_greedy(self, weights: np.ndarray) -> Trajectory:
+        """One game without noise at temperature 0 (deterministic: a round of them would repeat it), by actor 0."""
+        actor = self.actors[0]
+        if self.use_ray:
+            (trajectory,) = ray.get(actor.play.remote(ray.put(weights), 0.0, False, 1, 1))
+        else:
+            (trajectory,) = actor.play(weights, 0.0, False, 1, 1)
+        return trajectory
 
     @property
     def searches(self) -> int:

@@ -4,7 +4,7 @@ The learner program (learner.train) sources each iteration's batch from `_Run.fe
 `steps_per_round` iterations it first plays a round of `games` self-play games with the latest weights
 (while the wall-clock budget lasts) and reanalyses stored positions, then samples the batch. The result is the
 best game found, as for every search baseline of `algorithms.mmap` (ES, MCTS report their best game too),
-after a final round without noise at temperature 0.
+after a final noise-free game at temperature 0.
 
 Temperature: 1.0 at the start, linearly down to 0.2 at the end of the budget (Table 6: 1.0 -> 0.2); the first
 game of every round plays the most visited action (it costs no extra search: it is one row of the batch), since
@@ -18,7 +18,10 @@ steps at their mean cost so far and the final round (the run then ends near its 
 alone may overrun a budget too small for them). The temperature falls over `selfplay_share` of the budget.
 
 Before the first round the replay buffer holds `demonstrations` copies of the production heuristic's game
-(`algorithms.mmap.baselines.heuristic`), so the learned policy starts from the heuristic's moves.
+(`algorithms.mmap.baselines.heuristic`), reanalysed: the search's targets on the heuristic's states. (One-hot
+targets on the heuristic's moves made the greedy game copy the heuristic's NoCopy-first play: 0.83 -> 0.38 on
+transformer_decode, where the heuristic is worse than random play.) The learner's step count follows the budget
+(`MuZeroConfig.learner_steps`).
 """
 
 from __future__ import annotations
@@ -45,20 +48,39 @@ class MuZeroConfig:
     games: int = 8  # games per self-play round, searched as one batch
     simulations: int = 16
     max_depth: int = 4
+    min_q_range: float = 1.0
+    """`SearchConfig.min_q_range` in self-play, in reward units (REWARD_SCALE = 100 is the best saving, so 1% of it):
+    with mctx's 1e-8, the untrained networks' near-equal Q values (differences of 0.004) were stretched to [0, 1],
+    the visit counts followed that noise, and the policy learned it: mlp_sgd's greedy game went to all-Drop
+    (0.362 -> 0.000) within 20 learner steps."""
     steps_per_round: int = 20
-    iterations: int = 200
+    iterations: int | None = None
+    """Learner steps; None: `steps_per_second` per second of the budget (a multiple of `steps_per_round`)."""
+    steps_per_second: float = 20.0
+    """A learner step (batch 16, K = 5, torch) costs about 0.0095 CPU s here, so 20 per second of budget
+    keep the learner near a fifth of it and self-play, Reanalyse and the final round the rest."""
     selfplay_share: float = 0.7
     reanalyse_fraction: float = 0.5
     n_step: int = 10
-    learner: LearnerConfig = LearnerConfig()
+    learner: LearnerConfig = LearnerConfig(lr=1e-3)
+    """Adam at 1e-3, not the paper's 2e-4 (Table 6, for 24-hour runs): at the few hundred steps of batch 16 that a
+    budget of seconds buys, 2e-4 leaves the networks near their initial ones (transformer_decode, 100 steps: the
+    loss 6.7 -> 5.5 at 2e-4, -> 3.2 at 1e-3 and 3e-3)."""
     sizes: Sizes = Sizes()
     seed: int = 0
     backend: str = "torch"  # the learner program's
     search_backend: str = "jax"  # the search program's: on jax its simulation loop runs as `lax.scan`s
     workers: int = 1  # self-play actors (`actors.Actors`); more than one run on local Ray
-    demonstrations: int = 4
-    """Copies of the heuristic's game put in the replay buffer before the first round (the policy learns its
-    moves, the value its returns): MuZero starts from the production heuristic's actions; 0 for none."""
+    demonstrations: int = 1
+    """Copies of the heuristic's game put in the replay buffer before the first round, reanalysed there (the
+    paper's Reanalyse of demonstrations): their policy and value targets are the search's with the initial
+    weights, so they teach rewards and values of the heuristic's states, not its moves; 0 for none."""
+
+    def learner_steps(self, seconds: float) -> int:
+        if self.iterations is not None:
+            return self.iterations
+        rounds = max(1, round(seconds * self.steps_per_second / self.steps_per_round))
+        return rounds * self.steps_per_round
 
 
 @dataclasses.dataclass
@@ -80,7 +102,8 @@ class _Run:
         initial = init_weights(config.sizes, config.seed)
         self.layout = Layout.of(initial)
         self.weights = self.layout.pack(initial)
-        search_config = SearchConfig(num_simulations=config.simulations, max_depth=config.max_depth)
+        search_config = SearchConfig(num_simulations=config.simulations, max_depth=config.max_depth,
+                                     min_q_range=config.min_q_range)
         started = time.perf_counter()
         self.program = SearchProgram(self.layout, config.games, search_config, config.search_backend)
         self.program.run(self.weights, np.zeros((config.games, FEATURES), np.float32),
@@ -88,11 +111,13 @@ class _Run:
         self.actors = Actors(problem, self.layout, config.games, search_config, config.search_backend, config.seed,
                              config.workers, use_ray=config.workers > 1, program=self.program)
         self.compile_seconds = time.perf_counter() - started  # the learner's compile is added by `feed`
+        self.iterations = config.learner_steps(seconds)
         self.replay = Replay(unroll=config.learner.unroll, n_step=config.n_step, discount=search_config.discount)
         if config.demonstrations:
             heuristic = demonstration(problem, heuristic_play(problem).actions)
             for _ in range(config.demonstrations):
                 self.replay.add(heuristic)
+                self.replay.reanalyse_game(self.program, self.weights, len(self.replay.games) - 1)
         self.saving = max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.best = None
         self.curve, self.losses = [], []
@@ -107,9 +132,11 @@ class _Run:
     def elapsed(self) -> float:
         return 0.0 if self.start is None else self.clock() - self.start
 
-    def play_round(self, temperature: float, noise: bool = True) -> None:
+    def play_round(self, temperature: float, final: bool = False) -> None:
+        """A round of self-play; the final one is the single noise-free greedy game of the last weights."""
         started = self.clock()
-        trajectories = self.actors.play(self.weights, temperature, noise, greedy_games=1)
+        trajectories = ([self.actors.play_greedy(self.weights)] if final else
+                        self.actors.play(self.weights, temperature, True, greedy_games=1))
         for trajectory in trajectories:
             self.replay.add(trajectory)
             self.moves += trajectory.game.moves
@@ -120,7 +147,7 @@ class _Run:
                            "best": self.best.game.total_reward / self.saving})
         new_positions = sum(len(t.actions) for t in trajectories)
         fraction = self.config.reanalyse_fraction
-        if len(self.curve) > 1 and fraction > 0:
+        if len(self.curve) > 1 and fraction > 0 and not final:
             count = int(new_positions * fraction / (1.0 - fraction))
             self.replay.reanalyse(self.program, self.weights, min(count, 4 * self.program.batch), self.rng)
         self.round_seconds.append(self.clock() - started)
@@ -136,7 +163,7 @@ class _Run:
             rounds = sum(self.round_seconds)
             step = (elapsed - rounds) / iteration if iteration else 0.0
             round_cost = rounds / len(self.round_seconds) if self.round_seconds else 0.0
-            needed = elapsed + 2 * round_cost + step * (self.config.iterations - iteration)
+            needed = elapsed + 2 * round_cost + step * (self.iterations - iteration)
             if not self.curve or needed <= self.seconds:
                 progress = min(elapsed / max(self.config.selfplay_share * self.seconds, 1e-9), 1.0)
                 self.play_round(1.0 - 0.8 * progress)
@@ -151,8 +178,8 @@ def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
                 config: MuZeroConfig | None = None) -> Outcome:
     config = dataclasses.replace(config or MuZeroConfig(), seed=seed)
     run = _Run(problem, config, seconds)
-    train(run.weights, run.layout, config.learner, config.iterations, run.feed, run.publish, config.backend, seed)
-    run.play_round(0.0, noise=False)
+    train(run.weights, run.layout, config.learner, run.iterations, run.feed, run.publish, config.backend, seed)
+    run.play_round(0.0, final=True)
     best = run.best
     return Outcome(result_of("muzero", best.game, best.played, run.moves), run.curve, run.losses,
                    len(run.curve), run.actors.searches, run.elapsed(), run.compile_seconds,

@@ -80,8 +80,7 @@ class Encoder:
         rows += [np.zeros(BUFFER_FEATURES)] * (SAME_TENSOR - len(same))
         times = np.clip(np.arange(target - MAP_TIMES // 2, target + MAP_TIMES // 2), 0, problem.num_instructions - 1)
         inside = (np.arange(target - MAP_TIMES // 2, target + MAP_TIMES // 2) == times)
-        grid = np.stack([self._bins(game.occupancy.occupied_row(t), self.map_edges, MAP_BINS) for t in times])
-        grid *= inside[:, None]
+        grid = self._bins(game.occupancy.occupied_rows(times), self.map_edges, MAP_BINS) * inside[:, None]
         supply = np.where(inside, game.supply[times] / self.supply_scale, 0.0)
         progress = (game.moves / max(problem.num_buffers, 1), game.position / max(problem.num_buffers, 1),
                     *self.group_place[position], game.total_reward / self.return_scale)
@@ -101,13 +100,14 @@ class Encoder:
                          problem.alias_group[buffer] >= 0])
 
     @staticmethod
-    def _bins(row: np.ndarray, edges, bins: int) -> np.ndarray:
-        row = row.astype(np.float64)
-        if row.size == 0:
-            return np.zeros(bins)
+    def _bins(rows: np.ndarray, edges, bins: int) -> np.ndarray:
+        """The occupied fraction of each of ``bins`` column bins, per row of ``rows`` (..., columns)."""
+        rows = rows.astype(np.float64)
+        if rows.shape[-1] == 0:
+            return np.zeros(rows.shape[:-1] + (bins,))
         if edges is None:
-            return row[np.arange(bins) * row.size // bins]
-        return np.add.reduceat(row, edges[:-1]) / np.diff(edges)
+            return rows[..., np.arange(bins) * rows.shape[-1] // bins]
+        return np.add.reduceat(rows, edges[:-1], axis=-1) / np.diff(edges)
 
     def _actions(self, game, target):
         rows = np.zeros((3, 4))

@@ -59,6 +59,9 @@ class SearchConfig:
     pb_c_base: float = 19652.0
     dirichlet_fraction: float = 0.25
     dirichlet_alpha: float = 0.03
+    min_q_range: float = 1e-8
+    """The smallest range the min-max normalisation of Q divides by (mctx's epsilon by default). Self-play uses
+    1.0 (`MuZeroConfig.min_q_range`): Q differences far below it are not stretched to the full [0, 1]."""
 
     @property
     def depth(self) -> int:
@@ -253,7 +256,7 @@ def _puct_actions(tree: Tree, invalid: RT, config: SearchConfig, nodes: int) -> 
     pb_c = config.pb_c_init + F.log((visits + config.pb_c_base + 1.0) / config.pb_c_base)
     prior = F.softmax(tree.children_prior_logits, dim=-1)
     policy_score = (F.sqrt(visits) * pb_c).unsqueeze(-1) * prior / (tree.children_visits + 1.0)
-    score = _normalised_q(qvalues, tree.children_visits, tree.node_values) + policy_score
+    score = _normalised_q(qvalues, tree.children_visits, tree.node_values, config.min_q_range) + policy_score
     at_root = F.tensor((np.arange(nodes) == 0).reshape(1, nodes, 1))
     return F.where(invalid.unsqueeze(1) & at_root, float("-inf"), score).argmax(dim=-1)
 

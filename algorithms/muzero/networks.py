@@ -42,7 +42,7 @@ def shapes(sizes: Sizes) -> dict[str, tuple[int, int]]:
     return {"repr.image": (BLOCKS["memory_map"], sizes.image), "repr.rest": (rest, sizes.trunk),
             "repr.mix": (sizes.image + sizes.trunk, sizes.trunk), "repr.out": (sizes.trunk, h),
             "dyn.mix": (h + ACTIONS, sizes.trunk), "dyn.out": (sizes.trunk, h),
-            "dyn.reward_hidden": (h, sizes.head), "dyn.reward": (sizes.head, ATOMS),
+            "dyn.reward_hidden": (h + ACTIONS, sizes.head), "dyn.reward": (sizes.head, ATOMS),
             "pred.policy_hidden": (h, sizes.head), "pred.policy": (sizes.head, ACTIONS),
             "pred.value_hidden": (h, sizes.head), "pred.value": (sizes.head, ATOMS)}
 
@@ -109,7 +109,7 @@ class Networks:
         """(next state, reward logits) after ``action`` (int64, state's batch shape)."""
         joined = F.cat([state, F.one_hot(action, ACTIONS).astype("float32")], dim=-1)
         following = scale_state(self.dense(F.relu(self.dense(joined, "dyn.mix")), "dyn.out"))
-        reward = self.dense(F.relu(self.dense(following, "dyn.reward_hidden")), "dyn.reward")
+        reward = self.dense(F.relu(self.dense(joined, "dyn.reward_hidden")), "dyn.reward")
         return following, reward
 
     def prediction(self, state: RT) -> tuple[RT, RT]:

@@ -1,7 +1,8 @@
 """Replay buffer, K-step unroll targets with n-step values, and Reanalyse (MuZero; MuZero Reanalyse).
 
 Targets for a position t and unroll step k = 0..K (position u = t + k of a game of T decisions):
-- policy: the search's visit distribution at u (masked out past the end of the game);
+- policy: the search's visit distribution at u (masked out past the end of the game), learned over u's legal
+  actions (`legal`; all past the end);
 - value:  z_u = sum_{j < n, u + j < T} discount^j r_{u + j} + discount^n v_{u + n} (v: the root search value,
   0 past the end: the game is over), two-hot over the support; 0 past the end;
 - reward: r_{t + k} for k < K (0 past the end), two-hot; actions past the end are drawn uniformly.
@@ -51,12 +52,15 @@ class Replay:
         K = self.unroll
         lengths = np.array([len(game["actions"]) for game in self.games])
         picks = rng.choice(len(self.games), size=batch, p=lengths / lengths.sum())
-        out = {"features": [], "actions": [], "policy": [], "policy_mask": [], "value": [], "reward": []}
+        out = {"features": [], "actions": [], "policy": [], "policy_mask": [], "legal": [], "value": [],
+               "reward": []}
         for g in picks:
             game = self.games[g]
             length = lengths[g]
             t = int(rng.integers(length))
-            z = self.value_targets(game)
+            if "z" not in game:  # cached until Reanalyse replaces the game's values
+                game["z"] = self.value_targets(game)
+            z = game["z"]
             positions = np.arange(t, t + K + 1)
             inside = positions < length
             clipped = np.minimum(positions, length - 1)
@@ -64,10 +68,25 @@ class Replay:
             out["actions"].append(np.where(inside[:K], game["actions"][clipped[:K]], rng.integers(ACTIONS, size=K)))
             out["policy"].append(np.where(inside[:, None], game["policies"][clipped], 1.0 / ACTIONS))
             out["policy_mask"].append(inside.astype(np.float32))
+            out["legal"].append(np.where(inside[:, None], game["legal"][clipped], True))
             out["value"].append(two_hot(np.where(inside, z[clipped], 0.0)))
             out["reward"].append(two_hot(np.where(inside[:K], game["rewards"][clipped[:K]], 0.0)))
         return {name: np.stack(arrays).astype(np.int64 if name == "actions" else np.float32)
                 for name, arrays in out.items()}
+
+    def reanalyse_game(self, program, weights: np.ndarray, index: int) -> None:
+        """Re-search every position of stored game ``index`` with ``weights`` (without noise) and replace its
+        policy and value targets: a demonstration enters the buffer this way (the paper's Reanalyse of
+        demonstrations: the search, not the demonstrator's move, gives the policy target)."""
+        game = self.games[index]
+        length = len(game["actions"])
+        for start in range(0, length, program.batch):
+            rows = np.minimum(np.arange(start, start + program.batch), length - 1)
+            visits, values = program.run(weights, game["features"][rows], game["legal"][rows], None)
+            kept = rows[:length - start]
+            game["policies"][kept] = visits[:len(kept)] / visits[:len(kept)].sum(-1, keepdims=True)
+            game["values"][kept] = values[:len(kept)]
+        game.pop("z", None)
 
     def reanalyse(self, program, weights: np.ndarray, count: int, rng: np.random.Generator) -> int:
         """Re-search `count` random stored positions (in batches of the program's size) with `weights`,
@@ -83,5 +102,6 @@ class Replay:
             for k, (g, u) in enumerate(picks):
                 self.games[g]["policies"][u] = visits[k] / visits[k].sum()
                 self.games[g]["values"][u] = values[k]
+                self.games[g].pop("z", None)
             done += program.batch
         return done

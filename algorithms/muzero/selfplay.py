@@ -103,13 +103,16 @@ class SelfPlay:
         self.reward_scale = REWARD_SCALE / max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.searches = 0
 
-    def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0) -> list[Trajectory]:
-        """B complete games; temperature 0 plays the most visited action, as do the first `greedy_games`, which
-        are searched without noise (each round then plays the current networks' own choice)."""
+    def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0,
+             count: int | None = None) -> list[Trajectory]:
+        """``count`` (B when None) complete games; temperature 0 plays the most visited action, as do the first
+        `greedy_games`, which are searched without noise (each round then plays the current networks' own choice).
+        Rows of the search batch without a live game repeat a live game's features (encoded once)."""
         batch = self.program.batch
-        games = [MMapGame(self.problem, drop_backup=True, backup_point="group") for _ in range(batch)]
+        count = batch if count is None else count
+        games = [MMapGame(self.problem, drop_backup=True, backup_point="group") for _ in range(count)]
         trajectories = [Trajectory(game=game) for game in games]
-        pending = [0.0] * batch  # rewards of forced moves since the last decision
+        pending = [0.0] * count  # rewards of forced moves since the last decision
         while True:
             for k, game in enumerate(games):
                 pending[k] += self._forced_moves(game, trajectories[k])
@@ -121,9 +124,10 @@ class SelfPlay:
                     pending[k] = 0.0
             if not live:
                 break
-            encoded = [self.encoder.encode(games[k] if not games[k].done else games[live[0]]) for k in range(batch)]
-            features = np.stack([f for f, _ in encoded])
-            legal = np.stack([m for _, m in encoded])
+            encoded = {k: self.encoder.encode(games[k]) for k in live}
+            rows = [k if k in encoded else live[0] for k in range(batch)]
+            features = np.stack([encoded[k][0] for k in rows])
+            legal = np.stack([encoded[k][1] for k in rows])
             noise = (self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch) if self.noise
                      else None)
             visits, values = self.program.run(weights, features, legal, noise, exact=greedy_games)

@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> None:
                      help="propose each op's most likely action (--no-greedy: one action drawn from the policy)")
     run.add_argument("--transfer", action="store_true", help="also evaluate on the MMapGame workloads")
     run.add_argument("--workers", type=int, default=1, help="Ray workers running BRKGA (1: serial)")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=int, default=0, help="the data's seed, and the training's by default")
+    run.add_argument("--train-seed", type=int, default=None,
+                     help="initial weights, batches and BRKGA seeds of training (default: --seed), for seed spreads")
     run.add_argument("--weights", default=None, help="folder to save (or, with --reuse, load) trained weights")
     run.add_argument("--reuse", action="store_true", help="load weights from --weights instead of training")
     run.add_argument("--out", default="regal_fig2.png")
@@ -129,8 +131,8 @@ def fit(kind: str, graphs: list, args: argparse.Namespace, sizes: Sizes) -> trai
     """Imitation of the objective's heuristic proposal (`features.imitation_target`), then a REINFORCE
     fine-tune from there; with ``--imitate 0``, REINFORCE from scratch."""
     config = train.Config(kind=kind, iterations=args.iterations, batch=args.batch, train_budget=args.train_budget,
-                          lr=args.lr, sizes=sizes, seed=args.seed, workers=args.workers, samples=args.samples,
-                          seeds=args.seeds)
+                          lr=args.lr, sizes=sizes, seed=args.seed if args.train_seed is None else args.train_seed,
+                          workers=args.workers, samples=args.samples, seeds=args.seeds)
     start = time.perf_counter()
     warm = None
     if args.imitate > 0:

@@ -11,6 +11,7 @@ from algorithms.mmap.check import check_mapping
 from algorithms.mmap.mapping import mapping_records
 from algorithms.mmap.problem import build_problem
 from algorithms.mmap.synthetic import synthetic_instance
+from algorithms.muzero.agent import MuZeroConfig
 from algorithms.muzero.features import FEATURES, Encoder, block_slice
 from algorithms.muzero.learner import LearnerConfig, batch_shapes, train
 from algorithms.muzero.mcts import SearchConfig
@@ -62,7 +63,7 @@ def np_representation(w, features):
 def np_dynamics(w, state, action):
     joined = np.concatenate([state, np.eye(3)[action]], axis=1)
     following = scale(dense(w, relu(dense(w, joined, "dyn.mix")), "dyn.out"))
-    return following, dense(w, relu(dense(w, following, "dyn.reward_hidden")), "dyn.reward")
+    return following, dense(w, relu(dense(w, joined, "dyn.reward_hidden")), "dyn.reward")
 
 
 def np_prediction(w, state):
@@ -81,6 +82,7 @@ def np_unroll_loss(w, batch, unroll):
     for k in range(unroll + 1):
         weight = 1.0 if k == 0 else 1.0 / unroll
         policy, value = np_prediction(w, state)
+        policy = np.where(batch["legal"][:, k] > 0.5, policy, -1e4)
         total = total + weight * (-(batch["policy"][:, k] * log_softmax(policy)).sum(-1) * batch["policy_mask"][:, k]
                                   - 0.25 * (batch["value"][:, k] * log_softmax(value)).sum(-1))
         if k < unroll:
@@ -114,6 +116,30 @@ def test_networks_match_numpy():
     for name, array in {"state": state, "following": following, "reward": reward, "policy": policy,
                         "value": value, "value_scalar": expected_scalar}.items():
         np.testing.assert_allclose(got[name], array, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def test_reward_head_reads_the_action_by_hand():
+    """The reward is predicted from [state, one-hot action] (the dynamics' input), so an action's immediate reward
+    is one hidden layer away (it was read from the next state, and on transformer_decode the learned rewards did
+    not separate the actions). Hand-set weights: hidden unit 0 = relu(one-hot action 0), reward logit of atom
+    SUPPORT + 2 = 5 * unit 0, all else zero. Action 0: p = e^5 / (e^5 + ATOMS - 1) on atom +2 and (1 - p) / 20 on
+    each other atom (they sum to -2), so the expected atom is 2 p - 2 (1 - p) / 20 and the reward its unsquash;
+    actions 1 and 2: uniform atoms, expected atom 0, reward 0."""
+    weights = {name: np.zeros_like(array) for name, array in init_weights(SIZES, 0).items()}
+    weights["dyn.reward_hidden.w"][SIZES.hidden + 0, 0] = 1.0
+    weights["dyn.reward.w"][0, SUPPORT + 2] = 5.0
+    layout = Layout.of(weights)
+    got = {}
+    ctx = trl.Context("i")
+    with ctx:
+        nets = Networks(trl.tensor(layout.pack(weights)), layout)
+        state = nets.representation(trl.tensor(np.ones((3, FEATURES), np.float32)))
+        _, reward = nets.dynamics(state, trl.tensor(np.array([0, 1, 2])))
+        scalar_of(reward).sink(lambda point, array: got.__setitem__("reward", np.asarray(array)))
+    ctx.compile(bounds={ctx.bounds[0]: 1}, backend="torch").execute()
+    p = np.exp(5.0) / (np.exp(5.0) + ATOMS - 1)
+    np.testing.assert_allclose(got["reward"], [unsquash(2.0 * p - 2.0 * (1.0 - p) / 20.0), 0.0, 0.0], rtol=1e-4,
+                               atol=1e-4)
 
 
 def fake_trajectory(rewards, values, legal_first=(True, True, False)):
@@ -207,3 +233,72 @@ def test_demonstration_replays_the_heuristics_game():
     assert trajectory.actions and len(trajectory.features) == len(trajectory.actions) == len(trajectory.values)
     for legal, policy, action in zip(trajectory.legal, trajectory.policies, trajectory.actions):
         assert legal.sum() > 1 and legal[action] and policy[action] == 1.0 and policy.sum() == 1.0
+
+
+def test_demonstration_targets_are_reanalysed():
+    """A demonstration enters the replay with the search's targets (Reanalyse), not one-hot on the demonstrator's
+    moves: every position's policy is the program's visit distribution on that position and its value the
+    search's root value (checked against the program run on the same rows), its actions and rewards unchanged."""
+    problem = build_problem(synthetic_instance(seed=2, num_instructions=10))
+    trajectory = demonstration(problem, heuristic_play(problem).actions)
+    weights = init_weights(SIZES, 0)
+    layout = Layout.of(weights)
+    program = SearchProgram(layout, batch=2, config=SearchConfig(num_simulations=4, max_depth=2))
+    replay = Replay()
+    replay.add(trajectory)
+    replay.reanalyse_game(program, layout.pack(weights), 0)
+    game = replay.games[0]
+    length = len(trajectory.actions)
+    assert length >= 2
+    for u in range(length):
+        features = np.stack([trajectory.features[u]] * 2)
+        legal = np.stack([trajectory.legal[u]] * 2)
+        visits, values = program.run(layout.pack(weights), features, legal, None)
+        np.testing.assert_allclose(game["policies"][u], visits[0] / visits[0].sum(), rtol=1e-6)
+        np.testing.assert_allclose(game["values"][u], values[0], rtol=1e-5, atol=1e-6)
+        assert (game["policies"][u][~trajectory.legal[u]] == 0).all()
+    np.testing.assert_array_equal(game["actions"], trajectory.actions)
+    np.testing.assert_allclose(game["rewards"], trajectory.rewards)
+
+
+def test_learner_steps_follow_the_budget():
+    config = MuZeroConfig(steps_per_round=20, steps_per_second=20.0)
+    assert [config.learner_steps(s) for s in (0.1, 15.0, 60.0)] == [20, 300, 1200]
+    assert MuZeroConfig(iterations=7).learner_steps(60.0) == 7
+
+
+def test_occupied_rows_and_one_greedy_game():
+    """`Occupancy.occupied_rows` (the encoder's memory map, unpacked at once) is `occupied_row` stacked; the
+    final greedy game of a run is one game of a batch-2 program (`count=1`), the same as its batch's row 0."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
+    weights = init_weights(SIZES, 0)
+    layout = Layout.of(weights)
+    program = SearchProgram(layout, batch=2, config=SearchConfig(num_simulations=4, max_depth=2))
+    (alone,) = SelfPlay(problem, program, seed=0, noise=False).play(layout.pack(weights), 0.0, greedy_games=1,
+                                                                    count=1)
+    both = SelfPlay(problem, program, seed=0, noise=False).play(layout.pack(weights), 0.0, greedy_games=1)
+    assert alone.played == both[0].played and alone.total_reward == both[0].total_reward
+    occupancy = alone.game.occupancy
+    times = np.arange(occupancy.num_times)
+    np.testing.assert_array_equal(occupancy.occupied_rows(times),
+                                  np.stack([occupancy.occupied_row(t) for t in times]))
+    assert occupancy.occupied_rows(times).any()
+
+
+def test_policy_loss_is_over_legal_actions_by_hand():
+    """All-zero weights (uniform logits over policy, value and reward atoms), K = 1, the policy target (0.5, 0, 0.5)
+    on a position where NoCopy is illegal and the unrolled step masked out: the loss is log 2 (the policy over the two
+    legal actions; log 3 unmasked) + 0.25 log 21 (value) + log 21 (reward, / K) + 0.25 log 21 (value at k = 1)."""
+    weights = {name: np.zeros_like(array) for name, array in init_weights(SIZES, 0).items()}
+    layout = Layout.of(weights)
+    config = LearnerConfig(batch=2, unroll=1, lr=0.0)
+    batch = {name: np.zeros(shape, dtype) for name, (shape, dtype) in batch_shapes(config).items()}
+    batch["policy"][:, 0] = (0.5, 0.0, 0.5)
+    batch["legal"][:] = 1.0
+    batch["legal"][:, 0, 1] = 0.0
+    batch["policy_mask"][:, 0] = 1.0
+    batch["value"][:, :, SUPPORT] = 1.0
+    batch["reward"][:, :, SUPPORT] = 1.0
+    losses = []
+    train(layout.pack(weights), layout, config, 1, lambda i: batch, lambda i, w, loss: losses.append(loss))
+    np.testing.assert_allclose(losses[0], np.log(2.0) + 1.5 * np.log(ATOMS), rtol=1e-5)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import timerl as trl
-from algorithms.muzero.mcts import Root, SearchConfig, Step, search, search_root
+from algorithms.muzero.mcts import Root, SearchConfig, Step, _normalised_q, search, search_root
 from timerl.rt import functional as F
 
 ACTIONS, HIDDEN = 3, 4
@@ -205,3 +205,22 @@ def test_search_matches_plain_python_mcts():
     for b in range(4):
         expected = python_search(net, logits[b], value[b], state[b], invalid[b], config.num_simulations)
         np.testing.assert_array_equal(ours["children_visits"][b, 0], expected)
+
+
+def test_min_q_range_keeps_tiny_q_differences_small():
+    """Min-max Q normalisation by hand: children Q (0.004, 0.0, unvisited), node value 0.002: low 0, high 0.004.
+    With mctx's epsilon (1e-8) the range is 0.004 and the scores are (1, 0, 0): a 0.004 difference decides the
+    search. With min_q_range 1.0 the range is 1.0 and the scores are (0.004, 0, 0). With a range above the minimum
+    (Q 3.0 and 1.0, node 2.0: range 2.0) both give ((3 - 1) / 2, 0, 0)."""
+    got = {}
+    ctx = trl.Context("i")
+    with ctx:
+        q = trl.tensor(np.array([[0.004, 0.0, 0.5], [3.0, 1.0, 0.0]], np.float32))
+        visits = trl.tensor(np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]], np.float32))
+        node = trl.tensor(np.array([0.002, 2.0], np.float32))
+        for name, epsilon in (("mctx", 1e-8), ("range", 1.0)):
+            _normalised_q(q, visits, node, epsilon).sink(lambda p, v, name=name: got.__setitem__(name, np.asarray(v)))
+    ctx.compile(bounds={ctx.bounds[0]: 1}, backend="torch").execute()
+    np.testing.assert_allclose(got["mctx"], [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["range"], [[0.004, 0.0, 0.0], [1.0, 0.0, 0.0]], rtol=1e-5, atol=1e-6)
+    assert SearchConfig().min_q_range == 1e-8

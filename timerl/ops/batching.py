@@ -11,6 +11,7 @@ millisecond a call on torch). Each op's registry entry names its rule (``vectori
   one;
 - `reshaped`, `expanded`, `permuted`: the target shape or permutation gains the batch axis;
 - `discounted` (``discounted_sum``, a sum over axis 0 weighted by powers of gamma): the weights multiply axis 1;
+  `discounted_until` (``discounted_sum_until``): the same, with the episode ends batched alongside;
 - `spatially_indexed` (``spatial_index``, ``spatial_scatter``): the key gains a whole slice for the batch axis;
 - `indexed` (``scatter``, ``gather_fill``, ``gather``, ``scatter_add``: index and values share every axis but the
   indexed one): operands the same at every point are broadcast along the batch axis, and the indexed axis moves by
@@ -101,6 +102,22 @@ def discounted(attrs, ranks, axes, xp, kernel, kernel_with) -> Kernel:
         n = x.shape[1]
         weights = xp.pow(xp.full((n,), gamma, dtype=x.dtype), xp.astype(xp.arange(n), x.dtype))
         return xp.sum(xp.reshape(weights, (1, n) + (1,) * (x.ndim - 2)) * x, axis=1)
+
+    return every_point
+
+
+def discounted_until(attrs, ranks, axes, xp, kernel, kernel_with) -> Kernel | None:
+    """``discounted_sum_until`` with the values and the episode ends both batched: the window's axis is 1."""
+    if tuple(axes) != (0, 0):
+        return None
+    gamma = attrs["gamma"]
+
+    def every_point(x: Any, ends: Any) -> Any:
+        n = x.shape[1]
+        e = xp.astype(ends != 0, x.dtype)
+        same_episode = xp.astype((xp.cumulative_sum(e, axis=1) - e) == 0, x.dtype)
+        weights = xp.pow(xp.full((n,), gamma, dtype=x.dtype), xp.astype(xp.arange(n), x.dtype))
+        return xp.sum(xp.reshape(weights, (1, n) + (1,) * (x.ndim - 2)) * x * same_episode, axis=1)
 
     return every_point
 

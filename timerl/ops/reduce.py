@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from timerl.ops.batching import VMAP, aligned, discounted, shifted_axes, shifted_axis
+from timerl.ops.batching import VMAP, aligned, discounted, discounted_until, shifted_axes, shifted_axis
 from timerl.ops.registry import (
     CONTRACTION,
     NOT_A_REDUCTION,
@@ -232,6 +232,53 @@ register("discounted_sum", REDUCTION, vectorize=discounted, window=lambda a: WIN
          shape=lambda ins, a: [ins[0].shape[1:]], dtype=_float_dtype,
          impl=_discounted_sum,
          grad=lambda F, ins, outs, g, a: [F.apply("discounted_spread", g[0], ins[0], gamma=a["gamma"])])
+# ---- discounted sums up to the first episode end: ``x.discounted_sum(gamma, until=ends)`` --------------------
+
+
+def _same_episode(xp, ends, like):
+    """1 at positions k with no end strictly before k (the window's first episode, its end included), else 0."""
+    e = xp.astype(ends != 0, like.dtype)
+    return xp.astype((xp.cumulative_sum(e, axis=0) - e) == 0, like.dtype)
+
+
+def _discounted_sum_until(xp, x, ends, gamma):
+    """``sum_k gamma**k x[k]`` over axis 0, up to and including the first k where ``ends[k]`` holds."""
+    return _discounted_sum(xp, x * _same_episode(xp, ends, x), gamma)
+
+
+def _discounted_until_suffix_sums(xp, x, ends, attrs):
+    """Row k: the discounted sum from position k of the run up to its first end; row M: 0. The reverse
+    recurrence g[k] = x[k] + a[k] * g[k + 1], a[k] = gamma * (1 - ends[k]), by doubling on pairs: after the
+    round of span s, g[k] = total[k] + factor[k] * g[k + s]; log2(M) rounds of whole-array operations."""
+    gamma = attrs["gamma"]
+    zero = _zero_row(xp, x)
+    total = xp.concat([x, zero], axis=0)
+    factor = xp.concat([gamma * (1 - xp.astype(ends != 0, x.dtype)) * xp.ones_like(x), zero], axis=0)
+    rows, span = total.shape[0], 1
+    while span < rows:
+        pad = xp.zeros((span, *x.shape[1:]), dtype=x.dtype)
+        total = total + factor * xp.concat([total[span:], pad], axis=0)
+        factor = factor * xp.concat([factor[span:], pad], axis=0)
+        span = 2 * span
+    return total
+
+
+def _until_grad(F, ins, outs, g, a):
+    """Linear in x: the output's gradient spread with the discount's powers, zero after the first end."""
+    x, ends = ins
+    e = F.astype(F.astype(ends, "bool"), x.dtype)
+    same_episode = F.astype((F.cumsum(e, 0) - e) == 0, x.dtype)
+    return [F.apply("discounted_spread", g[0], x, gamma=a["gamma"]) * same_episode, None]
+
+
+register("discounted_sum_until", REDUCTION, vectorize=discounted_until, window=lambda a: WINDOW_REDUCED,
+         window_scan=WindowScan(_discounted_until_suffix_sums, _PREFIX_DISCOUNT),
+         incrementalize=unsupported(
+             "no running form written yet (the backward recurrence g[t] = x[t] + gamma * (1 - ends[t]) * g[t + 1])"),
+         shape=lambda ins, a: [ins[0].shape[1:]], dtype=_float_dtype,
+         impl=_discounted_sum_until, grad=_until_grad)
+
+
 register("discounted_spread", SCAN, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
          shape=lambda ins, a: [ins[1].shape], dtype=_float_dtype,
          impl=_discounted_spread,

@@ -202,11 +202,19 @@ def log_softmax(x: RT, dim: int = -1) -> RT:
     return _along("log_softmax", x, dim)
 
 
-def discounted_sum(x: RT, gamma: float) -> RT:
-    """``sum_k gamma**k * x[k]`` over dim 0."""
+def discounted_sum(x: RT, gamma: float, until: RT | None = None) -> RT:
+    """``sum_k gamma**k * x[k]`` over dim 0; with ``until`` (episode ends, bool or 0/1, x's shape), only up to
+    and including the first k where ``until[k]`` holds (a Monte Carlo return that stops at the episode's end)."""
     if x.ndim == 0:
         raise ShapeError(f"{user_location()}: discounted_sum needs at least one spatial dimension")
-    return apply("discounted_sum", x, gamma=float_argument("gamma", gamma))
+    gamma = float_argument("gamma", gamma)
+    if until is None:
+        return apply("discounted_sum", x, gamma=gamma)
+    ends = tensor_argument("until", until)
+    if not same_all(ends.shape, x.shape):
+        raise ShapeError(f"{user_location()}: discounted_sum(until=...) needs episode ends of the values' shape "
+                         f"{tuple(x.shape)}, got {tuple(ends.shape)}")
+    return apply("discounted_sum_until", x, ends, gamma=gamma)
 
 
 def discounted_cum_sum(x: RT, gamma: float) -> RT:

@@ -115,7 +115,7 @@ class BatchedGroup:
                           lambda changed: op_kernel(node.op, changed, dtype, backend))
         if rule is None or not masked:
             return rule
-        return masked_reduction(lambda value: backend.cast(rule(value), dtype), backend.xp, batched=True)
+        return masked_reduction(lambda *values: backend.cast(rule(*values), dtype), backend.xp, batched=True)
 
     def run(self, points: Sequence[tuple[int, ...]]) -> None:
         """Compute every member at every point, then store what other groups read. Statements that pad windows
@@ -272,9 +272,9 @@ class BatchedGroup:
             if node.id in self.folded:
                 continue
             if scanned is not None and node.id in self.scans:  # the run's scan, read at each window's row
-                where, _, _ = operand(node, 0, self.reads[node.id][0])
+                runs = tuple(operand(node, slot, kind)[0] for slot, kind in enumerate(self.reads[node.id]))
                 refs[node.id] = (len(steps), True)
-                steps.append((node.id, (where, -1 - argument(scanned[3])), (scanned[0],)))
+                steps.append((node.id, (*runs, -1 - argument(scanned[3])), (scanned[0],)))
                 continue
             fused = self.tanh_grads.get(node.id)
             if fused is not None:

@@ -50,7 +50,7 @@ def window_scan_rules(graph: Graph, members: Sequence[Node], windowed: set[int],
                     return None  # a member's value may differ between points: the windows would differ too
                 outside.append((node, slot))
             continue
-        if not isinstance(rule, WindowScan) or len(node.inputs) != 1 or not rule.applies(node.attrs.as_dict()):
+        if not isinstance(rule, WindowScan) or not all(from_window) or not rule.applies(node.attrs.as_dict()):
             return None
         rules[node.id] = rule
     return (rules, outside) if rules else None
@@ -86,11 +86,13 @@ def scan_rows(starts: np.ndarray, lengths: np.ndarray) -> tuple[str, int, int, n
 
 
 def scan_kernel(rule: WindowScan, shape: str, attrs: dict, dtype: str, backend: Any):
-    """The reduction at every point: the run's scan (in the reduction's dtype), the rows of its windows."""
+    """The reduction at every point: the scan of the runs of its inputs (in the reduction's dtype: episode ends
+    too), read at the rows of its windows."""
     xp = backend.xp
     scan = rule.suffix if shape == SUFFIX else rule.prefix
 
-    def every_point(run: Any, rows: Any) -> Any:
-        return xp.take(scan(xp, backend.cast(run, dtype), attrs), rows, axis=0)
+    def every_point(*runs_and_rows: Any) -> Any:  # the runs of the reduction's inputs, then the windows' rows
+        runs, rows = runs_and_rows[:-1], runs_and_rows[-1]
+        return xp.take(scan(xp, *(backend.cast(run, dtype) for run in runs), attrs), rows, axis=0)
 
     return every_point

@@ -15,12 +15,15 @@ from timerl.symbolic import TRUE
 
 def masked_reduction(kernel: Callable, xp: Any, batched: bool = False) -> Callable:
     """``kernel`` on a padded window whose positions past the end (``valid`` false) are set to zero, the
-    identity of the sums this is allowed for; ``batched``: the window and mask carry a leading batch axis."""
+    identity of the sums this is allowed for; ``batched``: the window and mask carry a leading batch axis.
+    Called as ``masked(value, *others, valid)``: only the summed ``value`` is masked (a discounted sum's episode
+    ends past the window's end weigh zeros)."""
     lead = 2 if batched else 1
 
-    def masked(value: Any, valid: Any) -> Any:
+    def masked(value: Any, *others_and_valid: Any) -> Any:
+        others, valid = others_and_valid[:-1], others_and_valid[-1]
         keep = xp.reshape(valid, tuple(valid.shape) + (1,) * (value.ndim - lead))
-        return kernel(xp.where(keep, value, xp.zeros_like(value)))
+        return kernel(xp.where(keep, value, xp.zeros_like(value)), *others)
 
     return masked
 
