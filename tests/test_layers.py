@@ -9,13 +9,14 @@ import ast
 from pathlib import Path
 
 import timerl
+from timerl.graphs import strongly_connected
 
 PACKAGE = Path(timerl.__file__).parent
 
 # bottom to top; a module belongs to the first layer with a prefix of its name
 LAYERS = (
-    ("foundation", ("timerl.errors", "timerl.options", "timerl.symbolic", "timerl.symbolic_structure",
-                    "timerl.symbolic_conditions")),
+    ("foundation", ("timerl.errors", "timerl.graphs", "timerl.options", "timerl.symbolic",
+                    "timerl.symbolic_structure", "timerl.symbolic_conditions")),
     ("ops", ("timerl.ops",)),
     ("pdg", ("timerl.pdg",)),
     ("sched", ("timerl.sched",)),
@@ -111,46 +112,6 @@ def test_no_function_local_imports_of_timerl_modules():
 
 def test_modules_import_one_another_without_circles():
     graph = {module: {t for t in top if t in MODULES and t != module} for module, (top, _) in IMPORTS.items()}
-    circles = [c for c in _strongly_connected(graph) if len(c) > 1 and frozenset(c) not in ONE_MODULE]
+    components = strongly_connected({module: sorted(targets) for module, targets in graph.items()})
+    circles = [c for c in components if len(c) > 1 and frozenset(c) not in ONE_MODULE]
     assert not circles, circles
-
-
-def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Tarjan's algorithm, iterative."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for root in graph:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph[child]))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                found.append(sorted(component))
-    return found

@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 from typing import Callable
 
+from timerl.graphs import strongly_connected
 from timerl.sched import ast
 from timerl.runtime.statements import flatten, leaf_key, sources, statement_major
 
@@ -105,50 +106,12 @@ def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool]) -
 
 
 def _components(before: list[set[int]]) -> list[list[int]]:
-    """Strongly connected components of the graph ``s -> k`` for ``s`` in ``before[k]`` (Tarjan's algorithm,
-    iterative), each sorted."""
-    after: list[list[int]] = [[] for _ in before]
+    """Strongly connected components of the graph ``s -> k`` for ``s`` in ``before[k]``, each sorted."""
+    after: dict[int, list[int]] = {k: [] for k in range(len(before))}
     for k, sources_of in enumerate(before):
         for s in sources_of:
             after[s].append(k)
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    stack: list[int] = []
-    on_stack: set[int] = set()
-    found: list[list[int]] = []
-    for root in range(len(before)):
-        if root in index:
-            continue
-        work = [(root, iter(after[root]))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(after[child])))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                members = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    members.append(member)
-                    if member == node:
-                        break
-                found.append(sorted(members))
-    return found
+    return strongly_connected(after)
 
 
 def _topological(components: list[list[int]], before: list[set[int]], component_of: dict[int, int]) -> list[int]:
