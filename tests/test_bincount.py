@@ -7,18 +7,23 @@ import timerl as trl
 from timerl.rt import functional as F
 
 
+def _bincount(index, weights, size, backend):
+    """The collected result of the bincount op on ``backend``."""
+    ctx = trl.Context(dims="t")
+    with ctx:
+        store = collect(F.apply("bincount", trl.tensor(index), trl.tensor(weights), size=size))
+    run(ctx, {}, backend)
+    return store
+
+
 def test_bincount_matches_numpy_row_by_row(backend):
     generator = np.random.default_rng(3)
     index = generator.integers(0, 7, size=(2, 3, 9)).astype(np.int64)
     weights = generator.integers(-4, 5, size=(2, 3, 9)).astype(np.int64)
-    ctx = trl.Context(dims="t")
-    with ctx:
-        counts = F.apply("bincount", trl.tensor(index), trl.tensor(weights), size=7)
-        store = collect(counts)
-    run(ctx, {}, backend)
+    got = _bincount(index, weights, 7, backend)
     want = np.stack([[np.bincount(i, w, minlength=7) for i, w in zip(rows_i, rows_w)]
                      for rows_i, rows_w in zip(index, weights)]).astype(np.int64)
-    assert_values(store, {(): want})
+    assert_values(got, {(): want})
 
 
 def test_bincount_with_row_weights_is_one_histogram_per_row_entry(backend):
@@ -26,11 +31,7 @@ def test_bincount_with_row_weights_is_one_histogram_per_row_entry(backend):
     generator = np.random.default_rng(4)
     index = generator.integers(0, 6, size=(3, 10)).astype(np.int32)
     weights = generator.integers(-3, 4, size=(3, 10, 2)).astype(np.int32)
-    ctx = trl.Context(dims="t")
-    with ctx:
-        counts = F.apply("bincount", trl.tensor(index), trl.tensor(weights), size=6)
-        store = collect(counts)
-    run(ctx, {}, backend)
+    got = _bincount(index, weights, 6, backend)
     want = np.stack([np.stack([np.bincount(i, w[:, r], minlength=6) for r in range(2)], 1)
                      for i, w in zip(index, weights)]).astype(np.int32)
-    assert_values(store, {(): want})
+    assert_values(got, {(): want})

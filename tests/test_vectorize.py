@@ -109,6 +109,27 @@ def test_vectorize_option_must_be_a_bool():
         ctx.compile({I: 1, T: STEPS}, backend="torch", vectorize="yes")
 
 
+def _centred_returns(r, d, t, T):
+    """Returns over r[t:T] up to the first end in d[t:T] (REINFORCE's mask), minus their mean."""
+    alive = (d[t:T].cumsum(0) - d[t:T]) == 0
+    g = (r[t:T] * alive).discounted_sum(0.9)
+    return g - g.mean()
+
+
+def _execute(ctx, steps, target, out):
+    """(collected values, stats) of ``ctx`` run at T = steps on ``target`` (padded windows off the reference)."""
+    (T,) = ctx.bounds
+    exe = ctx.compile({T: steps}, backend=target, **({} if target == "reference" else {"options": PADDED}))
+    exe.execute()
+    return dict(out), exe.stats
+
+
+def _assert_same_values(got, want):
+    assert sorted(got) == sorted(want)
+    for key, value in want.items():
+        np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6, err_msg=f"at {key}")
+
+
 def test_padded_windows_run_in_chunks_with_the_same_values_and_a_smaller_peak(monkeypatch):
     """A statement that pads windows r[t:T] runs its points in chunks whose padding stays under a byte limit
     (torch): the values equal the reference's and the unchunked run's, and the peak shrinks."""
@@ -125,12 +146,8 @@ def test_padded_windows_run_in_chunks_with_the_same_values_and_a_smaller_peak(mo
         with ctx:
             r = trl.source(lambda p: rewards[p["t"]], (8,), "float32", (t,))
             d = trl.source(lambda p: ends[p["t"]], (8,), "float32", (t,))
-            alive = (d[t:T].cumsum(0) - d[t:T]) == 0
-            g = (r[t:T] * alive).discounted_sum(0.9)
-            out = collect(g - g.mean())
-        exe = ctx.compile({T: steps}, backend=target, **({} if target == "reference" else {"options": PADDED}))
-        exe.execute()
-        return dict(out), exe.stats
+            out = collect(_centred_returns(r, d, t, T))
+        return _execute(ctx, steps, target, out)
 
     want, _ = run("reference", 1 << 20)
     whole, whole_stats = run("torch", 1 << 30)
@@ -138,9 +155,7 @@ def test_padded_windows_run_in_chunks_with_the_same_values_and_a_smaller_peak(mo
     assert chunked_stats["batched_statements"] > 0
     assert chunked_stats["peak_device_bytes"] < whole_stats["peak_device_bytes"]
     for got in (whole, chunked):
-        assert sorted(got) == sorted(want)
-        for key, value in want.items():
-            np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6, err_msg=f"at {key}")
+        _assert_same_values(got, want)
 
 
 def test_padded_chunks_count_the_bytes_of_the_output_read_not_of_the_whole_producer(monkeypatch):
@@ -168,20 +183,14 @@ def test_padded_chunks_count_the_bytes_of_the_output_read_not_of_the_whole_produ
             small = TensorType((envs,), "float32")
             _, r, d = F.apply("udf", x, fn=step, outputs=(TensorType((wide,), "float32"), small, small),
                               as_tuple=True)
-            alive = (d[t:T].cumsum(0) - d[t:T]) == 0
-            g = (r[t:T] * alive).discounted_sum(0.9)
-            out = collect(g - g.mean())
-        exe = ctx.compile({T: steps}, backend=target, **({} if target == "reference" else {"options": PADDED}))
-        exe.execute()
-        return dict(out), exe.stats
+            out = collect(_centred_returns(r, d, t, T))
+        return _execute(ctx, steps, target, out)
 
     want, _ = run("reference")
     got, stats = run("torch")
     assert stats["batched_statements"] > 0
     assert stats["padded_chunks"] == 4
-    assert sorted(got) == sorted(want)
-    for key, value in want.items():
-        np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6, err_msg=f"at {key}")
+    _assert_same_values(got, want)
 
 
 # The three ops of the tanh gradient fold into one kernel only where one statement holds all of them (fusion)
