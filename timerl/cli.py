@@ -33,6 +33,15 @@ def bench_program50() -> None:
               f"{exe.stats['peak_device_bytes']} |")
 
 
+def bench_long_recurrence(steps: int = 100_000) -> None:
+    """The reference interpreter on a running sum over 100,000 steps (benchmarks/long_recurrence.py; its value is
+    checked there and in tests/test_language.py, which asserts no time)."""
+    compiled, executed = _load("long_recurrence").measure(steps, "reference")
+    print("| backend | steps | compile s | execute s | microseconds / step |")
+    print("|---|---|---|---|---|")
+    print(f"| reference | {steps} | {compiled:.2f} | {executed:.2f} | {executed / steps * 1e6:.1f} |")
+
+
 # Iterations excluded from the mean, shown together as the "first iterations" column: they pay jax's XLA compiles
 # (one per group and shape) and torch's first calls. Two, because REINFORCE's first iteration reads the initial
 # weights where later ones read the previous update: on jax its second iteration compiles the segments of the
@@ -226,6 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "bench":
         print("## Scheduler: a 48-op program over (b, i, t)")
         bench_program50()
+        print()
+        print("## A long recurrence: a running sum over 100,000 steps on the reference interpreter")
+        bench_long_recurrence()
         print()
         print("## REINFORCE")
         configurations = [(16, 200)] if args.quick else [(16, 200), (64, 100)]
