@@ -143,6 +143,9 @@ def _move_inner(children: list[ast.AstNode], var: Symbol, value: Expr, side: int
             k += 1
             continue
         moved, kept, pin = split
+        if not any(isinstance(node, (ast.Execute, ast.Loop)) for node in ast.every_node(moved)):
+            k += 1  # frees only, which keep the loop batched where they are
+            continue
         others = [leaf for child in passed for leaf in _leaves(substitute(child, var, value), ())]
         plan = _plan(_units(moved, ()), others, side, dependences)
         if plan is None:
