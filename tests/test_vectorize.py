@@ -282,3 +282,39 @@ def test_tanh_of_large_arrays_and_its_gradient_match_the_reference():
         assert sorted(got) == sorted(want) and want
         for key, value in want.items():
             np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-5)
+
+
+def test_batched_statement_drops_intermediates_after_their_last_reader():
+    """A batched statement of 1 MiB intermediates (a chain of elementwise ops over 64 points of 4096 floats,
+    after a recurrence) keeps only what it still needs: the live torch bytes (every storage torch makes,
+    `benchmarks.eager_memory.LiveTensorBytes`) stay well below all of them at once; values as the reference's."""
+    from benchmarks.eager_memory import LiveTensorBytes
+
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        x = trl.placeholder((4096,), "float32", domain=(t,))  # a recurrence; the chain runs batched after it
+        x[0] = trl.full((4096,), 0.5, "float32")
+        following = x * 0.99
+        x[t + 1] = following
+        last = collect(following[T - 1])
+        y = x.exp()
+        h = ((((y * 1.5 + 1.0).tanh() * 2.0 - 0.5).exp() + y) * 0.25)
+        out = collect(h.sum()[0:T])  # read after the loop: the chain is not needed by the recurrence
+    results = {}
+    for backend in ("reference", "torch"):
+        out.clear()
+        last.clear()
+        exe = ctx.compile({T: 64}, backend=backend)
+        if backend == "torch":
+            with LiveTensorBytes() as live:
+                exe.execute()
+            assert exe.stats["batched_statements"] > 0
+            # measured: 5.3 MB, against 11.6 MB with every intermediate alive until the statement ends
+            assert live.peak < 7 * 64 * 4096 * 4
+        else:
+            exe.execute()
+        results[backend] = dict(out)
+    assert sorted(results["torch"]) == sorted(results["reference"])
+    for key, value in results["reference"].items():
+        np.testing.assert_allclose(results["torch"][key], value, rtol=1e-5)
