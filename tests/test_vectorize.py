@@ -287,7 +287,10 @@ def test_tanh_of_large_arrays_and_its_gradient_match_the_reference():
 def test_batched_statement_drops_intermediates_after_their_last_reader():
     """A batched statement of 1 MiB intermediates (a chain of elementwise ops over 64 points of 4096 floats,
     after a recurrence) keeps only what it still needs: the live torch bytes (every storage torch makes,
-    `benchmarks.eager_memory.LiveTensorBytes`) stay well below all of them at once; values as the reference's."""
+    `benchmarks.eager_memory.LiveTensorBytes`) stay well below all of them at once; values as the reference's.
+    About a batched statement of fused ops, so it states the switches that make one (with vectorize or distribute
+    off the chain runs point by point; with fusion off each op is a statement of its own, whose outputs live until
+    the whole batched loop ends: 10.5 MB)."""
     from benchmarks.eager_memory import LiveTensorBytes
 
     ctx = trl.Context(dims="t")
@@ -305,7 +308,8 @@ def test_batched_statement_drops_intermediates_after_their_last_reader():
     for backend in ("reference", "torch"):
         out.clear()
         last.clear()
-        exe = ctx.compile({T: 64}, backend=backend)
+        exe = ctx.compile({T: 64}, backend=backend, options=trl.CompileOptions(fusion=True, vectorize=True,
+                                                                               distribute=True))
         if backend == "torch":
             with LiveTensorBytes() as live:
                 exe.execute()
