@@ -139,8 +139,14 @@ class Executable:
         points, lengths = reader.points(point)
         keys = [(edge.producer, q) for q in points]
         if edge.masked_by is not None:  # gradient contributions: those that exist
-            present = [k for k in keys if pool.has(k)]
             batch = getattr(pool, "batch", None)
+            # every contribution a row of one stack (the common case; `batch` finds each key among the stacks'
+            # rows): no presence test per key
+            whole = len(keys) > 1 and batch is not None and edge.producer not in pool.blocks
+            stacked = batch(keys, edge.output) if whole else None
+            if stacked is not None:
+                return StackedContributions([k[1] for k in keys], stacked, self.backend)
+            present = [k for k in keys if pool.has(k)]
             stacked = batch(present, edge.output) if batch is not None and len(present) > 1 else None
             if stacked is not None:  # the rows of one batched result, in order
                 return StackedContributions([k[1] for k in present], stacked, self.backend)
