@@ -17,8 +17,9 @@ as `Outcome.compile_seconds`). A round is played only while the budget has room 
 steps at their mean cost so far and the final round (the run then ends near its budget; the learner's steps
 alone may overrun a budget too small for them). The temperature falls over `selfplay_share` of the budget.
 
-Before the first round the replay buffer holds `demonstrations` copies of the production heuristic's game
-(`algorithms.mmap.baselines.heuristic`), reanalysed: the search's targets on the heuristic's states. (One-hot
+Before the first round the replay buffer receives `demonstrations` copies of the production heuristic's game
+(`algorithms.mmap.baselines.heuristic`), reanalysed: the search's targets on the heuristic's states (these
+searches run inside the budget, at the first learner step). (One-hot
 targets on the heuristic's moves made the greedy game copy the heuristic's NoCopy-first play: 0.83 -> 0.38 on
 transformer_decode, where the heuristic is worse than random play.) The learner's step count follows the budget
 (`MuZeroConfig.learner_steps`).
@@ -76,6 +77,10 @@ class MuZeroConfig:
     paper's Reanalyse of demonstrations): their policy and value targets are the search's with the initial
     weights, so they teach rewards and values of the heuristic's states, not its moves; 0 for none."""
 
+    seed_weight: float = 0.0
+    """How much of the root's prior is the greedy one-step policy's move (`selfplay.greedy_seed`), in self-play,
+    Reanalyse and the final game; 0 for the network's policy alone."""
+
     def learner_steps(self, seconds: float) -> int:
         if self.iterations is not None:
             return self.iterations
@@ -109,15 +114,11 @@ class _Run:
         self.program.run(self.weights, np.zeros((config.games, FEATURES), np.float32),
                          np.ones((config.games, ACTIONS), bool), None)  # compiles jax's scans: outside the budget
         self.actors = Actors(problem, self.layout, config.games, search_config, config.search_backend, config.seed,
-                             config.workers, use_ray=config.workers > 1, program=self.program)
+                             config.workers, use_ray=config.workers > 1, program=self.program,
+                             seed_weight=config.seed_weight)
         self.compile_seconds = time.perf_counter() - started  # the learner's compile is added by `feed`
         self.iterations = config.learner_steps(seconds)
         self.replay = Replay(unroll=config.learner.unroll, n_step=config.n_step, discount=search_config.discount)
-        if config.demonstrations:
-            heuristic = demonstration(problem, heuristic_play(problem).actions)
-            for _ in range(config.demonstrations):
-                self.replay.add(heuristic)
-                self.replay.reanalyse_game(self.program, self.weights, len(self.replay.games) - 1)
         self.saving = max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.best = None
         self.curve, self.losses = [], []
@@ -131,6 +132,15 @@ class _Run:
 
     def elapsed(self) -> float:
         return 0.0 if self.start is None else self.clock() - self.start
+
+    def add_demonstrations(self) -> None:
+        """The heuristic's game, reanalysed (its searches inside the budget), `demonstrations` times."""
+        if not self.config.demonstrations:
+            return
+        heuristic = demonstration(self.problem, heuristic_play(self.problem).actions)
+        for _ in range(self.config.demonstrations):
+            self.replay.add(heuristic)
+            self.replay.reanalyse_game(self.program, self.weights, len(self.replay.games) - 1, self.config.seed_weight)
 
     def play_round(self, temperature: float, final: bool = False) -> None:
         """A round of self-play; the final one is the single noise-free greedy game of the last weights."""
@@ -149,7 +159,8 @@ class _Run:
         fraction = self.config.reanalyse_fraction
         if len(self.curve) > 1 and fraction > 0 and not final:
             count = int(new_positions * fraction / (1.0 - fraction))
-            self.replay.reanalyse(self.program, self.weights, min(count, 4 * self.program.batch), self.rng)
+            self.replay.reanalyse(self.program, self.weights, min(count, 4 * self.program.batch), self.rng,
+                                  self.config.seed_weight)
         self.round_seconds.append(self.clock() - started)
 
     def feed(self, iteration: int) -> dict:
@@ -158,6 +169,7 @@ class _Run:
         if self.start is None:
             self.start = self.clock()
             self.compile_seconds += time.perf_counter() - self.created
+            self.add_demonstrations()
         if iteration % self.config.steps_per_round == 0:
             elapsed = self.elapsed()
             rounds = sum(self.round_seconds)
