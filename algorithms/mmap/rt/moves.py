@@ -94,7 +94,7 @@ def state_template(drop_backup: bool) -> State:
 
 def initial_state(tables: GameTables, num_games: int, drop_backup: bool) -> State:
     games, times = num_games, tables.num_times
-    records = F.zeros((games, 3, tables.num_buffers), "int64")  # none counts before position 0
+    records = F.zeros((games, 3, tables.num_buffers), tables.record_dtype)  # none counts before position 0
     book = F.expand(F.unsqueeze(tables.book, 0), (games, tables.layout.size))
     supply = F.expand(tables.supply, (games, times))
     edges = F.zeros((games, times), "bool")
@@ -129,7 +129,7 @@ def move(tables: GameTables, state: State, action) -> tuple[State, Move]:
     rectangle = placed & (is_copy | ~reuse)
     record = F.stack([F.where(rectangle, start, times), F.where(rectangle, end, -1), F.where(rectangle, offset, -1)], 1)
     at = F.expand(F.reshape(F.where(playing, state.position, -1), (games, 1, 1)), (games, 3, 1))
-    records = scatter(state.records, at, F.unsqueeze(record, 2))
+    records = scatter(state.records, at, F.unsqueeze(F.astype(record, tables.record_dtype), 2))
 
     grows = placed & (end > entries.tensor_end)
     written = F.stack([placed, placed, playing & is_drop, grows, grows], 1)

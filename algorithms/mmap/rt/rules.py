@@ -98,41 +98,51 @@ def lowest_free_columns(tables: GameTables, records, position, first, last, own_
     A record at columns [at, at + w) that overlaps the interval blocks exactly the block starts c with
     at - width < c < at + w. So blocked(c), the number of records that block c, is the cumulative sum over
     columns of +1 at max(at - width + 1, 0) and -1 at at + w: O(buffers + columns) per game. The events'
-    columns do not depend on the interval, only their weights (overlaps or not) do, so each histogram takes
-    a row of K weights per event and counts all K intervals in one pass over the indices. The lowest c with
-    blocked(c) == 0 is the answer if the block ends within the columns; if it does not, no block starting
-    further right does either.
+    columns do not depend on the interval, only their weights (overlaps or not) do, so all K intervals share
+    one histogram: an event's weight packs its K overlap flags as digits of base S (S > buffers, so no count
+    carries into the next digit), and one scalar histogram of the 2N opening and closing events, one
+    cumulative sum and per-interval digit tests answer all K (on XLA a scatter of scalars, no transposes;
+    on torch one scatter_add_ instead of two). The lowest c with blocked(c) == 0 is the answer if the block
+    ends within the columns; if it does not, no block starting further right does either.
 
     What XLA makes of it matters more than the op count: the per-game values go through `materialize` first
-    (else XLA fuses their computation, a dozen selects and a gather, into the (G, N, K) loop and redoes it
-    for every element: 1.2x the whole move); the cumulative sum is a blocked triangular matmul (`block_cumsum`);
-    the first free start is a min over columns, which XLA vectorizes (argmax's (value, index) reduction it
-    does not)."""
+    (else XLA fuses their computation, a dozen selects and a gather, into the (G, N) loop and redoes it for
+    every element); the cumulative sum is a blocked triangular matmul (`block_cumsum`); the first free start
+    is a min over columns, which XLA vectorizes (argmax's (value, index) reduction it does not)."""
     size, k = tables.num_columns, first.shape[1]
+    digit, count_dtype = tables.overlap_digits(k)
     scalars = F.apply("materialize", F.cat([first, last, required, F.stack([own_group, position, width], 1)], 1))
     first, last, required = scalars.spatial[:, :k], scalars.spatial[:, k:2 * k], scalars.spatial[:, 2 * k:3 * k]
     own_group, position, width = (column(scalars, 3 * k + j) for j in range(3))
     counted = (tables.group_key != per_game(own_group)) & (tables.buffers < per_game(position)) & tables.wide
-    start, end, at = (records.spatial[:, j:j + 1, :] for j in range(3))
-    # (G, K, N) int32: whether each counted record overlaps each interval; handed to the histograms as (G, N, K)
-    # rows (a transposed view: torch's bincount scatters along the last axis of the (G, K, N) it was; XLA
-    # computes the fused comparison in whichever order the scatter reads it)
-    overlap = (start <= F.unsqueeze(last, 2)) & (end >= F.unsqueeze(first, 2)) & F.unsqueeze(counted, 1)
-    count = F.transpose(F.astype(overlap, "int32"), 1, 2)
-    at = F.squeeze(at, 1)
-    # a record without a rectangle has at = -1 and counts 0: its indices only have to lie in [0, size]
-    opens = F.apply("bincount", F.maximum(at + per_game(1 - width), 0), count, size=size + 1)
-    closes = F.apply("bincount", at + tables.close_width, count, size=size + 1)
-    blocked = block_cumsum(F.transpose(opens - closes, 1, 2))  # (G, K, size + 1)
-    # blocked(size) is 0 (every counted record has closed by then): the first free start is the least start
-    # with none, size when no column is free (in int32, like the counts)
-    lowest = F.astype(F.min(F.where(blocked == 0, tables.starts, size), dim=2), "int64")
-    wide = per_game(width)
-    lowest = F.where(wide == 0, 0, lowest)
-    lowest = F.where(lowest + wide <= size, lowest, -1)
-    there = F.squeeze(gather_fill(blocked, F.unsqueeze(required, 2), -1), 2) == 0
-    there = (there & (required + wide <= size)) | (wide == 0)
-    return F.where(required >= 0, F.where(there, required, -1), lowest)
+    start, end, at = (records.spatial[:, j, :] for j in range(3))
+    weight = 0
+    for interval in range(k):
+        overlaps = ((start <= F.astype(per_game(column(last, interval)), records.dtype))
+                    & (end >= F.astype(per_game(column(first, interval)), records.dtype)))
+        weight = weight + F.where(overlaps & counted, digit ** interval, 0)
+    weight = F.astype(weight, count_dtype)
+    # a record without a rectangle has at = -1 and weight 0: its indices only have to lie in [0, size]
+    at = F.astype(at, "int32")
+    opens = F.apply("bincount", F.maximum(at + per_game(F.astype(1 - width, "int32")), 0), weight, size=size + 1)
+    closes = F.apply("bincount", at + tables.close_width, weight, size=size + 1)
+    packed = block_cumsum(opens - closes)  # (G, size + 1)
+    exact = "float32" if count_dtype == "int32" else "float64"
+    found = []
+    for interval in range(k):
+        # this interval's blocked(c) is digit `interval` of packed(c)
+        # (in floats: a division by a power of two is exact, and truncation floors the nonnegative sums)
+        shifted = F.astype(F.astype(packed, exact) * (1.0 / digit ** interval), count_dtype)
+        free = shifted == F.astype(F.astype(shifted, exact) * (1.0 / digit), count_dtype) * digit
+        # blocked(size) is 0 (every counted record has closed by then): the first free start is the least start
+        # with none, size when no column is free (in int32)
+        lowest = F.astype(F.min(F.where(free, tables.starts, size), dim=1), "int64")
+        lowest = F.where(width == 0, 0, F.where(lowest + width <= size, lowest, -1))
+        block = column(required, interval)
+        there = column(gather_fill(F.astype(free, "int32"), per_game(block), 0), 0) > 0
+        there = (there & (block + width <= size)) | (width == 0)
+        found.append(F.where(block >= 0, F.where(there, block, -1), lowest))
+    return F.stack(found, 1)
 
 
 BLOCK = 32
@@ -233,7 +243,7 @@ def plan(tables: GameTables, records, book, supply, edges, position, done) -> Pl
     copy_column = column(fitted, 0)
     copy_ok = copy_exists & (copy_column >= 0)
     owner = entries.tensor_owner
-    owner_column = pick(records.spatial[:, 2, :], owner)
+    owner_column = F.astype(pick(records.spatial[:, 2, :], owner), "int64")
     reused = F.where((required < 0) | (owner_column == required), owner_column, -1)
     no_copy_column = F.where(reuse, reused, column(fitted, 1))
     no_copy_ok = no_copy_exists & (no_copy_column >= 0)

@@ -147,6 +147,9 @@ class GameTables:
         self.num_columns, self.num_groups = arrays.num_columns, arrays.num_groups
         self.table_width = arrays.table_width
         self.layout = book_layout(arrays)
+        # the records' values (times in [-1, num_times], columns in [-1, num_columns)) in the narrowest integer
+        # type that holds them: the free-block query reads every record at every move, so its bytes are its cost
+        self.record_dtype = "int16" if max(arrays.num_times, arrays.num_columns) < 2 ** 15 else "int32"
         self.book = F.tensor(initial_book(arrays, self.layout), dtype="int64")
         self.rows = F.tensor(buffer_rows(arrays, self.layout).reshape(-1), dtype="int64")
         self.group_key = F.tensor(arrays.group_key, dtype="int64")
@@ -154,13 +157,26 @@ class GameTables:
         self.wide = F.tensor(arrays.width > 0, dtype="bool")  # a buffer of no columns takes no space
         # where a record's column count closes (rules.lowest_free_columns): at + width, the width kept within
         # [1, num_columns] so that the index of a record without a rectangle (at = -1) stays in range too
-        self.close_width = F.tensor(np.clip(arrays.width, 1, arrays.num_columns), dtype="int64")
+        self.close_width = F.tensor(np.clip(arrays.width, 1, arrays.num_columns), dtype="int32")
         self.latency = F.tensor(arrays.latency, dtype="float64")
         self.supply = F.tensor(arrays.supply, dtype="int64")
         self.buffers = F.arange(arrays.num_buffers)
         self.times = F.arange(arrays.num_times)
         self.columns = F.arange(arrays.num_columns)
         self.starts = F.astype(F.arange(arrays.num_columns + 1), "int32")  # the block starts 0 .. num_columns (rules.lowest_free_columns)
+
+    def overlap_digits(self, intervals: int) -> tuple[int, str]:
+        """The base in which `rules.lowest_free_columns` packs one count per interval into one integer (a power
+        of two above the number of buffers, so no count carries), and the narrowest dtype in which the packed
+        counts and every partial sum of `rules.block_cumsum` stay exact (int32: its float32 matmul is exact
+        below 2**24)."""
+        digit = 1 << int(self.num_buffers).bit_length()
+        packed = digit ** intervals
+        if packed <= 1 << 24:
+            return digit, "int32"
+        if packed <= 1 << 53:
+            return digit, "int64"
+        raise UnsupportedProblemError(f"{intervals} overlap counts of {self.num_buffers} buffers do not fit in 53 bits")
 
     def buffer_data(self, position):
         """(G, ROW_WIDTH) int64: the row of `buffer_rows` of each game's buffer `position` (clamped to the last)."""
