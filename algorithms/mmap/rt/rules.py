@@ -1,12 +1,16 @@
 """The game's rules as RT ops over a batch of games (leading spatial axis G): where the current buffer may
 go, whether each action is legal, and what it earns. Semantics are `algorithms/mmap/game.py`'s, move for move.
 
-Occupancy is kept as one record per buffer (`records`, (G, 3, N): start, end, column of the rectangle
-[start, end] x [column, column + width) a placed buffer takes), not as a (time x column) grid. Only the
-records of buffers before the game's position count: a move writes its buffer's record with one scatter,
-and a Drop-backup rewind to buffer p needs no clearing, since the records from p on no longer count. A
-buffer without a rectangle (dropped, or a NoCopy that reuses an allocation) has start = num_times and
-end = -1, so it overlaps no interval. Whether a block of columns is free over an interval is answered from
+Occupancy is kept as one record per buffer (`records`, (G, 2, N): end, column of the rectangle
+[start, end] x [column, column + width) a placed buffer takes), not as a (time x column) grid. The start
+needs no keeping: every rectangle holds its buffer's target time (a copy or NoCopy interval ends or starts
+there, a kept output's live range holds it), buffers come in target order (`tables.game_arrays` checks),
+and every interval the current buffer asks about ends at or after its own target, so an earlier buffer's
+rectangle overlaps the interval [first, last] exactly when its end >= first. Only the records of buffers
+before the game's position count: a move writes its buffer's record with one scatter, and a Drop-backup
+rewind to buffer p needs no clearing, since the records from p on no longer count. A buffer without a
+rectangle (dropped, a NoCopy that reuses an allocation, or no columns wide) has end = -1, so it overlaps no
+interval (the column stays: a reuse reads its owner's). Whether a block of columns is free over an interval is answered from
 two cumulative counts over columns of the overlapping records (`lowest_free_columns`): O(buffers + columns)
 per game, where a grid would be O(times x columns). The Copy and NoCopy intervals of a move are counted
 together.
@@ -114,13 +118,14 @@ def lowest_free_columns(tables: GameTables, records, position, first, last, own_
     scalars = F.apply("materialize", F.cat([first, last, required, F.stack([own_group, position, width], 1)], 1))
     first, last, required = scalars.spatial[:, :k], scalars.spatial[:, k:2 * k], scalars.spatial[:, 2 * k:3 * k]
     own_group, position, width = (column(scalars, 3 * k + j) for j in range(3))
-    counted = (tables.group_key != per_game(own_group)) & (tables.buffers < per_game(position)) & tables.wide
-    start, end, at = (records.spatial[:, j, :] for j in range(3))
+    counted = (tables.group_key != per_game(own_group)) & (tables.buffers < per_game(position))
+    end, at = records.spatial[:, 0, :], records.spatial[:, 1, :]
+    # an interval starting before time 0 (a Copy that does not exist) is the same from 0, where no record
+    # without a rectangle (end = -1) reaches
+    first = F.astype(F.maximum(first, 0), records.dtype)
     weight = 0
     for interval in range(k):
-        overlaps = ((start <= F.astype(per_game(column(last, interval)), records.dtype))
-                    & (end >= F.astype(per_game(column(first, interval)), records.dtype)))
-        weight = weight + F.where(overlaps & counted, digit ** interval, 0)
+        weight = weight + F.where((end >= per_game(column(first, interval))) & counted, digit ** interval, 0)
     weight = F.astype(weight, count_dtype)
     # a record without a rectangle has at = -1 and weight 0: its indices only have to lie in [0, size]
     at = F.astype(at, "int32")
@@ -243,7 +248,7 @@ def plan(tables: GameTables, records, book, supply, edges, position, done) -> Pl
     copy_column = column(fitted, 0)
     copy_ok = copy_exists & (copy_column >= 0)
     owner = entries.tensor_owner
-    owner_column = F.astype(pick(records.spatial[:, 2, :], owner), "int64")
+    owner_column = F.astype(pick(records.spatial[:, 1, :], owner), "int64")
     reused = F.where((required < 0) | (owner_column == required), owner_column, -1)
     no_copy_column = F.where(reuse, reused, column(fitted, 1))
     no_copy_ok = no_copy_exists & (no_copy_column >= 0)

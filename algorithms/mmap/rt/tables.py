@@ -61,6 +61,13 @@ def game_arrays(problem: Problem) -> GameArrays:
             # at the new member's width; with equal widths that is the union of the members' rectangles, which
             # is what the interval records below represent
             raise UnsupportedProblemError(f"{problem.name}: alias group {g} has members of different widths")
+    target, live_start, live_end = (np.array(values, dtype=np.int64)
+                                    for values in (problem.target, problem.live_start, problem.live_end))
+    if (np.diff(target) < 0).any() or (live_start > target).any() or (target > live_end).any():
+        # the records keep no start times (rules.py): that needs buffers in target order, each target within
+        # its live range
+        raise UnsupportedProblemError(f"{problem.name}: buffers must come in target order, each target within "
+                                      "its live range")
     table_width = max(len(table) for table in problem.latency_lists)
     latency = np.zeros((problem.num_instructions, table_width), dtype=np.float64)
     for time, table in enumerate(problem.latency_lists):
@@ -71,9 +78,7 @@ def game_arrays(problem: Problem) -> GameArrays:
     return GameArrays(
         num_buffers=buffers, num_times=problem.num_instructions, num_columns=problem.num_columns,
         num_groups=groups, table_width=table_width,
-        target=np.array(problem.target, dtype=np.int64),
-        live_start=np.array(problem.live_start, dtype=np.int64),
-        live_end=np.array(problem.live_end, dtype=np.int64),
+        target=target, live_start=live_start, live_end=live_end,
         is_output=np.array(problem.is_output, dtype=bool),
         width=width,
         demand=np.array(problem.demand, dtype=np.int64),
@@ -154,7 +159,6 @@ class GameTables:
         self.rows = F.tensor(buffer_rows(arrays, self.layout).reshape(-1), dtype="int64")
         self.group_key = F.tensor(arrays.group_key, dtype="int64")
         self.width = F.tensor(arrays.width, dtype="int64")
-        self.wide = F.tensor(arrays.width > 0, dtype="bool")  # a buffer of no columns takes no space
         # where a record's column count closes (rules.lowest_free_columns): at + width, the width kept within
         # [1, num_columns] so that the index of a record without a rectangle (at = -1) stays in range too
         self.close_width = F.tensor(np.clip(arrays.width, 1, arrays.num_columns), dtype="int32")
