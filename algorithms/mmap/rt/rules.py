@@ -118,15 +118,16 @@ def lowest_free_columns(tables: GameTables, records, position, first, last, own_
     scalars = F.apply("materialize", F.cat([first, last, required, F.stack([own_group, position, width], 1)], 1))
     first, last, required = scalars.spatial[:, :k], scalars.spatial[:, k:2 * k], scalars.spatial[:, 2 * k:3 * k]
     own_group, position, width = (column(scalars, 3 * k + j) for j in range(3))
-    counted = (tables.group_key != per_game(own_group)) & (tables.buffers < per_game(position))
+    counted = ((tables.group_key != per_game(F.astype(own_group, "int32")))
+               & (tables.buffers < per_game(F.astype(position, "int32"))))
     end, at = records.spatial[:, 0, :], records.spatial[:, 1, :]
     # an interval starting before time 0 (a Copy that does not exist) is the same from 0, where no record
     # without a rectangle (end = -1) reaches
     first = F.astype(F.maximum(first, 0), records.dtype)
     weight = 0
     for interval in range(k):
-        weight = weight + F.where((end >= per_game(column(first, interval))) & counted, digit ** interval, 0)
-    weight = F.astype(weight, count_dtype)
+        overlaps = (end >= per_game(column(first, interval))) & counted
+        weight = weight + F.astype(overlaps, count_dtype) * digit ** interval
     # a record without a rectangle has at = -1 and weight 0: its indices only have to lie in [0, size]
     at = F.astype(at, "int32")
     opens = F.apply("bincount", F.maximum(at + per_game(F.astype(1 - width, "int32")), 0), weight, size=size + 1)
@@ -135,13 +136,17 @@ def lowest_free_columns(tables: GameTables, records, position, first, last, own_
     exact = "float32" if count_dtype == "int32" else "float64"
     found = []
     for interval in range(k):
-        # this interval's blocked(c) is digit `interval` of packed(c)
-        # (in floats: a division by a power of two is exact, and truncation floors the nonnegative sums)
-        shifted = F.astype(F.astype(packed, exact) * (1.0 / digit ** interval), count_dtype)
-        free = shifted == F.astype(F.astype(shifted, exact) * (1.0 / digit), count_dtype) * digit
+        # this interval's blocked(c) is digit `interval` of packed(c): the top digit is 0 where packed(c) is
+        # below its weight; a lower one where packed(c) / weight, floored, is a multiple of the base (in floats:
+        # a division by a power of two is exact, and truncation floors the nonnegative sums)
+        if interval == k - 1:
+            free = packed < digit ** interval
+        else:
+            shifted = F.astype(F.astype(packed, exact) * (1.0 / digit ** interval), count_dtype)
+            free = shifted == F.astype(F.astype(shifted, exact) * (1.0 / digit), count_dtype) * digit
         # blocked(size) is 0 (every counted record has closed by then): the first free start is the least start
         # with none, size when no column is free (in int32)
-        lowest = F.astype(F.min(F.where(free, tables.starts, size), dim=1), "int64")
+        lowest = F.astype(F.min(F.where(free, tables.starts, F.tensor(size, dtype="int32")), dim=1), "int64")
         lowest = F.where(width == 0, 0, F.where(lowest + width <= size, lowest, -1))
         block = column(required, interval)
         there = column(gather_fill(F.astype(free, "int32"), per_game(block), 0), 0) > 0

@@ -157,14 +157,15 @@ class GameTables:
         self.record_dtype = "int16" if max(arrays.num_times, arrays.num_columns) < 2 ** 15 else "int32"
         self.book = F.tensor(initial_book(arrays, self.layout), dtype="int64")
         self.rows = F.tensor(buffer_rows(arrays, self.layout).reshape(-1), dtype="int64")
-        self.group_key = F.tensor(arrays.group_key, dtype="int64")
+        # int32 where the free-block query compares them with every record (twice the lanes of int64)
+        self.group_key = F.tensor(arrays.group_key, dtype="int32")
         self.width = F.tensor(arrays.width, dtype="int64")
         # where a record's column count closes (rules.lowest_free_columns): at + width, the width kept within
         # [1, num_columns] so that the index of a record without a rectangle (at = -1) stays in range too
         self.close_width = F.tensor(np.clip(arrays.width, 1, arrays.num_columns), dtype="int32")
         self.latency = F.tensor(arrays.latency, dtype="float64")
         self.supply = F.tensor(arrays.supply, dtype="int64")
-        self.buffers = F.arange(arrays.num_buffers)
+        self.buffers = F.astype(F.arange(arrays.num_buffers), "int32")
         self.times = F.arange(arrays.num_times)
         self.columns = F.arange(arrays.num_columns)
         self.starts = F.astype(F.arange(arrays.num_columns + 1), "int32")  # the block starts 0 .. num_columns (rules.lowest_free_columns)
