@@ -88,49 +88,46 @@ def pick(x, index):
 
 
 def book_entries(book, data) -> Entries:
-    values = gather_fill(book, data.spatial[:, AT_FAST_SET:AT_TENSOR_OWNER + 1], -1)
+    values = F.astype(gather_fill(book, data.spatial[:, AT_FAST_SET:AT_TENSOR_OWNER + 1], -1), "int64")
     return Entries(*(column(values, k) for k in range(len(Entries._fields))))
 
 
 # ---- fast memory -----------------------------------------------------------------------------------------
-def lowest_free_columns(tables: GameTables, records, position, first, last, own_group, width, required):
-    """For each game and each of K intervals [first, last] ((G, K) each): the lowest column c with
-    [c, c + width) free over the interval ((G,) width: one buffer's, the same for every interval), or
-    `required` if that block is free (where required >= 0); -1 if none. Records of the game's alias group
-    `own_group` count as free (Eq. 4).
+def lowest_free_columns(tables: GameTables, records, position, first, own_group, width, required):
+    """For each game and each of K intervals from `first` ((G, K)) to at least the game's current target: the
+    lowest column c with [c, c + width) free over the interval ((G,) width: one buffer's, the same for every
+    interval), or `required` if that block is free (where required >= 0); -1 if none. Records of the game's
+    alias group `own_group` count as free (Eq. 4). A record overlaps such an interval exactly when its end is
+    >= first (the records' layout above), so the intervals' last times are not needed.
 
     A record at columns [at, at + w) that overlaps the interval blocks exactly the block starts c with
     at - width < c < at + w. So blocked(c), the number of records that block c, is the cumulative sum over
     columns of +1 at max(at - width + 1, 0) and -1 at at + w: O(buffers + columns) per game. The events'
     columns do not depend on the interval, only their weights (overlaps or not) do, so all K intervals share
     one histogram: an event's weight packs its K overlap flags as digits of base S (S > buffers, so no count
-    carries into the next digit), and one scalar histogram of the 2N opening and closing events, one
-    cumulative sum and per-interval digit tests answer all K (on XLA a scatter of scalars, no transposes;
-    on torch one scatter_add_ instead of two). The lowest c with blocked(c) == 0 is the answer if the block
-    ends within the columns; if it does not, no block starting further right does either.
+    carries into the next digit), and one histogram of opening and one of closing events (scalar weights),
+    one cumulative sum and a test per digit answer all K. The lowest c with blocked(c) == 0 is the answer if
+    the block ends within the columns; if it does not, no block starting further right does either.
 
-    What XLA makes of it matters more than the op count: the per-game values go through `materialize` first
-    (else XLA fuses their computation, a dozen selects and a gather, into the (G, N) loop and redoes it for
-    every element); the cumulative sum is a blocked triangular matmul (`block_cumsum`); the first free start
+    What XLA makes of it matters more than the op count: the per-game values the (G, N) loop reads go through
+    `materialize` first, already in the types they are compared in (else XLA fuses their computation, a dozen
+    selects and a gather, into the loop and redoes it for every element); the records and their comparisons
+    are int16/int32; the cumulative sum is a blocked triangular matmul (`block_cumsum`); the first free start
     is a min over columns, which XLA vectorizes (argmax's (value, index) reduction it does not)."""
     size, k = tables.num_columns, first.shape[1]
     digit, count_dtype = tables.overlap_digits(k)
-    scalars = F.apply("materialize", F.cat([first, last, required, F.stack([own_group, position, width], 1)], 1))
-    first, last, required = scalars.spatial[:, :k], scalars.spatial[:, k:2 * k], scalars.spatial[:, 2 * k:3 * k]
-    own_group, position, width = (column(scalars, 3 * k + j) for j in range(3))
-    counted = ((tables.group_key != per_game(F.astype(own_group, "int32")))
-               & (tables.buffers < per_game(F.astype(position, "int32"))))
-    end, at = records.spatial[:, 0, :], records.spatial[:, 1, :]
     # an interval starting before time 0 (a Copy that does not exist) is the same from 0, where no record
     # without a rectangle (end = -1) reaches
-    first = F.astype(F.maximum(first, 0), records.dtype)
+    thresholds = F.apply("materialize", F.astype(F.maximum(first, 0), records.dtype))
+    keys = F.apply("materialize", F.astype(F.stack([own_group, position, 1 - width], 1), "int32"))
+    counted = (tables.group_key != per_game(column(keys, 0))) & (tables.buffers < per_game(column(keys, 1)))
+    end, at = records.spatial[:, 0, :], F.astype(records.spatial[:, 1, :], "int32")
     weight = 0
     for interval in range(k):
-        overlaps = (end >= per_game(column(first, interval))) & counted
+        overlaps = (end >= per_game(column(thresholds, interval))) & counted
         weight = weight + F.astype(overlaps, count_dtype) * digit ** interval
     # a record without a rectangle has at = -1 and weight 0: its indices only have to lie in [0, size]
-    at = F.astype(at, "int32")
-    opens = F.apply("bincount", F.maximum(at + per_game(F.astype(1 - width, "int32")), 0), weight, size=size + 1)
+    opens = F.apply("bincount", F.maximum(at + per_game(column(keys, 2)), 0), weight, size=size + 1)
     closes = F.apply("bincount", at + tables.close_width, weight, size=size + 1)
     packed = block_cumsum(opens - closes)  # (G, size + 1)
     exact = "float32" if count_dtype == "int32" else "float64"
@@ -247,9 +244,9 @@ def plan(tables: GameTables, records, book, supply, edges, position, done) -> Pl
     no_copy_end = F.where(is_output, live_end, target)
     no_copy_exists = is_output | (latest_end >= 0)
 
+    # both intervals end at or after the target (at it, or at the eviction end or live end of an output)
     fitted = lowest_free_columns(tables, records, position, F.stack([copy_start, no_copy_start], 1),
-                                 F.stack([copy_end, no_copy_end], 1), column(data, GROUP_KEY), width,
-                                 F.stack([required, required], 1))
+                                 column(data, GROUP_KEY), width, F.stack([required, required], 1))
     copy_column = column(fitted, 0)
     copy_ok = copy_exists & (copy_column >= 0)
     owner = entries.tensor_owner

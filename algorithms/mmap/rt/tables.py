@@ -102,7 +102,7 @@ BOOK_FIELDS = 5
 
 class BookLayout(NamedTuple):
     """Where each per-game array of game state indexed by instruction, alias group or tensor lies in one
-    (G, size) int64 array, the book: one gather reads and one scatter writes a move's five entries, and one
+    (G, size) int32 array, the book: one gather reads and one scatter writes a move's five entries, and one
     `where` saves or restores all of them for Drop-backup.
 
     fast_set[instruction]: sum of the slot bits of its buffers in fast memory; group_column[group]: the
@@ -155,7 +155,9 @@ class GameTables:
         # the records' values (times in [-1, num_times], columns in [-1, num_columns)) in the narrowest integer
         # type that holds them: the free-block query reads every record at every move, so its bytes are its cost
         self.record_dtype = "int16" if max(arrays.num_times, arrays.num_columns) < 2 ** 15 else "int32"
-        self.book = F.tensor(initial_book(arrays, self.layout), dtype="int64")
+        # int32 (offsets, flags, times, buffers and sums of slot bits all fit): a move reads and writes the book
+        # of every game several times (Drop-backup's snapshot and rewind), so its bytes count
+        self.book = F.tensor(initial_book(arrays, self.layout), dtype="int32")
         self.rows = F.tensor(buffer_rows(arrays, self.layout).reshape(-1), dtype="int64")
         # int32 where the free-block query compares them with every record (twice the lanes of int64)
         self.group_key = F.tensor(arrays.group_key, dtype="int32")
