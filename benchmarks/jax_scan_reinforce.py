@@ -10,6 +10,7 @@ returns as a reverse scan, the gradient of the policy loss and the Adam update. 
 in float32 (speed is the point here; `timerl.envs.cartpole` keeps gymnasium's float64 state).
 
     python -m benchmarks.jax_scan_reinforce --iterations 20 --num-envs 64 --steps 100
+    python -m benchmarks.jax_scan_reinforce --side-by-side 4   # alternating with timerl jax, CPU and wall
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from algorithms.reinforce import train
 
 GRAVITY, MASS_CART, MASS_POLE, LENGTH, FORCE, TAU = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
 TOTAL_MASS = MASS_POLE + MASS_CART
@@ -171,12 +174,44 @@ def timerl_seconds_per_iteration(backend: str, iterations: int = 5, num_envs: in
     iterations: (first iteration's seconds, median seconds of the ``iterations`` between, last iteration's
     seconds). The first and the last pay compiles (on jax with scans, the last iteration's conditions differ:
     its last step computes nothing the program reads, so its scans compile once more)."""
-    from algorithms.reinforce import train
-
     curve = train("CartPole-v1", iterations=iterations + 2, num_envs=num_envs, steps=steps, seed=seed,
                   backend=backend, simulator="rt", compile_options=compile_options)
     seconds = [row["iteration_seconds"] for row in curve]
     return seconds[0], float(np.median(seconds[1:-1])), seconds[-1]
+
+
+def side_by_side(rounds: int = 4, iterations: int = 20, num_envs: int = 64, steps: int = 100, seed: int = 0
+                 ) -> list[tuple[float, float, float, float]]:
+    """The scan and timerl's jax REINFORCE (``simulator="rt"``) alternating in one process, ``rounds`` times;
+    per round, seconds per iteration: (scan CPU, timerl CPU, scan wall, timerl wall). The scan: the median of
+    ``iterations`` iterations, each waited for; timerl: its compiled executable run again (``iterations``
+    iterations, every segment already compiled), divided by them. CPU is `time.process_time` (every thread),
+    which a loaded machine inflates far less than wall time."""
+    stats: dict = {}
+    train("CartPole-v1", iterations=iterations, num_envs=num_envs, steps=steps, seed=seed, backend="jax",
+          simulator="rt", stats=stats)
+    executable = stats["executable"]
+    params = init_policy(np.random.default_rng(seed))
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    adam = Adam(jnp.zeros((), jnp.float32), zeros, zeros)
+    iteration = make_iteration(num_envs, steps, 0.99, 1e-2)
+    keys = jax.random.split(jax.random.PRNGKey(seed), iterations + 1)
+    params, adam, ends = iteration(params, adam, keys[0])  # compiles
+    ends.block_until_ready()
+    rows = []
+    for _ in range(rounds):
+        cpu, wall = [], []
+        for key in keys[1:]:
+            started, clock = time.perf_counter(), time.process_time()
+            params, adam, ends = iteration(params, adam, key)
+            np.asarray(ends)  # on the host, as timerl's logging sink reads its episode ends
+            cpu.append(time.process_time() - clock)
+            wall.append(time.perf_counter() - started)
+        started, clock = time.perf_counter(), time.process_time()
+        executable.execute()
+        rows.append((float(np.median(cpu)), (time.process_time() - clock) / iterations, float(np.median(wall)),
+                     (time.perf_counter() - started) / iterations))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> float:
@@ -187,7 +222,17 @@ def main(argv: list[str] | None = None) -> float:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timerl", nargs="*", default=[], choices=("torch", "jax", "reference"),
                         help="also time timerl's REINFORCE with the RT CartPole on these backends")
+    parser.add_argument("--side-by-side", type=int, default=0, metavar="ROUNDS",
+                        help="alternate the scan and timerl jax in this process, ROUNDS times (CPU and wall)")
     args = parser.parse_args(argv)
+    if args.side_by_side:
+        print("| round | lax.scan CPU s | timerl jax CPU s | CPU ratio | lax.scan wall s | timerl jax wall s | wall ratio |")
+        print("|---|---|---|---|---|---|---|")
+        rows = side_by_side(args.side_by_side, args.iterations, args.num_envs, args.steps, args.seed)
+        for k, (scan_cpu, ours_cpu, scan_wall, ours_wall) in enumerate(rows):
+            print(f"| {k} | {scan_cpu:.4f} | {ours_cpu:.4f} | {ours_cpu / scan_cpu:.2f}x | {scan_wall:.4f} | "
+                  f"{ours_wall:.4f} | {ours_wall / scan_wall:.2f}x |")
+        return float(np.median([row[0] for row in rows]))
     curve: list[float] = []
     seconds = train_scan(args.iterations, args.num_envs, args.steps, args.seed, curve=curve)
     print(f"jax lax.scan REINFORCE, CartPole-v1, {args.num_envs} envs x {args.steps} steps: "

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from conftest import assert_values, collect, points, run
@@ -208,9 +206,7 @@ def test_recurrence_over_100k_steps_reference():
         s[t + 1] = s[t] + x[t + 1]
         with ctx.when(t == T - 1):
             out = collect(s)
-    started = time.perf_counter()
-    run(ctx, {T: 100_000}, "reference")
-    assert time.perf_counter() - started < 30
+    run(ctx, {T: 100_000}, "reference")  # its time is a row of `timerl bench` (long recurrence), not asserted
     assert_values(out, {(99_999,): float(sum(k % 3 for k in range(100_000)))})
 
 

@@ -15,6 +15,11 @@ from timerl.sched.schedule import FETCH_DISTANCES
 
 POINT = 256  # float32 elements: 1 KiB per point
 KIB = POINT * 4
+# The fetch tests count fetches ahead of their reader against one stream of fetches (the backward pass's). With
+# fusion off, the source x is a statement of its own, which isl runs as a loop before the recurrence: its
+# points are swapped too, a second stream whose first fetch cannot run ahead either (same values, peak within
+# the budget). These tests are about the fused program's schedule, so they pin fusion on.
+FUSED = trl.CompileOptions(fusion=True, vectorize=False)
 
 
 def reverse_sum_program(values: dict):
@@ -49,7 +54,7 @@ def run(steps: int, backend: str = "torch", **options):
 def test_scheduled_swaps_fit_a_budget_the_schedule_exceeds_and_agree_with_the_reference():
     steps = 32
     _, expected = run(steps, "reference")
-    exe, values = run(steps, device_memory=10 * KIB, swap=True)
+    exe, values = run(steps, device_memory=10 * KIB, swap=True, options=FUSED)
     unswapped_exe, unswapped_values = run(steps)
     assert values == unswapped_values  # swapping moves values, never changes them
     for name in ("b", "c"):
@@ -99,7 +104,7 @@ def test_fetches_run_ahead_of_their_readers_as_far_as_the_budget_allows():
     _, expected = run(32)
     chosen = {}
     for kib in (5, 16):
-        exe, values = run(32, device_memory=kib * KIB, swap=True)
+        exe, values = run(32, device_memory=kib * KIB, swap=True, options=FUSED)
         stats = exe.stats
         assert values == expected
         assert stats["reactive_offloads"] == stats["reactive_fetches"] == 0, stats
@@ -114,6 +119,6 @@ def test_fetches_run_ahead_of_their_readers_as_far_as_the_budget_allows():
 
 def test_fetches_on_jax_run_ahead_and_agree_with_no_swapping():
     _, expected = run(12, "jax")
-    exe, values = run(12, "jax", device_memory=8 * KIB, swap=True)
+    exe, values = run(12, "jax", device_memory=8 * KIB, swap=True, options=FUSED)
     assert values == expected and exe.stats["fetches_ahead"] >= exe.stats["scheduled_fetches"] - 1 > 0
     assert exe.stats["reactive_offloads"] == exe.stats["reactive_fetches"] == 0

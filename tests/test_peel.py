@@ -70,13 +70,93 @@ def _reinforce(backend: str, **options):
 
 def test_reinforce_learning_loop_is_batched_with_contributions_on():
     """Before peeling, isl's placement of the logging sink (and the frees of its window) inside the learning
-    loop kept that loop point by point: 0 batched statements."""
+    loop kept that loop point by point: 0 batched statements. With Monte Carlo returns as
+    ``discounted_sum(until=ends)`` isl places the sink after the learning statement's first point, before the
+    frees of the later points it reads: it moves before the loop, which runs batched with its returns scanned."""
     want, _ = _reinforce("reference")
     got, stats = _reinforce("torch")
     pointwise, pointwise_stats = _reinforce("torch", vectorize=False)
     assert got == want and pointwise == want
     assert pointwise_stats["batched_statements"] == 0
     assert stats["batched_statements"] >= 2  # the learning loop of each iteration but the last, batched
+    assert stats["window_scans"] >= 2  # its returns one reverse scan per iteration, no padded windows
+    assert stats["padded_chunks"] == 0
     source = stats["executable"]._program.source
     learning = [line for line in source.splitlines() if "vectorized over c1" in line]
     assert learning and all("G" in line for line in learning)
+
+
+def test_reinforce_returns_scan_on_jax():
+    """The same on jax (whose draws differ from the reference's: its learning is tests/test_reinforce.py's)."""
+    _, stats = _reinforce("jax")
+    assert stats["batched_statements"] >= 2 and stats["window_scans"] >= 2 and stats["padded_chunks"] == 0
+
+
+def _respects(original: list, peeled: list, reads: dict, host_calls: set) -> bool:
+    """Whether ``peeled`` runs the instances of ``original`` in an order that keeps every dependence between
+    two of them (by group, as `peel` sees them): a statement after the statements whose group it reads, a free
+    after the statement that stored the freed group and after those reading it, a host call after an earlier
+    host call. Frees may run later than before."""
+    at = {instance: k for k, instance in enumerate(peeled)}
+    if sorted(original) != sorted(peeled) or len(at) != len(peeled):
+        return False
+    for k, (kind_a, group_a, point_a) in enumerate(original):
+        for kind_b, group_b, point_b in original[k + 1:]:
+            if kind_a != "Execute":
+                continue  # nothing waits for a free
+            depends = ((kind_b == "Execute" and group_a in reads.get(group_b, ()))
+                       or (kind_b == "Execute" and group_a in host_calls and group_b in host_calls)
+                       or (kind_b == "Deallocate" and (group_b == group_a or group_b in reads.get(group_a, ()))))
+            if depends and at[(kind_a, group_a, point_a)] > at[(kind_b, group_b, point_b)]:
+                return False
+    return True
+
+
+def _learning_loop(start, stop) -> ast.AstNode:
+    """for i: act (group 0); for t: learn[t] (group 1, reads 0), then at the first t only a logging sink
+    (group 2, reads 0 and 5), the free of the action's first point and, at i == 2, a loop of frees of group 5;
+    the frees of the later points of group 0; at the last t a summary (group 3, reads 0), then learn's free."""
+    first = ast.If(t == start, ast.Sequence((
+        ast.Execute(2, (i,)),
+        ast.Deallocate(0, (i, const(0))),
+        ast.If(i == 2, ast.Loop(f, const(0), stop - start, 1, ast.Deallocate(5, (i, f)))))))
+    later = ast.If(t >= start + 1, ast.Deallocate(0, (i, t - start)))
+    last = ast.If(t == stop - 1, ast.Execute(3, (i,)))
+    body = ast.Sequence((ast.Execute(1, (i, t - start)), first, later, last, ast.Deallocate(1, (i, t - start))))
+    return ast.Loop(i, const(0), const(3), 1, ast.Sequence((
+        ast.Execute(0, (i,)), ast.Execute(5, (i,)), ast.Loop(t, start, stop, 1, body))))
+
+
+@pytest.mark.parametrize("start, stop", [(const(4), const(9)), (N, N * 2)])
+@pytest.mark.parametrize("case", ["sink", "sink reads learning", "learning reads 5 at i <= 1",
+                                  "learning reads 5"])
+def test_pinned_parts_inside_a_body_move_out_where_the_dependences_allow(start, stop, case):
+    """A first-iteration part after other statements moves before the loop (a free those statements still
+    need stays in it; a loop of frees they need follows the loop), a last-iteration part before others moves
+    after it; a part reading what the loop writes stays. Every dependence keeps its order (`_respects`)."""
+    reads = {1: {0}, 2: {0, 5}, 3: {0}}
+    if case == "sink reads learning":
+        reads[2] = {0, 1, 5}
+    original = _learning_loop(start, stop)
+    if case == "learning reads 5 at i <= 1":  # the loop of frees at i == 2 passes no read of group 5
+        reads[1] = {0}
+        original = ast.Loop(i, const(0), const(3), 1, ast.Sequence(original.body.body[:2] + (ast.Loop(
+            t, start, stop, 1, ast.Sequence((ast.If(i <= 1, ast.Execute(6, (i, t - start))),)
+                                              + original.body.body[2].body.body)),)))
+        reads[6] = {5}
+    elif case == "learning reads 5":
+        reads[1] = {0, 5}
+    peeled = peel(original, reads, {2})
+    for n in (0, 1, 3):
+        assert _respects(_trace(original, {N: n}, []), _trace(peeled, {N: n}, []), reads, {2})
+    (inner,) = [node for node in ast.every_node(peeled) if isinstance(node, ast.Loop) and node.var is t]
+    inside = {node.node for node in ast.every_node(inner.body) if isinstance(node, ast.Execute)}
+    frees = [node for node in ast.every_node(inner.body) if isinstance(node, ast.Deallocate)]
+    if case == "sink reads learning":
+        assert 2 in inside  # it reads learn[first t]: it stays after it
+        return
+    assert 2 not in inside and 3 not in inside
+    assert any(node.node == 0 and node.point[1].constant_value() == 0 for node in frees)  # learn[first t] reads it
+    assert not any(isinstance(node, ast.Loop) for node in ast.every_node(inner.body))  # (the frees of group 5
+    # went before the loop, or, where learning reads group 5, after it; the outer loop's own peeling moves them
+    # after it, at its last iteration: a free may always run later)

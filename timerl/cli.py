@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import pathlib
+import statistics
 import time
 
 from timerl.options import CompileOptions
@@ -33,7 +34,16 @@ def bench_program50() -> None:
               f"{exe.stats['peak_device_bytes']} |")
 
 
-# Iterations excluded from the mean, shown together as the "first iterations" column: they pay jax's XLA compiles
+def bench_long_recurrence(steps: int = 100_000) -> None:
+    """The reference interpreter on a running sum over 100,000 steps (benchmarks/long_recurrence.py; its value is
+    checked there and in tests/test_language.py, which asserts no time)."""
+    compiled, executed = _load("long_recurrence").measure(steps, "reference")
+    print("| backend | steps | compile s | execute s | microseconds / step |")
+    print("|---|---|---|---|---|")
+    print(f"| reference | {steps} | {compiled:.2f} | {executed:.2f} | {executed / steps * 1e6:.1f} |")
+
+
+# Iterations excluded from the median, shown together as the "first iterations" column: they pay jax's XLA compiles
 # (one per group and shape) and torch's first calls. Two, because REINFORCE's first iteration reads the initial
 # weights where later ones read the previous update: on jax its second iteration compiles the segments of the
 # steady state (0.8 s at 16 x 200, against 0.1 s for a later iteration).
@@ -41,16 +51,19 @@ WARM_UP = 2
 
 
 def _warm_up_and_rest(curve: list[dict]) -> tuple[float, float]:
-    """(seconds of the warm-up iterations, mean seconds of the iterations after them)."""
+    """(seconds of the warm-up iterations, median seconds of the iterations after them). Medians, not means: on
+    the shared machine one slow iteration (another process's burst) moved a 5-iteration mean by a third (one
+    quiet run gave 1.01x eager where the rest gave 0.64-0.80x); the eager side is a median too."""
     seconds = [row["iteration_seconds"] for row in curve]
-    return sum(seconds[:WARM_UP]), sum(seconds[WARM_UP:]) / len(seconds[WARM_UP:])
+    return sum(seconds[:WARM_UP]), statistics.median(seconds[WARM_UP:])
 
 
 def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_steps: tuple) -> None:
-    """timerl torch and jax against the eager PyTorch REINFORCE, measured in this run. Torch runs single-threaded
-    on both sides: with small tensors, intra-op threads only add synchronisation (and spin when the cores are
-    shared). Eager is timed before and after the torch rows (the faster counts), and jax runs last, so that
-    XLA's compile threads do not slow the other rows down."""
+    """timerl torch and jax against the eager PyTorch REINFORCE, measured in this run: the median seconds of
+    ``iterations`` iterations on each side, after warm-up. Torch runs single-threaded on both sides: with small
+    tensors, intra-op threads only add synchronisation (and spin when the cores are shared). Eager is timed
+    before and after the torch rows (the faster median counts), and jax runs last, so that XLA's compile
+    threads do not slow the other rows down."""
     import torch
 
     from algorithms.reinforce import train
@@ -76,7 +89,10 @@ def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_st
     def eager_time(case: tuple) -> float:
         n_step, num_envs, steps = case
         eager_reinforce.train_eager(iterations=1, num_envs=num_envs, steps=steps, n_step=n_step)  # warm-up
-        return eager_reinforce.train_eager(iterations=iterations, num_envs=num_envs, steps=steps, n_step=n_step)
+        seconds: list[float] = []
+        eager_reinforce.train_eager(iterations=iterations, num_envs=num_envs, steps=steps, n_step=n_step,
+                                    seconds=seconds)
+        return statistics.median(seconds)
 
     for case in cases:
         eager[case] = eager_time(case)
@@ -86,8 +102,12 @@ def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_st
     for case in cases:
         name, backend, options = variants[-1]
         rows[case, name] = timerl_row(case, backend, options)
-    print("| returns | envs x steps | implementation | compile s | first iterations s | s / iteration | vs eager | "
-          "peak device bytes |")
+    print(f"Seconds per iteration: the median of {iterations} timed iterations on each side, after warm-up "
+          f"iterations (eager: 1; timerl: {WARM_UP}, the first iterations column). Eager runs before and after the "
+          "torch rows; the faster median counts.")
+    print()
+    print("| returns | envs x steps | implementation | compile s | first iterations s | median s / iteration | "
+          "vs eager | peak device bytes |")
     print("|---|---|---|---|---|---|---|---|")
     for case in cases:
         n_step, num_envs, steps = case
@@ -110,7 +130,7 @@ PASS_ROWS = {  # the switches that can change each backend's REINFORCE (`timerl.
 def bench_passes(iterations: int, backends: tuple[str, ...] = ("torch", "jax"), num_envs: int = 16,
                  steps: int = 200) -> None:
     """Each compile switch's effect on REINFORCE (Monte Carlo, gymnasium CartPole): compile seconds, the first
-    iteration (it pays jax's XLA compiles) and seconds per iteration after it, with every switch at its default
+    iterations (they pay jax's XLA compiles) and the median seconds per iteration after them, with every switch at its default
     and with each one off, plus running sums on (off by default). Ratios are against the defaults row of the same
     backend, measured in this run."""
     import torch
@@ -118,8 +138,10 @@ def bench_passes(iterations: int, backends: tuple[str, ...] = ("torch", "jax"), 
     from algorithms.reinforce import train
 
     torch.set_num_threads(1)
-    print("| backend | compile options | compile s | isl s | first iterations s | s / iteration | vs defaults | "
-          "live PDG nodes |")
+    print(f"Seconds per iteration: the median of {iterations} iterations after {WARM_UP} warm-up iterations")
+    print()
+    print("| backend | compile options | compile s | isl s | first iterations s | median s / iteration | "
+          "vs defaults | live PDG nodes |")
     print("|---|---|---|---|---|---|---|---|")
     for backend in backends:
         variants = [("defaults", CompileOptions()), ("incrementalize on", CompileOptions(incrementalize=True))] + [
@@ -192,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="timerl")
     commands = parser.add_subparsers(dest="command", required=True)
     bench = commands.add_parser("bench", help="benchmarks against baselines measured in the same run")
-    bench.add_argument("--iterations", type=int, default=5)
+    bench.add_argument("--iterations", type=int, default=5, help="timed iterations per row (REINFORCE: medians)")
     bench.add_argument("--quick", action="store_true", help="16 envs x 200 steps, Monte Carlo only")
     bench.add_argument("suite", nargs="?", default="all", choices=("all", "ppo", "passes", "memory"),
                        help="ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/; "
@@ -226,6 +248,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "bench":
         print("## Scheduler: a 48-op program over (b, i, t)")
         bench_program50()
+        print()
+        print("## A long recurrence: a running sum over 100,000 steps on the reference interpreter")
+        bench_long_recurrence()
         print()
         print("## REINFORCE")
         configurations = [(16, 200)] if args.quick else [(16, 200), (64, 100)]

@@ -72,6 +72,12 @@ class BatchedGroup:
         self.tanh_grads = tanh_gradients(self.graph, self.members, self.inside, self.stored | self.windowed,
                                          getattr(backend, "tanh_backward", None))
         self.folded = {n for (_, _, _, chain) in self.tanh_grads.values() for n in chain}
+        # the members whose values leave the statement's function: what other groups read, windows (their bytes
+        # are counted), what a sink reads; on jax the others stay inside the one compiled call, where XLA fuses
+        # them away (returning every member's value cost REINFORCE's learning statement half its time)
+        self.returned = self.stored | self.windowed | {
+            node.inputs[0].producer for node in self.members
+            if node.category is SINK and node.inputs and self.reads[node.id][0] is INSIDE}
 
     def _read_kind(self, node: Node, edge: Any) -> int:
         if edge.producer in self.inside and identity_read(edge, node, self.graph.nodes[edge.producer]):
@@ -134,13 +140,13 @@ class BatchedGroup:
             for node in self.members:
                 if not node.outputs or node.id in self.folded:
                     continue
-                value, batched = values[node.id]
                 if node.id in self.stored:
+                    value, batched = values[node.id]
                     kept.setdefault(node.id, []).append((value, batched, len(chunk)))
                     size = self.sizes[node.id]
                     stored += size * len(chunk) if size is not None else self.backend.nbytes(value)
                 elif node.id in self.windowed:
-                    transient += self.backend.nbytes(value)
+                    transient += self.backend.nbytes(values[node.id][0])
                 else:
                     transient += self.sizes[node.id] * len(chunk)
             peak = max(peak, kept_bytes + stored + transient)
@@ -299,15 +305,17 @@ class BatchedGroup:
                 axes.append(0)
             refs[node.id] = (len(steps), any(a == 0 for a in axes))
             steps.append((node.id, tuple(inputs), tuple(axes)))
-        results = self._members_function(tuple(steps))(*arguments)
+        wanted = tuple(sorted({refs[m][0] for m in self.returned if m in refs and refs[m][0] >= 0}))
+        results = dict(zip(wanted, self._members_function(tuple(steps), wanted)(*arguments)))
         values = {member: (results[where] if where >= 0 else arguments[-1 - where], batched)
-                  for member, (where, batched) in refs.items()}
+                  for member, (where, batched) in refs.items() if where < 0 or where in results}
         return values, sinks
 
-    def _members_function(self, steps: tuple) -> Callable:
+    def _members_function(self, steps: tuple, wanted: tuple[int, ...]) -> Callable:
         """The members of a statement as one function of the gathered arguments (negative indices: arguments,
-        others: earlier results); jitted as a whole on jax, cached per input layout."""
-        function = self.compiled.get(steps)
+        others: earlier results), returning the results at ``wanted``; jitted as a whole on jax, cached per
+        input layout."""
+        function = self.compiled.get((steps, wanted))
         if function is not None:
             return function
 
@@ -328,10 +336,10 @@ class BatchedGroup:
                     results.append(self._map(node_id, axes)(*values))
                 else:
                     results.append(self.kernels[node_id](*values))
-            return results
+            return [results[k] for k in wanted]
 
         jit = getattr(self.backend, "jit", None) if self.backend.name == "jax" else None
-        function = self.compiled[steps] = members if jit is None else jit(members)
+        function = self.compiled[(steps, wanted)] = members if jit is None else jit(members)
         return function
 
     def _scan_kernel(self, node_id: int, shape: str) -> Callable:

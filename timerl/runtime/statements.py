@@ -76,14 +76,22 @@ def sources(key: tuple, reads: dict, readers: dict, output_readers: dict) -> lis
 def statement_major(leaves: list[tuple[tuple, ast.AstNode]], reads: dict, readers: dict,
                     output_readers: dict) -> bool:
     """Whether running each statement over the whole loop, in body order, respects every dependence: each
-    dependence between statements of the body must go from an earlier statement to a later one."""
+    dependence between statements of the body must go from an earlier statement to a later one. A deallocation
+    split in pieces under different conditions (isl placed the first point's apart) may run piece by piece:
+    nothing reads what it frees, so each piece only has to follow what it waits for."""
     position: dict[tuple, int] = {}  # ("S", group) or ("F", group, parts)
+    pieces: list[tuple[tuple, int]] = []  # every deallocation's pieces
     for index, (_, leaf) in enumerate(leaves):
         key = leaf_key(leaf)
+        if key[0] == "F":
+            pieces.append((key, index))
+            position.setdefault(key, index)
+            continue
         if key in position:
             return False  # one statement split in pieces: keep the loop as isl ordered it
         position[key] = index
-    for key, index in position.items():
+    checked = [(key, index) for key, index in position.items() if key[0] == "S"] + pieces
+    for key, index in checked:
         for source in sources(key, reads, readers, output_readers):
             at = position.get(source)
             if at is not None and (at >= index or source == key):

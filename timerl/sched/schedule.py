@@ -17,6 +17,7 @@ from typing import Mapping
 import islpy as isl
 
 from timerl.errors import ScheduleError
+from timerl.ops.registry import SINK, UDF
 from timerl.pdg.graph import Graph
 from timerl.symbolic import Expr, Symbol, const
 from timerl.sched import ast
@@ -156,7 +157,8 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
     body = [_after(ast.Execute(group_id, ()), frees.get(position), parameters)
             for position, group_id in enumerate(upfront)]
     if program is not None:
-        body.append(peel(_convert(program, parameters, frees)))
+        host_calls = {g.id for g in groups if any(graph.nodes[m].category in (SINK, UDF) for m in g.members)}
+        body.append(peel(_convert(program, parameters, frees), producers, host_calls))
     tree = ast.Sequence(tuple(body))
     phases["frees"] = time.process_time() - clock
     return ScheduleResult(ast.Schedule(tree, labels), demand, groups, len(domains), time.process_time() - started,
