@@ -105,8 +105,9 @@ def lowest_free_columns(tables: GameTables, records, position, first, own_group,
     columns of +1 at max(at - width + 1, 0) and -1 at at + w: O(buffers + columns) per game. The events'
     columns do not depend on the interval, only their weights (overlaps or not) do, so all K intervals share
     one histogram: an event's weight packs its K overlap flags as digits of base S (S > buffers, so no count
-    carries into the next digit), and one histogram of opening and one of closing events (scalar weights),
-    one cumulative sum and a test per digit answer all K. The lowest c with blocked(c) == 0 is the answer if
+    carries into the next digit), and one histogram of the 2N opening (+weight) and closing (-weight) events,
+    one cumulative sum and a test per digit answer all K (on XLA one scatter of scalars: 1.4x the move's speed
+    against two histograms and their difference, side by side). The lowest c with blocked(c) == 0 is the answer if
     the block ends within the columns; if it does not, no block starting further right does either.
 
     What XLA makes of it matters more than the op count: the per-game values the (G, N) loop reads go through
@@ -127,9 +128,8 @@ def lowest_free_columns(tables: GameTables, records, position, first, own_group,
         overlaps = (end >= per_game(column(thresholds, interval))) & counted
         weight = weight + F.astype(overlaps, count_dtype) * digit ** interval
     # a record without a rectangle has at = -1 and weight 0: its indices only have to lie in [0, size]
-    opens = F.apply("bincount", F.maximum(at + per_game(column(keys, 2)), 0), weight, size=size + 1)
-    closes = F.apply("bincount", at + tables.close_width, weight, size=size + 1)
-    packed = block_cumsum(opens - closes)  # (G, size + 1)
+    events = F.cat([F.maximum(at + per_game(column(keys, 2)), 0), at + tables.close_width], 1)
+    packed = block_cumsum(F.apply("bincount", events, F.cat([weight, -weight], 1), size=size + 1))  # (G, size + 1)
     exact = "float32" if count_dtype == "int32" else "float64"
     found = []
     for interval in range(k):
