@@ -109,8 +109,8 @@ class _Dependences:
         self.reads, self.effects = reads, effects
 
     def execute_passes(self, moved: int, other: ast.AstNode, forward: bool) -> bool:
-        """Whether group ``moved``'s statement may run before (``forward`` False) or after (True) ``other``,
-        which ran after (before) it."""
+        """Whether group ``moved``'s statement may now run before ``other``, which ran before it (``forward``
+        False), or after ``other``, which ran after it (True)."""
         if isinstance(other, ast.Deallocate):  # moving a statement after a free of what it reads (or writes)
             return not forward or (other.node != moved and other.node not in self.reads.get(moved, ()))
         if not isinstance(other, ast.Execute):
