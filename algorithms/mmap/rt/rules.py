@@ -10,10 +10,10 @@ rectangle overlaps the interval [first, last] exactly when its end >= first. Onl
 before the game's position count: a move writes its buffer's record with one scatter, and a Drop-backup
 rewind to buffer p needs no clearing, since the records from p on no longer count. A buffer without a
 rectangle (dropped, a NoCopy that reuses an allocation, or no columns wide) has end = -1, so it overlaps no
-interval (the column stays: a reuse reads its owner's). Whether a block of columns is free over an interval is answered from
-two cumulative counts over columns of the overlapping records (`lowest_free_columns`): O(buffers + columns)
-per game, where a grid would be O(times x columns). The Copy and NoCopy intervals of a move are counted
-together.
+interval (the column stays: a reuse reads its owner's). Whether a block of columns is free over an
+interval is answered from one cumulative count over columns of the overlapping records' opening and closing
+events (`lowest_free_columns`): O(buffers + columns) per game, where a grid would be O(times x columns). The
+Copy and NoCopy intervals of a move are counted together, packed into one integer.
 
 Everything else a move reads about the game (an instruction's fast set, an alias group's offset and Drop
 state, a tensor's latest allocation) is one entry of the book (`tables.BookLayout`), read with one gather.
