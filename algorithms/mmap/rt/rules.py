@@ -179,31 +179,31 @@ def block_cumsum(values):
 
 
 # ---- copy windows and supply (Eq. 5 and 6, transfer.py) ----------------------------------------------------
-def latest_prefetch_start(tables: GameTables, supply, edges, live_start, target, demand):
-    """Latest s >= live_start with sum(W[s .. target-1]) >= demand and no used edge in between; -1 if none."""
-    times = tables.times
-    last = target - 1
-    used = edges & (times >= per_game(live_start)) & (times <= per_game(last - 1))
-    first = F.maximum(live_start, F.max(F.where(used, times, -1), dim=1) + 1)
+def copy_bound(tables: GameTables, supply, edges, live_start, target, live_end, demand, is_output):
+    """Where each game's copy window ends away from the target; -1 if no window has the supply (Eq. 5, 6):
+    for an input the latest s >= live_start with sum(W[s .. target-1]) >= demand and no used edge in between,
+    for an output the earliest e <= live_end with sum(W[target+1 .. e]) >= demand and no used edge in between;
+    the target itself for a buffer that needs no transfer. Inputs and outputs share every pass over the
+    times: the window, one cumulative sum (its last element is the window's total) and one max per search (an
+    output's earliest time t is the greatest mirrored time T - 1 - t)."""
+    times, horizon = tables.times, tables.num_times
+    out = per_game(is_output)
+    mirrored = F.where(out, horizon - 1 - times, times)  # (G, T): greater is nearer the target
+    used = (edges & (times >= per_game(F.where(is_output, target + 1, live_start)))
+            & (times <= per_game(F.where(is_output, live_end - 1, target - 2))))
+    nearest_used = F.max(F.where(used, mirrored, -1), dim=1)  # mirrored, -1 if none
+    first = F.where(is_output, target + 1, F.maximum(live_start, nearest_used + 1))
+    first_used = F.where(nearest_used >= 0, horizon - 1 - nearest_used, horizon)  # where an output's window stops
+    last = F.where(is_output, F.minimum(live_end, first_used), target - 1)
     window = (times >= per_game(first)) & (times <= per_game(last))
     weights = F.where(window, supply, 0)
-    from_here = per_game(F.sum(weights, dim=1)) - F.cumsum(weights, 1) + weights
-    start = F.max(F.where(window & (from_here >= per_game(demand)), times, -1), dim=1)
-    start = F.where(last >= live_start, start, -1)
-    return F.where(demand == 0, target, start)
-
-
-def earliest_eviction_end(tables: GameTables, supply, edges, target, live_end, demand):
-    """Earliest e <= live_end with sum(W[target+1 .. e]) >= demand and no used edge in between; -1 if none."""
-    times, horizon = tables.times, tables.num_times
-    first = target + 1
-    used = edges & (times >= per_game(first)) & (times <= per_game(live_end - 1))
-    last = F.minimum(live_end, F.min(F.where(used, times, horizon), dim=1))
-    window = (times >= per_game(first)) & (times <= per_game(last))
-    so_far = F.cumsum(F.where(window, supply, 0), 1)
-    end = F.min(F.where(window & (so_far >= per_game(demand)), times, horizon), dim=1)
-    end = F.where((end == horizon) | (first > live_end), -1, end)
-    return F.where(demand == 0, target, end)
+    so_far = F.cumsum(weights, 1)
+    toward_target = F.where(out, so_far, per_game(so_far.spatial[:, horizon - 1]) - so_far + weights)
+    # the time nearest the target from which the window holds the demand (mirrored, -1 if none)
+    nearest = F.max(F.where(window & (toward_target >= per_game(demand)), mirrored, -1), dim=1)
+    bound = F.where(is_output & (nearest >= 0), horizon - 1 - nearest, nearest)
+    bound = F.where(F.where(is_output, first > live_end, last < live_start), -1, bound)
+    return F.where(demand == 0, target, bound)
 
 
 def consume(tables: GameTables, supply, edges, first, last, demand, is_output, active):
@@ -230,13 +230,12 @@ def plan(tables: GameTables, records, book, supply, edges, position, done) -> Pl
     required = entries.group_column
     group_fast, group_dropped = required >= 0, entries.group_dropped > 0
 
-    prefetch = latest_prefetch_start(tables, supply, edges, live_start, target, demand)
-    eviction = earliest_eviction_end(tables, supply, edges, target, live_end, demand)
-    copy_start = F.where(is_output, target, prefetch)
-    copy_end = F.where(is_output, eviction, target)
-    copy_exists = F.where(is_output, eviction, prefetch) >= 0
-    copy_first = F.where(is_output, target + 1, prefetch)
-    copy_last = F.where(is_output, eviction, target - 1)
+    bound = copy_bound(tables, supply, edges, live_start, target, live_end, demand, is_output)
+    copy_start = F.where(is_output, target, bound)
+    copy_end = F.where(is_output, bound, target)
+    copy_exists = bound >= 0
+    copy_first = F.where(is_output, target + 1, bound)
+    copy_last = F.where(is_output, bound, target - 1)
 
     latest_end = entries.tensor_end
     reuse = ~is_output & (latest_end >= target)
