@@ -131,6 +131,23 @@ def test_draws_computed_ahead_in_runs_equal_the_draws_point_by_point(steps):
         np.testing.assert_allclose(results["torch"][key], want, rtol=1e-5, atol=1e-6)
 
 
+def test_draw_keys_of_many_points_are_the_keys_point_by_point():
+    """`rng.draw_many` keys a run of points with array arithmetic (uint64, wrapping): the same keys, and so the
+    same draws, as the per-point Python mix, for points of every rank, negative and large coordinates included."""
+    from timerl.runtime import rng
+
+    generator = np.random.default_rng(0)
+    for rank in (0, 1, 2, 3):
+        points = [tuple(int(c) for c in generator.integers(-2 ** 40, 2 ** 40, rank)) for _ in range(40)]
+        points += [(-1,) * rank, (0,) * rank]
+        want = np.array([rng._key(7, 28, point) for point in points], dtype=np.uint64)
+        np.testing.assert_array_equal(rng._keys(7, 28, points), want)
+        for normal in (False, True):
+            np.testing.assert_array_equal(rng.draw_many(7, 28, points, (3,), "float32", normal),
+                                          np.stack([rng.draw(7, 28, point, (3,), "float32", normal)
+                                                    for point in points]))
+
+
 @pytest.mark.parametrize("keep_middle", [False, True])
 def test_ops_write_into_the_buffer_of_an_input_that_dies_there(keep_middle):
     """Donation (paper §6.2), torch: ``exp`` writes into the product it reads last, ``tanh`` into that, unless

@@ -214,7 +214,8 @@ class Env:
         if self.discrete:
             if action.dtype.kind not in "iu":
                 raise ActionError(f"{where} has dtype {action.dtype}; discrete actions are integers")
-            if action.min() < 0 or action.max() >= self.num_actions:
+            # one reduction for both bounds: read as unsigned, a negative action is larger than any valid one
+            if action.size and action.view(f"u{action.dtype.itemsize}").max() >= self.num_actions:
                 bad = (action < 0) | (action >= self.num_actions)
                 raise ActionError(f"{where} is {action[bad][0]} for environment {int(np.flatnonzero(bad)[0])}; "
                                   f"actions are in [0, {self.num_actions})")

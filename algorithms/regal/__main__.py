@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from algorithms.regal import bench, data, diagnose, features, train
-from algorithms.regal.policy import Layout, Sizes, init_weights
+from algorithms.regal.policy import Sizes
 from algorithms.regal.perfmodel import OBJECTIVES
 from algorithms.regal.workloads import SMALL, from_workload
 
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         path = Path(args.weights) / f"{kind}.npy" if args.weights else None
         if args.reuse and path is not None:
             nodes = max(graph.num_ops for graph in splits.train)
-            trained = train.Trained(np.load(path), Layout.of(init_weights(sizes)), sizes, nodes, [], {})
+            trained = train.load(path, sizes, nodes)
         else:
             trained = fit(kind, splits.train, args, sizes)
             if path is not None:

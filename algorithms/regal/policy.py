@@ -48,12 +48,16 @@ def _layers(sizes: Sizes) -> dict[str, tuple[int, int]]:
             "update_in": (3 * h, h), "update_out": (h, h)}
 
 
-def init_weights(sizes: Sizes = Sizes(), seed: int = 0) -> dict[str, np.ndarray]:
+def init_weights(sizes: Sizes = Sizes(), seed: int = 0, head_scale: float = 0.01) -> dict[str, np.ndarray]:
     """PyTorch-style uniform(-1/sqrt(fan in), 1/sqrt(fan in)) for the policy and baseline GNNs and heads;
-    the last policy layer is scaled by 0.01 and its bias favours the uniform action (logit + 3 gives about
-    57% of the first choices to standard BRKGA's Beta(1, 1), + 5 gives 91%): training starts from BRKGA, not from a
-    random mix of skewed proposals, which searches worse. The baseline's output bias starts at -1, the
-    reward of proposals as good as standard BRKGA, so its first predictions do not swamp the advantage."""
+    the last policy layer's weight matrix is scaled by ``head_scale``, its bias by 0.01, and the bias
+    favours the uniform action (logit + 3 gives about 57% of the first choices to standard BRKGA's
+    Beta(1, 1), + 5 gives 91%): REINFORCE starts from BRKGA, not from a random mix of skewed proposals,
+    which searches worse. The small scale also divides every gradient reaching the GNN by 100: imitation
+    (`train.imitate`) starts at ``head_scale`` 1, because from 0.01 it stalled on 2 training seeds of 3 at
+    the marginal of the targets, the GNN's features unused (docs/REGAL.md). The baseline's output bias
+    starts at -1, the reward of proposals as good as standard BRKGA, so its first predictions do not swamp
+    the advantage."""
     rng = np.random.default_rng(seed)
     shapes = {f"{net}.{name}": shape for net in ("policy", "baseline") for name, shape in _layers(sizes).items()}
     heads = {"policy": HEADS * CHOICES, "baseline": 1}
@@ -64,7 +68,7 @@ def init_weights(sizes: Sizes = Sizes(), seed: int = 0) -> dict[str, np.ndarray]
         limit = 1.0 / np.sqrt(fan_in)
         weights[f"{name}.w"] = rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
         weights[f"{name}.b"] = rng.uniform(-limit, limit, (fan_out,)).astype(np.float32)
-    weights["policy.head_out.w"] *= 0.01
+    weights["policy.head_out.w"] *= head_scale
     weights["policy.head_out.b"] *= 0.01
     weights["policy.head_out.b"].reshape(HEADS, CHOICES)[:, UNIFORM] += sizes.uniform_logit
     weights["baseline.head_out.b"][:] = -1.0

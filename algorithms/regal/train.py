@@ -21,6 +21,7 @@ its test budget (500), as the paper does.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ from algorithms.regal import features
 from algorithms.regal.parallel import run_jobs
 from algorithms.regal.graph import CompGraph
 from algorithms.regal.policy import Layout, Sizes, baseline, init_weights, policy_logits
+from timerl.errors import TimeRLError
 from timerl.pdg.graph import TensorType
 from timerl.rt import functional as F
 
@@ -59,6 +61,24 @@ class Trained:
     nodes: int  # ops every batch is padded to
     curve: list[dict[str, float]]  # per iteration: mean reward, mean baseline
     seconds: dict[str, float]  # compile, execute
+
+
+class WeightsError(TimeRLError):
+    """Saved weights that do not fit the policy (another version's features or sizes)."""
+
+
+def load(path: str | os.PathLike, sizes: Sizes, nodes: int) -> Trained:
+    """Weights saved by the bench (``np.save`` of `Trained.weights`) as a policy of ``sizes``; a file whose
+    size is not the layout's (e.g. saved before the 12th node feature) is a `WeightsError` naming it."""
+    layout = Layout.of(init_weights(sizes))
+    try:
+        weights = np.load(path)
+    except (OSError, ValueError) as error:
+        raise WeightsError(f"{path}: cannot read saved REGAL weights ({error})") from error
+    if weights.shape != (layout.size,):
+        raise WeightsError(f"{path}: {weights.size} saved weights, but a policy of {features.NODE_FEATURES} node features "
+                           f"and {sizes} has {layout.size}: saved by another version; train again (no --reuse)")
+    return Trained(weights.astype(np.float32), layout, sizes, nodes, [], {})
 
 
 def single_threaded() -> None:
@@ -119,7 +139,7 @@ def imitate(graphs: list[CompGraph], targets: list[np.ndarray], config: Config =
     batches = np.stack([rng.choice(len(graphs), config.batch, replace=len(graphs) < config.batch)
                         for _ in range(config.iterations)])
     inputs = _BatchInputs(graphs, batches, nodes)
-    initial = init_weights(config.sizes, config.seed)
+    initial = init_weights(config.sizes, config.seed, head_scale=1.0)  # see init_weights: 0.01 stalls here
     layout = Layout.of(initial)
     padded = np.zeros((len(graphs), nodes, features.HEADS), np.int64)
     for g, (graph, target) in enumerate(zip(graphs, targets)):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import timerl as trl
-from algorithms.regal import features
+from algorithms.regal import features, train
 from algorithms.regal.data import generate
 from algorithms.regal.graph import from_edges
 from algorithms.regal.perfmodel import DEVICES, chromosome_length
@@ -41,8 +41,7 @@ def setting():
     graphs = generate(3, 1, ops=(5, 8), seed=4)
     data = features.batch(graphs, 8)
     sizes = Sizes(hidden=8, edge_hidden=4, rounds=2)
-    weights = init_weights(sizes, seed=3)
-    weights["policy.head_out.w"] *= 100.0  # undo the near-zero init so the comparison has signal
+    weights = init_weights(sizes, seed=3, head_scale=1.0)  # not the near-zero init, so the comparison has signal
     return graphs, data, sizes, weights
 
 
@@ -153,3 +152,25 @@ def test_depth_first_target_on_wide_graphs_by_hand():
     np.testing.assert_allclose(proposal.alpha[priority] + proposal.beta[priority], 30.0)
     np.testing.assert_allclose(proposal.alpha[priority] / 30.0, [0.1, 0.5, 0.5, 0.5, 0.5, 0.9])
     assert (features.imitation_target(narrow, "peak_memory") == features.UNIFORM).all()
+
+
+def test_head_scale_scales_only_the_last_policy_weight_matrix():
+    small, full = init_weights(Sizes(), seed=5), init_weights(Sizes(), seed=5, head_scale=1.0)
+    assert set(small) == set(full)
+    for name in small:
+        factor = 100.0 if name == "policy.head_out.w" else 1.0
+        np.testing.assert_allclose(small[name] * factor, full[name], rtol=1e-5, err_msg=name)
+
+
+def test_saved_weights_load_and_another_layout_is_a_clear_error(tmp_path):
+    sizes = Sizes(hidden=8, edge_hidden=4, rounds=1)
+    packed = Layout.of(init_weights(sizes, seed=2)).pack(init_weights(sizes, seed=2))
+    np.save(tmp_path / "runtime.npy", packed)
+    loaded = train.load(tmp_path / "runtime.npy", sizes, nodes=9)
+    np.testing.assert_array_equal(loaded.weights, packed)
+    assert loaded.layout.size == packed.size and loaded.nodes == 9
+    np.save(tmp_path / "old.npy", packed[:-40])  # as weights saved with fewer node features
+    with pytest.raises(train.WeightsError, match=r"old\.npy: .*saved by another version"):
+        train.load(tmp_path / "old.npy", sizes, nodes=9)
+    with pytest.raises(train.WeightsError, match=r"missing\.npy: cannot read"):
+        train.load(tmp_path / "missing.npy", sizes, nodes=9)

@@ -39,10 +39,10 @@ def test_training_records_a_curve_and_weights(trained):
 def test_trained_proposals_beat_uniform_brkga_on_held_out_graphs(trained):
     """400 iterations of imitation, then 40 of REINFORCE with the BRKGA reward (runtime, BRKGA-100, lr 1e-3);
     on held-out graphs, proposals drawn from the policy (one draw per graph, as training drew them) beat
-    uniform BRKGA on average (same budget, same seeds, computed here). Measured with training seed 0: +1.37%,
-    on 61% of (graph, seed) pairs with the 12 node features of this version (+1.61% with the previous 11;
-    the imitation target itself: +8.6%, 100%; REINFORCE alone from a fresh start, 40 iterations at lr 2e-2,
-    measured +0.14% with 11 node features, +1.35% with 10)."""
+    uniform BRKGA on average (same budget, same seeds, computed here). Measured with training seed 0: +6.72%,
+    on 89% of (graph, seed) pairs since imitation starts from a full-scale policy head (from the 0.01-scaled
+    head: +1.37%, 61%; the imitation target itself: +8.6%, 100%; REINFORCE alone from a fresh start, 40
+    iterations at lr 2e-2, measured +0.14% with 11 node features, +1.35% with 10)."""
     policy, held_out = trained
     actions = train.propose(policy, held_out, greedy=False, seed=1)
     uniform, regal = [], []
@@ -84,9 +84,9 @@ def test_reinforce_learns_a_rewarded_action():
 
 def test_imitation_learns_the_heuristic_and_reinforce_starts_from_it(splits, cloned):
     """Behaviour cloning on the runtime imitation targets (the list schedule where it fits the memory limit,
-    uniform elsewhere) of the training graphs: the greedy policy reproduces most target actions (measured:
-    73% after 400 iterations, mean log-likelihood -2.22 -> -0.53; after 200 iterations it was still at 44%,
-    the share of the affinity and "uniform or not" choices; the bench's 600 iterations on 96 graphs: 95%).
+    uniform elsewhere) of the training graphs: the greedy policy reproduces the target actions (measured:
+    100% after 400 iterations, mean log-likelihood -2.25 -> -0.004, from a full-scale policy head; from the
+    0.01-scaled head of REINFORCE's initialization it was 73% and -2.22 -> -0.53).
     REINFORCE started from those weights with a constant reward (every sample of a graph equal: zero
     advantage) leaves the policy's proposals as they were; from a fresh start they differ."""
     policy, targets = cloned
@@ -95,8 +95,8 @@ def test_imitation_learns_the_heuristic_and_reinforce_starts_from_it(splits, clo
     greedy = train.propose(policy, splits.train)
     agreement = np.mean([(a == t).mean() for a, t in zip(greedy, targets)])
     print(f"agreement {agreement:.3f}, log-likelihood {likelihood[0]:.3f} -> {likelihood[-1]:.3f}")
-    assert likelihood[-1] > likelihood[0] + 1.0 and likelihood[-1] > -0.7
-    assert agreement > 0.65
+    assert likelihood[-1] > likelihood[0] + 1.0 and likelihood[-1] > -0.1
+    assert agreement > 0.95
 
     def constant(point, actions):
         return np.full(len(actions), -1.0, np.float32),

@@ -19,6 +19,22 @@ _FROM_NUMPY = {np.dtype(name) for name in ("float32", "float64", "float16", "int
                                            "bool")}
 
 
+# Below this many elements torch's own tanh is cheaper than the four dispatches of `tanh` (measured: even at
+# 4,096 elements, 12 us each; 20 against 44 us at 16,384; 0.27 against 1.2 ms at 409,600)
+_SIGMOID_TANH_ELEMENTS = 8192
+
+
+def tanh(x: torch.Tensor, /, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``tanh(x)``; on large float32 CPU arrays as ``2 * sigmoid(2 * x) - 1``. torch's CPU tanh kernel takes about
+    3 ns an element (not vectorized for float32 here), its sigmoid 0.4 ns: four passes of the second take a
+    quarter of the time of one of the first. The absolute error stays below 2.4e-7 (float32 rounding of values
+    near 1 is 6e-8); near 0 the error is absolute, not relative. Other types and small arrays use torch.tanh."""
+    if x.dtype != torch.float32 or x.numel() < _SIGMOID_TANH_ELEMENTS or x.device.type != "cpu":
+        return torch.tanh(x, out=out)
+    doubled = torch.mul(x, 2.0) if out is None else torch.mul(x, 2.0, out=out)
+    return doubled.sigmoid_().mul_(2.0).sub_(1.0)
+
+
 class TorchBackend:
     name = "torch"
     slices_are_views = True
@@ -44,8 +60,9 @@ class TorchBackend:
     # the kernels of ops that can write into a given buffer (``out=``): buffer donation, where an input dies at
     # the op and has the result's type (`timerl.runtime.fusions.buffer_donations`)
     inplace_kernels = {name: getattr(torch, name) for name in (
-        "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "sigmoid", "sqrt", "abs", "sin", "cos", "maximum",
+        "add", "sub", "mul", "div", "neg", "exp", "log", "sigmoid", "sqrt", "abs", "sin", "cos", "maximum",
         "minimum")}
+    inplace_kernels["tanh"] = tanh
 
     @staticmethod
     def tanh_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
@@ -192,7 +209,7 @@ def _fast_namespace() -> Any:
         return compat.clip(x, min, max)
 
     xp.matmul, xp.astype, xp.cumulative_sum, xp.take_along_axis = matmul, astype, cumulative_sum, take_along_axis
-    xp.clip = clip
+    xp.clip, xp.tanh = clip, tanh
     return xp
 
 

@@ -320,10 +320,18 @@ class BatchedGroup:
             return function
 
         fused = self.tanh_grads
+        jit = getattr(self.backend, "jit", None) if self.backend.name == "jax" else None
+        # without a jit, each result that no later step reads and that the statement does not return goes right
+        # after its last reader: a batched statement's intermediates are whole batches (a critic's hidden layers
+        # over a rollout: 1.6 MB each at 64 x 100), not all alive at once
+        last_reader = {k: j for j, (_, inputs, _) in enumerate(steps) for k in inputs if k >= 0}
+        dropped = [() if jit is not None else tuple(
+            {k for k in inputs if k >= 0 and last_reader[k] == j and k not in wanted})
+            for j, (_, inputs, _) in enumerate(steps)]
 
         def members(*arguments: Any) -> list:
             results: list = []
-            for node_id, inputs, axes in steps:
+            for (node_id, inputs, axes), gone in zip(steps, dropped):
                 values = [arguments[-1 - k] if k < 0 else results[k] for k in inputs]
                 if node_id is None:  # a padded window: rows of the run it covers
                     results.append(values[0][values[1]])
@@ -336,9 +344,11 @@ class BatchedGroup:
                     results.append(self._map(node_id, axes)(*values))
                 else:
                     results.append(self.kernels[node_id](*values))
+                del values
+                for k in gone:
+                    results[k] = None
             return [results[k] for k in wanted]
 
-        jit = getattr(self.backend, "jit", None) if self.backend.name == "jax" else None
         function = self.compiled[(steps, wanted)] = members if jit is None else jit(members)
         return function
 

@@ -73,8 +73,9 @@ class Executable:
         self.constants = lowering.constants
         if device_memory is None and options.distributes(backend.name):  # the recurrences apart, the rest batched
             supported = {g.id: BatchedGroup.supported(graph, g) for g in groups}
-            self.schedule = schedule = ast.Schedule(distribute(schedule.root, self.dependences, supported.get),
-                                                    schedule.labels)
+            host_calls = {g.id for g in groups if any(graph.nodes[m].category.calls_user for m in g.members)}
+            self.schedule = schedule = ast.Schedule(distribute(schedule.root, self.dependences, supported.get,
+                                                               host_calls), schedule.labels)
         interpreter = _Interpreter(self)
         if device_memory is None:  # plain Python loops; with a budget, each statement first clears the pins
             loops = scanned_or_batched if self.scan_loops else batched_loop  # jax: whole loops as lax.scan

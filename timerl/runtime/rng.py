@@ -36,6 +36,24 @@ def _key(seed: int, node_id: int, point: Sequence[int]) -> int:
     return key
 
 
+def _keys(seed: int, node_id: int, points: Sequence[Sequence[int]]) -> np.ndarray:
+    """`_key` at every point, as a uint64 array: for many points one array computation per coordinate (the
+    same mix, wrapping modulo 2**64) instead of four Python big-integer mixes per point."""
+    if len(points) < 8:
+        return np.array([_key(seed, node_id, point) for point in points], dtype=np.uint64)
+    keys = np.full(len(points), _key(seed, node_id, ()), dtype=np.uint64)
+    for column in np.asarray(points, dtype=np.int64).reshape(len(points), -1).T.astype(np.uint64):
+        keys = _mix_many((keys ^ column) * _U_GOLDEN)
+    return keys
+
+
+def _mix_many(x: np.ndarray) -> np.ndarray:
+    """`_mix` of every element of a uint64 array."""
+    x = (x ^ (x >> _U30)) * _U_MIX1
+    x = (x ^ (x >> _U27)) * _U_MIX2
+    return x ^ (x >> _U31)
+
+
 def _uniform(bits: np.ndarray, single: bool) -> np.ndarray:
     """Uniform in [0, 1) with the resolution of the target type (24 or 53 bits), so rounding never gives 1."""
     if single:
@@ -53,7 +71,7 @@ def draw_many(seed: int, node_id: int, points: Sequence[Sequence[int]], shape: S
     uniform or (``normal``) Box-Muller normal values of each point depend only on (seed, node, point)."""
     count = math.prod(shape)
     single = dtype == "float32"
-    keys = np.array([_key(seed, node_id, point) for point in points], dtype=np.uint64)[:, None]
+    keys = _keys(seed, node_id, points)[:, None]
     if not normal:
         values = _uniform(_bits(keys, count), single)
     else:  # Box-Muller on 53-bit uniforms; 1 - u keeps the logarithm finite
@@ -66,7 +84,4 @@ def draw_many(seed: int, node_id: int, points: Sequence[Sequence[int]], shape: S
 def _bits(keys: np.ndarray, count: int) -> np.ndarray:
     # array arithmetic on uint64 wraps modulo 2**64 silently, which is what the mix wants
     x = _STEPS[:count] if count <= _STEPS.size else np.arange(1, count + 1, dtype=np.uint64) * _U_GOLDEN
-    x = x[None, :] + keys
-    x = (x ^ (x >> _U30)) * _U_MIX1
-    x = (x ^ (x >> _U27)) * _U_MIX2
-    return x ^ (x >> _U31)
+    return _mix_many(x[None, :] + keys)
