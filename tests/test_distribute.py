@@ -136,3 +136,30 @@ def test_batched_merge_selects_each_points_input(backend):
     exe.execute()
     assert {k: float(v) for k, v in store.items()} == {
         (k,): (3 * (2.0 * (k + 1) + 1.0) if k < 5 else 0.0) for k in range(6)}
+
+
+def test_host_calls_keep_their_order_across_iterations():
+    """A sink may publish what a later iteration's source reads (MuZero's learner: the weights after step i - 1
+    feed step i's self-play), so sources and sinks stay interleaved iteration by iteration, as isl ordered them,
+    even where the sink alone could run batched after the loop."""
+    events = []
+    published = {"value": 0.0}
+    ctx = trl.Context("i")
+    (i,), (I,) = ctx.dims, ctx.bounds
+    with ctx:
+        w = trl.param(np.zeros(2, np.float32), domain=(i,))
+        target = trl.source(lambda point: (events.append(("source", point["i"])),
+                                           np.full(2, published["value"] + 1.0, np.float32))[1], (2,), "float32", (i,))
+        ((w - target) * (w - target)).sum().backward()
+        trl.optim.Adam([w], lr=0.1).step()
+        with ctx.when(i >= 1):
+            w.sink(lambda point, value: (events.append(("sink", point["i"])),
+                                         published.__setitem__("value", float(np.asarray(value)[0]))))
+    ctx.compile(bounds={I: 5}, backend="torch").execute()
+    sources = [k for k, event in enumerate(events) if event[0] == "source"]
+    sinks = {event[1]: k for k, event in enumerate(events) if event[0] == "sink"}
+    # the source of iteration i runs after the sink of iteration i - 1 (which publishes w after i - 1 steps)
+    for k in sources:
+        i = events[k][1]
+        if i >= 2:
+            assert sinks[i - 1] < k, events

@@ -31,7 +31,8 @@ class Replay:
                            "actions": np.array(trajectory.actions, dtype=np.int64),
                            "rewards": np.array(trajectory.rewards, dtype=np.float64),
                            "policies": np.stack(trajectory.policies).astype(np.float32),
-                           "values": np.array(trajectory.values, dtype=np.float64)})
+                           "values": np.array(trajectory.values, dtype=np.float64),
+                           "seeds": np.stack(trajectory.seeds).astype(np.float32) if trajectory.seeds else None})
         del self.games[:-self.capacity]
 
     def positions(self) -> int:
@@ -74,23 +75,28 @@ class Replay:
         return {name: np.stack(arrays).astype(np.int64 if name == "actions" else np.float32)
                 for name, arrays in out.items()}
 
-    def reanalyse_game(self, program, weights: np.ndarray, index: int) -> None:
+    def reanalyse_game(self, program, weights: np.ndarray, index: int, seed_weight: float = 0.0) -> None:
         """Re-search every position of stored game ``index`` with ``weights`` (without noise) and replace its
         policy and value targets: a demonstration enters the buffer this way (the paper's Reanalyse of
-        demonstrations: the search, not the demonstrator's move, gives the policy target)."""
+        demonstrations: the search, not the demonstrator's move, gives the policy target). The search's root
+        is seeded as in self-play (the game's stored seeds, ``seed_weight``)."""
         game = self.games[index]
         length = len(game["actions"])
         for start in range(0, length, program.batch):
             rows = np.minimum(np.arange(start, start + program.batch), length - 1)
-            visits, values = program.run(weights, game["features"][rows], game["legal"][rows], None)
+            seeds = None if game["seeds"] is None else game["seeds"][rows]
+            visits, values = program.run(weights, game["features"][rows], game["legal"][rows], None, seed=seeds,
+                                         seed_weight=seed_weight)
             kept = rows[:length - start]
             game["policies"][kept] = visits[:len(kept)] / visits[:len(kept)].sum(-1, keepdims=True)
             game["values"][kept] = values[:len(kept)]
         game.pop("z", None)
 
-    def reanalyse(self, program, weights: np.ndarray, count: int, rng: np.random.Generator) -> int:
+    def reanalyse(self, program, weights: np.ndarray, count: int, rng: np.random.Generator,
+                  seed_weight: float = 0.0) -> int:
         """Re-search `count` random stored positions (in batches of the program's size) with `weights`,
-        without noise; replace their policy and value targets. Returns the positions re-searched."""
+        without noise (the roots seeded as in self-play: stored seeds, ``seed_weight``); replace their policy and
+        value targets. Returns the positions re-searched."""
         done = 0
         lengths = np.array([len(game["actions"]) for game in self.games])
         while done < count and self.games:
@@ -98,7 +104,9 @@ class Replay:
                      rng.choice(len(self.games), size=program.batch, p=lengths / lengths.sum())]
             features = np.stack([self.games[g]["features"][u] for g, u in picks])
             legal = np.stack([self.games[g]["legal"][u] for g, u in picks])
-            visits, values = program.run(weights, features, legal, None)
+            seeded = seed_weight > 0 and all(self.games[g]["seeds"] is not None for g, _ in picks)
+            seeds = np.stack([self.games[g]["seeds"][u] for g, u in picks]) if seeded else None
+            visits, values = program.run(weights, features, legal, None, seed=seeds, seed_weight=seed_weight)
             for k, (g, u) in enumerate(picks):
                 self.games[g]["policies"][u] = visits[k] / visits[k].sum()
                 self.games[g]["values"][u] = values[k]

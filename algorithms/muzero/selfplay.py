@@ -22,6 +22,8 @@ import dataclasses
 import numpy as np
 
 import timerl as trl
+from timerl.rt import functional as F
+from algorithms.mmap.baselines.policies import greedy_action
 from algorithms.mmap.game import MMapGame
 from algorithms.mmap.problem import Problem
 from algorithms.muzero.features import FEATURES, Encoder
@@ -44,9 +46,14 @@ class SearchProgram:
             invalid = trl.source(self._input("invalid"), (batch, ACTIONS), "bool")
             noise = trl.source(self._input("noise"), (batch, ACTIONS), "float32")
             noise_fraction = trl.source(self._input("noise_fraction"), (batch, 1), "float32")  # per game
+            seed = trl.source(self._input("seed"), (batch, ACTIONS), "float32")  # a distribution per game
+            seed_weight = trl.source(self._input("seed_weight"), (batch, 1), "float32")
             nets = Networks(weights, layout)
             state = nets.representation(features)
-            policy, value = nets.prediction(state)
+            logits, value = nets.prediction(state)
+            # the root's prior: the policy mixed with the seed distribution (a baseline's move), then noise
+            mixed = F.softmax(logits, dim=-1) * (1.0 - seed_weight) + seed * seed_weight
+            policy = F.log(F.maximum(mixed, float(np.finfo(np.float32).tiny)))
 
             def recurrent_fn(embedding, action):
                 following, reward = nets.dynamics(embedding, action)
@@ -66,14 +73,17 @@ class SearchProgram:
         return lambda point, value: self.outputs.__setitem__(name, np.asarray(value).copy())
 
     def run(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
-            exact: int = 0):
+            exact: int = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0):
         """(root visit counts (B, A), root search values (B,)); ``noise`` None searches without noise, and so do
-        the first ``exact`` games."""
+        the first ``exact`` games. ``seed`` (B, A): a distribution over actions per game (e.g. one-hot on a
+        baseline's move) that the root's prior mixes in with ``seed_weight``, before the noise; None: none."""
         fraction = np.full((self.batch, 1), 0.0 if noise is None else self.config.dirichlet_fraction, np.float32)
         fraction[:exact] = 0.0
         self.inputs.update(weights=weights.astype(np.float32), features=features.astype(np.float32),
                            invalid=~legal, noise=np.zeros(legal.shape, np.float32) if noise is None else
-                           noise.astype(np.float32), noise_fraction=fraction)
+                           noise.astype(np.float32), noise_fraction=fraction,
+                           seed=np.zeros(legal.shape, np.float32) if seed is None else seed.astype(np.float32),
+                           seed_weight=np.full((self.batch, 1), 0.0 if seed is None else seed_weight, np.float32))
         self.executable.execute()
         return self.outputs["visits"], self.outputs["value"]
 
@@ -89,15 +99,25 @@ class Trajectory:
     rewards: list = dataclasses.field(default_factory=list)
     policies: list = dataclasses.field(default_factory=list)
     values: list = dataclasses.field(default_factory=list)
+    seeds: list = dataclasses.field(default_factory=list)
+    """The root's seed distribution at each decision (`SearchProgram.run`), kept for Reanalyse."""
     total_reward: float = 0.0
     game: MMapGame | None = None
     played: list = dataclasses.field(default_factory=list)
     """Every move in play order (forced ones too), for reporting the mapping."""
 
 
+def greedy_seed(game: MMapGame) -> np.ndarray:
+    """One-hot on the greedy one-step policy's move (`policies.greedy_action`: a positive benefit placed with the
+    least space x time, else Drop), the root's seed distribution in self-play."""
+    return np.eye(ACTIONS, dtype=np.float32)[greedy_action(game)]
+
+
 class SelfPlay:
-    def __init__(self, problem: Problem, program: SearchProgram, seed: int = 0, noise: bool = True):
-        self.problem, self.program, self.noise = problem, program, noise
+    def __init__(self, problem: Problem, program: SearchProgram, seed: int = 0, noise: bool = True,
+                 seed_weight: float = 0.0):
+        """``seed_weight``: how much of the root's prior is the greedy policy's move (`greedy_seed`), 0 for none."""
+        self.problem, self.program, self.noise, self.seed_weight = problem, program, noise, seed_weight
         self.encoder = Encoder(problem)
         self.rng = np.random.default_rng(seed)
         self.reward_scale = REWARD_SCALE / max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
@@ -130,7 +150,12 @@ class SelfPlay:
             legal = np.stack([encoded[k][1] for k in rows])
             noise = (self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch) if self.noise
                      else None)
-            visits, values = self.program.run(weights, features, legal, noise, exact=greedy_games)
+            seeds = None
+            if self.seed_weight > 0:
+                seeded = {k: greedy_seed(games[k]) for k in live}
+                seeds = np.stack([seeded[k] for k in rows])
+            visits, values = self.program.run(weights, features, legal, noise, exact=greedy_games, seed=seeds,
+                                              seed_weight=self.seed_weight)
             self.searches += 1
             for k in live:
                 trajectory, game = trajectories[k], games[k]
@@ -143,6 +168,8 @@ class SelfPlay:
                 trajectory.actions.append(action)
                 trajectory.policies.append(visits[k] / visits[k].sum())
                 trajectory.values.append(float(values[k]))
+                if seeds is not None:
+                    trajectory.seeds.append(seeds[k])
                 trajectory.rewards.append(game.play(action) * self.reward_scale)
                 trajectory.played.append(action)
         for trajectory in trajectories:
@@ -186,6 +213,7 @@ def demonstration(problem: Problem, actions) -> Trajectory:
             trajectory.actions.append(int(action))
             trajectory.policies.append(np.eye(ACTIONS, dtype=np.float32)[int(action)])
             trajectory.values.append(0.0)
+            trajectory.seeds.append(greedy_seed(game))
             trajectory.rewards.append(0.0)
         reward = game.play(int(action)) * reward_scale
         if trajectory.rewards:

@@ -7,6 +7,8 @@ import numpy as np
 
 import timerl as trl
 from algorithms.mmap.baselines.heuristic import heuristic_play
+from algorithms.mmap.baselines.policies import greedy_action
+from algorithms.mmap.baselines.result import new_game
 from algorithms.mmap.check import check_mapping
 from algorithms.mmap.mapping import mapping_records
 from algorithms.mmap.problem import build_problem
@@ -302,3 +304,27 @@ def test_policy_loss_is_over_legal_actions_by_hand():
     losses = []
     train(layout.pack(weights), layout, config, 1, lambda i: batch, lambda i, w, loss: losses.append(loss))
     np.testing.assert_allclose(losses[0], np.log(2.0) + 1.5 * np.log(ATOMS), rtol=1e-5)
+
+
+def test_seeded_root_plays_the_greedy_policy():
+    """With the root's prior all seed (`seed_weight` 1) and one simulation, the one visit goes to the seed's move,
+    so the noise-free greedy game is the greedy one-step policy's game (`policies.greedy_action`), played here
+    without MuZero; the seeds are kept per decision, one-hot on that move."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
+    weights = init_weights(SIZES, 0)
+    layout = Layout.of(weights)
+    program = SearchProgram(layout, batch=2, config=SearchConfig(num_simulations=1, max_depth=1))
+    (seeded,) = SelfPlay(problem, program, seed=0, noise=False, seed_weight=1.0).play(layout.pack(weights), 0.0,
+                                                                                     greedy_games=1, count=1)
+    game = new_game(problem)
+    expected = []
+    while not game.done:
+        expected.append(greedy_action(game))
+        game.play(expected[-1])
+    assert seeded.played == expected and seeded.total_reward == game.total_reward
+    assert len(seeded.seeds) == len(seeded.actions) > 0
+    assert [int(np.argmax(seed)) for seed in seeded.seeds] == seeded.actions
+    replay = Replay()
+    replay.add(seeded)
+    replay.reanalyse_game(program, layout.pack(weights), 0, seed_weight=1.0)
+    assert np.array_equal(np.argmax(replay.games[0]["policies"], -1), seeded.actions)

@@ -53,7 +53,8 @@ def _bincount(xp, index, weights, size):
     flat_weights = xp.reshape(weights, (-1,) + row)
     counts = xp.zeros((rows * size,) + row, dtype=weights.dtype)
     if hasattr(counts, "at"):  # jax: immutable arrays, functional scatter (of rows when the weights have them)
-        counts = counts.at[flat_index].add(flat_weights)
+        # the indices are in range (the caller's promise): no wrapping of negative ones, an op per index
+        counts = counts.at[flat_index].add(flat_weights, wrap_negative_indices=False)
     else:
         np.add.at(counts, flat_index, flat_weights)
     return xp.reshape(counts, batch + (size,) + row)

@@ -62,6 +62,11 @@ class BatchedGroup:
         # per member and input slot, planned once: read inside the group (INSIDE), a range read (WINDOW) or
         # a read of another group's points (GATHER)
         self.reads = {n.id: tuple(self._read_kind(n, edge) for edge in n.inputs) for n in self.members}
+        # the reads of another group's points at the same point (``x[i, t]`` at ``[i, t]``): their pool keys
+        # are the points themselves, no index function called per point (`gathered`)
+        self.identity = {(n.id, slot) for n in self.members for slot, edge in enumerate(n.inputs)
+                         if self.reads[n.id][slot] is GATHER
+                         and identity_read(edge, n, self.graph.nodes[edge.producer])}
         # reductions of windows computed as scans of the run the windows cover, where the windows allow
         # (`timerl.runtime.window_scans`): member -> its `WindowScan`; and their kernels per (member, shape)
         scans = window_scan_rules(self.graph, self.members, self.windowed, self.reads, INSIDE, WINDOW)
@@ -257,7 +262,7 @@ class BatchedGroup:
                 run, index, mask = padded_window(pool, reader, points, self.backend)
                 steps.append((None, (-1 - argument(run), -1 - argument(index)), ()))
                 return len(steps) - 1, True, argument(mask)
-            value, batched = gathered(pool, reader, points, self.backend)
+            value, batched = gathered(pool, reader, points, self.backend, (node.id, slot) in self.identity)
             return -1 - argument(value), batched, None
 
         for node in self.members:

@@ -19,14 +19,18 @@ class NotBatchable(Exception):
     """A batch this code path declines at run time: the statement runs point by point instead."""
 
 
-def gathered(pool: Any, reader: Any, points: Points, backend: Any) -> tuple[Any, bool]:
+def gathered(pool: Any, reader: Any, points: Points, backend: Any, identity: bool = False) -> tuple[Any, bool]:
     """One input at every point: (a single value where every point reads the same one, False), else
-    (the values stacked, True)."""
+    (the values stacked, True). ``identity`` (planned with the statement: `timerl.pdg.graph.identity_read`):
+    each point reads the producer at the same point, so the keys are the points themselves (distinct)."""
     edge = reader.edge
-    read = reader.coordinates if reader.has_ranges else reader.point_read
-    keys = [(edge.producer, tuple(read(p))) for p in points]
-    if all(k == keys[0] for k in keys):
-        return pool.load(keys[0])[edge.output], False
+    if identity and len(points) > 1:
+        keys = [(edge.producer, p) for p in points]
+    else:
+        read = reader.coordinates if reader.has_ranges else reader.point_read
+        keys = [(edge.producer, tuple(read(p))) for p in points]
+        if all(k == keys[0] for k in keys):
+            return pool.load(keys[0])[edge.output], False
     batch = getattr(pool, "batch", None)
     stacked = None if batch is None else batch(keys, edge.output)
     if stacked is not None:

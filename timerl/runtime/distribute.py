@@ -19,12 +19,16 @@ Every dependence goes from an earlier loop to a later one, or stays inside one l
 every value is computed before it is read; a deallocation joins the first loop after everything it waits for,
 so values are still freed as early as the new order allows. Loops are distributed only where that makes a
 batched statement; nothing changes elsewhere.
+
+The statements that call the host (sources, sinks, UDFs) keep their order, iteration by iteration: they are one
+component, with whatever lies between them, since the host may couple them outside the dependences (a sink
+publishes weights that a later iteration's source reads: MuZero's learner feeding self-play).
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import Callable
+from typing import Callable, Collection
 
 from timerl.graphs import strongly_connected
 from timerl.sched import ast
@@ -33,24 +37,26 @@ from timerl.runtime.statements import flatten, leaf_key, sources, statement_majo
 POINTS, BATCHED = "points", "batched"  # how a distributed loop runs
 
 
-def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int], bool]) -> ast.AstNode:
+def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int], bool],
+               host_calls: Collection[int] = ()) -> ast.AstNode:
     """``node`` with every loop that cannot run batched as it is (a statement recurs, or cannot be batched),
     but whose body splits into loops of which one could, distributed; ``dependences`` as `statement_dependences` gives them, ``batchable(group)``:
-    whether a group's statement runs batched."""
+    whether a group's statement runs batched; ``host_calls``: the groups that call the host, kept in order."""
     if isinstance(node, ast.Sequence):
-        return ast.Sequence(tuple(distribute(child, dependences, batchable) for child in node.body))
+        return ast.Sequence(tuple(distribute(child, dependences, batchable, host_calls) for child in node.body))
     if isinstance(node, ast.If):
-        return ast.If(node.cond, distribute(node.then, dependences, batchable),
-                      None if node.orelse is None else distribute(node.orelse, dependences, batchable))
+        return ast.If(node.cond, distribute(node.then, dependences, batchable, host_calls),
+                      None if node.orelse is None else distribute(node.orelse, dependences, batchable, host_calls))
     if not isinstance(node, ast.Loop):
         return node
     leaves = flatten(node.body)
     if leaves is None:
-        return ast.Loop(node.var, node.start, node.stop, node.step, distribute(node.body, dependences, batchable))
+        return ast.Loop(node.var, node.start, node.stop, node.step,
+                        distribute(node.body, dependences, batchable, host_calls))
     executed = [leaf.node for _, leaf in leaves if isinstance(leaf, ast.Execute)]
     if not executed or (statement_major(leaves, *dependences) and all(batchable(g) for g in executed)):
         return node  # (runs batched as it is)
-    loops = _split(leaves, dependences, batchable)
+    loops = _split(leaves, dependences, batchable, frozenset(host_calls))
     if loops is None:
         return node
     bodies = []
@@ -62,7 +68,8 @@ def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int],
     return ast.Sequence(tuple(ast.Loop(node.var, node.start, node.stop, node.step, body) for body in bodies))
 
 
-def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool]) -> list[tuple[str, list[int]]] | None:
+def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool],
+           host_calls: frozenset[int] = frozenset()) -> list[tuple[str, list[int]]] | None:
     """The loops the body distributes into, as (kind, leaf indices), or None where distributing makes no
     batched statement (or a batched loop would not run statement by statement: one split in pieces, say), or
     where nothing recurs. A statement that does not
@@ -73,6 +80,10 @@ def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool]) -
     for k, key in enumerate(keys):
         positions.setdefault(key, []).append(k)
     before = [{j for s in sources(key, *dependences) for j in positions.get(s, ())} for key in keys]
+    calls = [k for k, key in enumerate(keys) if key[0] == "S" and key[1] in host_calls]
+    if len(calls) > 1:  # one component (module docstring): each waits for the previous, the first for the last
+        for previous, k in zip(calls[-1:] + calls[:-1], calls):
+            before[k].add(previous)
     components = _components(before)
     component_of = {k: c for c, members in enumerate(components) for k in members}
     frees = {k for k, key in enumerate(keys) if key[0] == "F"}

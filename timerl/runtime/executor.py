@@ -73,8 +73,9 @@ class Executable:
         self.constants = lowering.constants
         if device_memory is None and options.distributes(backend.name):  # the recurrences apart, the rest batched
             supported = {g.id: BatchedGroup.supported(graph, g) for g in groups}
-            self.schedule = schedule = ast.Schedule(distribute(schedule.root, self.dependences, supported.get),
-                                                    schedule.labels)
+            host_calls = {g.id for g in groups if any(graph.nodes[m].category.calls_user for m in g.members)}
+            self.schedule = schedule = ast.Schedule(distribute(schedule.root, self.dependences, supported.get,
+                                                               host_calls), schedule.labels)
         interpreter = _Interpreter(self)
         if device_memory is None:  # plain Python loops; with a budget, each statement first clears the pins
             loops = scanned_or_batched if self.scan_loops else batched_loop  # jax: whole loops as lax.scan
@@ -139,8 +140,14 @@ class Executable:
         points, lengths = reader.points(point)
         keys = [(edge.producer, q) for q in points]
         if edge.masked_by is not None:  # gradient contributions: those that exist
-            present = [k for k in keys if pool.has(k)]
             batch = getattr(pool, "batch", None)
+            # every contribution a row of one stack (the common case; `batch` finds each key among the stacks'
+            # rows): no presence test per key
+            whole = len(keys) > 1 and batch is not None and edge.producer not in pool.blocks
+            stacked = batch(keys, edge.output) if whole else None
+            if stacked is not None:
+                return StackedContributions([k[1] for k in keys], stacked, self.backend)
+            present = [k for k in keys if pool.has(k)]
             stacked = batch(present, edge.output) if batch is not None and len(present) > 1 else None
             if stacked is not None:  # the rows of one batched result, in order
                 return StackedContributions([k[1] for k in present], stacked, self.backend)

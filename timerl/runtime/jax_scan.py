@@ -159,12 +159,18 @@ class ScannedLoop:
             if found is not None:
                 self._raise_first(outcome, prefixes, first, found)
         slope = self.slope
+        stored_in = [set(self._stored(outcome)) for outcome, _, _ in segments]
+        points_of: dict[tuple, list] = {}  # (prefix, the segments storing) -> the points: one list per run, shared
         for member, value in zip(stored, stacks):
-            *before, origin = prefix_of[member]
-            points = [tuple(before) + (slope * c + origin,) for outcome, first, count in segments
-                      if member in self._stored(outcome) for c in range(first, first + count)]
-            if slope < 0:  # a backward loop: its stack in the order of the points, as later reads take it
-                points = points[::-1]
+            storing = tuple(k for k, members in enumerate(stored_in) if member in members)
+            points = points_of.get((prefix_of[member], storing))
+            if points is None:
+                *before, origin = prefix_of[member]
+                points = [tuple(before) + (slope * c + origin,) for k in storing
+                          for c in range(segments[k][1], segments[k][1] + segments[k][2])]
+                if slope < 0:  # a backward loop: its stack in the order of the points, as later reads take it
+                    points = points[::-1]
+                points_of[(prefix_of[member], storing)] = points
             size = static_bytes(self.graph.nodes[member])
             if hasattr(pool, "store_stack"):
                 pool.store_stack(member, points, (value,), size)

@@ -3,7 +3,7 @@ end infeasible games or rewind them (Drop-backup). Mirrors `MMapGame.play` (game
 
 State of G games (leading axis G everywhere):
 - position, done, feasible, total (return so far), restores (rewinds so far);
-- records (G, 3, N): the rectangle of each buffer before the position (rules.py);
+- records (G, 2, N): the rectangle of each buffer before the position (rules.py);
 - book (G, size): fast sets, alias-group offsets and Drop states, tensors' latest allocations
   (tables.BookLayout);
 - supply W and used copy edges (G, T); open_groups (G,): alias groups in fast memory with members to come;
@@ -47,6 +47,7 @@ from algorithms.mmap.rt.tables import (
     GROUP_LAST,
     IS_OUTPUT,
     SLOT_BIT,
+    WIDTH,
     GameTables,
     scatter,
 )
@@ -94,7 +95,7 @@ def state_template(drop_backup: bool) -> State:
 
 def initial_state(tables: GameTables, num_games: int, drop_backup: bool) -> State:
     games, times = num_games, tables.num_times
-    records = F.zeros((games, 3, tables.num_buffers), "int64")  # none counts before position 0
+    records = F.zeros((games, 2, tables.num_buffers), tables.record_dtype)  # none counts before position 0
     book = F.expand(F.unsqueeze(tables.book, 0), (games, tables.layout.size))
     supply = F.expand(tables.supply, (games, times))
     edges = F.zeros((games, times), "bool")
@@ -109,7 +110,7 @@ def initial_state(tables: GameTables, num_games: int, drop_backup: bool) -> Stat
 
 def move(tables: GameTables, state: State, action) -> tuple[State, Move]:
     """Every game not yet done plays `action` (G,) int64; done games stay as they are."""
-    buffers, times = tables.num_buffers, tables.num_times
+    buffers = tables.num_buffers
     games = action.shape[0]
     running = ~state.done
     legal = pick(F.astype(state.plan.legal, "int64"), action) > 0  # an action outside 0..2 is illegal
@@ -127,9 +128,9 @@ def move(tables: GameTables, state: State, action) -> tuple[State, Move]:
     start, end, offset = column(chosen, 0), column(chosen, 1), column(chosen, 2)
     column_taken = F.where(placed, offset, -1)
     rectangle = placed & (is_copy | ~reuse)
-    record = F.stack([F.where(rectangle, start, times), F.where(rectangle, end, -1), F.where(rectangle, offset, -1)], 1)
-    at = F.expand(F.reshape(F.where(playing, state.position, -1), (games, 1, 1)), (games, 3, 1))
-    records = scatter(state.records, at, F.unsqueeze(record, 2))
+    record = F.stack([F.where(rectangle & (column(data, WIDTH) > 0), end, -1), F.where(rectangle, offset, -1)], 1)
+    at = F.expand(F.reshape(F.where(playing, state.position, -1), (games, 1, 1)), (games, 2, 1))
+    records = scatter(state.records, at, F.unsqueeze(F.astype(record, tables.record_dtype), 2))
 
     grows = placed & (end > entries.tensor_end)
     written = F.stack([placed, placed, playing & is_drop, grows, grows], 1)

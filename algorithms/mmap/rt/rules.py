@@ -1,15 +1,19 @@
 """The game's rules as RT ops over a batch of games (leading spatial axis G): where the current buffer may
 go, whether each action is legal, and what it earns. Semantics are `algorithms/mmap/game.py`'s, move for move.
 
-Occupancy is kept as one record per buffer (`records`, (G, 3, N): start, end, column of the rectangle
-[start, end] x [column, column + width) a placed buffer takes), not as a (time x column) grid. Only the
-records of buffers before the game's position count: a move writes its buffer's record with one scatter,
-and a Drop-backup rewind to buffer p needs no clearing, since the records from p on no longer count. A
-buffer without a rectangle (dropped, or a NoCopy that reuses an allocation) has start = num_times and
-end = -1, so it overlaps no interval. Whether a block of columns is free over an interval is answered from
-two cumulative counts over columns of the overlapping records (`lowest_free_columns`): O(buffers + columns)
-per game, where a grid would be O(times x columns). The Copy and NoCopy intervals of a move are counted
-together.
+Occupancy is kept as one record per buffer (`records`, (G, 2, N): end, column of the rectangle
+[start, end] x [column, column + width) a placed buffer takes), not as a (time x column) grid. The start
+needs no keeping: every rectangle holds its buffer's target time (a copy or NoCopy interval ends or starts
+there, a kept output's live range holds it), buffers come in target order (`tables.game_arrays` checks),
+and every interval the current buffer asks about ends at or after its own target, so an earlier buffer's
+rectangle overlaps the interval [first, last] exactly when its end >= first. Only the records of buffers
+before the game's position count: a move writes its buffer's record with one scatter, and a Drop-backup
+rewind to buffer p needs no clearing, since the records from p on no longer count. A buffer without a
+rectangle (dropped, a NoCopy that reuses an allocation, or no columns wide) has end = -1, so it overlaps no
+interval (the column stays: a reuse reads its owner's). Whether a block of columns is free over an
+interval is answered from one cumulative count over columns of the overlapping records' opening and closing
+events (`lowest_free_columns`): O(buffers + columns) per game, where a grid would be O(times x columns). The
+Copy and NoCopy intervals of a move are counted together, packed into one integer.
 
 Everything else a move reads about the game (an instruction's fast set, an alias group's offset and Drop
 state, a tensor's latest allocation) is one entry of the book (`tables.BookLayout`), read with one gather.
@@ -84,55 +88,68 @@ def pick(x, index):
 
 
 def book_entries(book, data) -> Entries:
-    values = gather_fill(book, data.spatial[:, AT_FAST_SET:AT_TENSOR_OWNER + 1], -1)
+    values = F.astype(gather_fill(book, data.spatial[:, AT_FAST_SET:AT_TENSOR_OWNER + 1], -1), "int64")
     return Entries(*(column(values, k) for k in range(len(Entries._fields))))
 
 
 # ---- fast memory -----------------------------------------------------------------------------------------
-def lowest_free_columns(tables: GameTables, records, position, first, last, own_group, width, required):
-    """For each game and each of K intervals [first, last] ((G, K) each): the lowest column c with
-    [c, c + width) free over the interval ((G,) width: one buffer's, the same for every interval), or
-    `required` if that block is free (where required >= 0); -1 if none. Records of the game's alias group
-    `own_group` count as free (Eq. 4).
+def lowest_free_columns(tables: GameTables, records, position, first, own_group, width, required):
+    """For each game and each of K intervals from `first` ((G, K)) to at least the game's current target: the
+    lowest column c with [c, c + width) free over the interval ((G,) width: one buffer's, the same for every
+    interval), or `required` if that block is free (where required >= 0); -1 if none. Records of the game's
+    alias group `own_group` count as free (Eq. 4). A record overlaps such an interval exactly when its end is
+    >= first (the records' layout above), so the intervals' last times are not needed.
 
     A record at columns [at, at + w) that overlaps the interval blocks exactly the block starts c with
     at - width < c < at + w. So blocked(c), the number of records that block c, is the cumulative sum over
     columns of +1 at max(at - width + 1, 0) and -1 at at + w: O(buffers + columns) per game. The events'
-    columns do not depend on the interval, only their weights (overlaps or not) do, so each histogram takes
-    a row of K weights per event and counts all K intervals in one pass over the indices. The lowest c with
-    blocked(c) == 0 is the answer if the block ends within the columns; if it does not, no block starting
-    further right does either.
+    columns do not depend on the interval, only their weights (overlaps or not) do, so all K intervals share
+    one histogram: an event's weight packs its K overlap flags as digits of base S (S > buffers, so no count
+    carries into the next digit), and one histogram of the 2N opening (+weight) and closing (-weight) events,
+    one cumulative sum and a test per digit answer all K (on XLA one scatter of scalars: 1.4x the move's speed
+    against two histograms and their difference, side by side). The lowest c with blocked(c) == 0 is the answer if
+    the block ends within the columns; if it does not, no block starting further right does either.
 
-    What XLA makes of it matters more than the op count: the per-game values go through `materialize` first
-    (else XLA fuses their computation, a dozen selects and a gather, into the (G, N, K) loop and redoes it
-    for every element: 1.2x the whole move); the cumulative sum is a blocked triangular matmul (`block_cumsum`);
-    the first free start is a min over columns, which XLA vectorizes (argmax's (value, index) reduction it
-    does not)."""
+    What XLA makes of it matters more than the op count: the per-game values the (G, N) loop reads go through
+    `materialize` first, already in the types they are compared in (else XLA fuses their computation, a dozen
+    selects and a gather, into the loop and redoes it for every element); the records and their comparisons
+    are int16/int32; the cumulative sum is a blocked triangular matmul (`block_cumsum`); the first free start
+    is a min over columns, which XLA vectorizes (argmax's (value, index) reduction it does not)."""
     size, k = tables.num_columns, first.shape[1]
-    scalars = F.apply("materialize", F.cat([first, last, required, F.stack([own_group, position, width], 1)], 1))
-    first, last, required = scalars.spatial[:, :k], scalars.spatial[:, k:2 * k], scalars.spatial[:, 2 * k:3 * k]
-    own_group, position, width = (column(scalars, 3 * k + j) for j in range(3))
-    counted = (tables.group_key != per_game(own_group)) & (tables.buffers < per_game(position)) & tables.wide
-    start, end, at = (records.spatial[:, j:j + 1, :] for j in range(3))
-    # (G, K, N) int32: whether each counted record overlaps each interval; handed to the histograms as (G, N, K)
-    # rows (a transposed view: torch's bincount scatters along the last axis of the (G, K, N) it was; XLA
-    # computes the fused comparison in whichever order the scatter reads it)
-    overlap = (start <= F.unsqueeze(last, 2)) & (end >= F.unsqueeze(first, 2)) & F.unsqueeze(counted, 1)
-    count = F.transpose(F.astype(overlap, "int32"), 1, 2)
-    at = F.squeeze(at, 1)
-    # a record without a rectangle has at = -1 and counts 0: its indices only have to lie in [0, size]
-    opens = F.apply("bincount", F.maximum(at + per_game(1 - width), 0), count, size=size + 1)
-    closes = F.apply("bincount", at + tables.close_width, count, size=size + 1)
-    blocked = block_cumsum(F.transpose(opens - closes, 1, 2))  # (G, K, size + 1)
-    # blocked(size) is 0 (every counted record has closed by then): the first free start is the least start
-    # with none, size when no column is free (in int32, like the counts)
-    lowest = F.astype(F.min(F.where(blocked == 0, tables.starts, size), dim=2), "int64")
-    wide = per_game(width)
-    lowest = F.where(wide == 0, 0, lowest)
-    lowest = F.where(lowest + wide <= size, lowest, -1)
-    there = F.squeeze(gather_fill(blocked, F.unsqueeze(required, 2), -1), 2) == 0
-    there = (there & (required + wide <= size)) | (wide == 0)
-    return F.where(required >= 0, F.where(there, required, -1), lowest)
+    digit, count_dtype = tables.overlap_digits(k)
+    # an interval starting before time 0 (a Copy that does not exist) is the same from 0, where no record
+    # without a rectangle (end = -1) reaches
+    thresholds = F.apply("materialize", F.astype(F.maximum(first, 0), records.dtype))
+    keys = F.apply("materialize", F.astype(F.stack([own_group, position, 1 - width], 1), "int32"))
+    counted = (tables.group_key != per_game(column(keys, 0))) & (tables.buffers < per_game(column(keys, 1)))
+    end, at = records.spatial[:, 0, :], F.astype(records.spatial[:, 1, :], "int32")
+    weight = 0
+    for interval in range(k):
+        overlaps = (end >= per_game(column(thresholds, interval))) & counted
+        weight = weight + F.astype(overlaps, count_dtype) * digit ** interval
+    # a record without a rectangle has at = -1 and weight 0: its indices only have to lie in [0, size]
+    events = F.cat([F.maximum(at + per_game(column(keys, 2)), 0), at + tables.close_width], 1)
+    packed = block_cumsum(F.apply("bincount", events, F.cat([weight, -weight], 1), size=size + 1))  # (G, size + 1)
+    exact = "float32" if count_dtype == "int32" else "float64"
+    found = []
+    for interval in range(k):
+        # this interval's blocked(c) is digit `interval` of packed(c): the top digit is 0 where packed(c) is
+        # below its weight; a lower one where packed(c) / weight, floored, is a multiple of the base (in floats:
+        # a division by a power of two is exact, and truncation floors the nonnegative sums)
+        if interval == k - 1:
+            free = packed < digit ** interval
+        else:
+            shifted = F.astype(F.astype(packed, exact) * (1.0 / digit ** interval), count_dtype)
+            free = shifted == F.astype(F.astype(shifted, exact) * (1.0 / digit), count_dtype) * digit
+        # blocked(size) is 0 (every counted record has closed by then): the first free start is the least start
+        # with none, size when no column is free (in int32)
+        lowest = F.astype(F.min(F.where(free, tables.starts, F.tensor(size, dtype="int32")), dim=1), "int64")
+        lowest = F.where(width == 0, 0, F.where(lowest + width <= size, lowest, -1))
+        block = column(required, interval)
+        there = column(gather_fill(F.astype(free, "int32"), per_game(block), 0), 0) > 0
+        there = (there & (block + width <= size)) | (width == 0)
+        found.append(F.where(block >= 0, F.where(there, block, -1), lowest))
+    return F.stack(found, 1)
 
 
 BLOCK = 32
@@ -162,31 +179,31 @@ def block_cumsum(values):
 
 
 # ---- copy windows and supply (Eq. 5 and 6, transfer.py) ----------------------------------------------------
-def latest_prefetch_start(tables: GameTables, supply, edges, live_start, target, demand):
-    """Latest s >= live_start with sum(W[s .. target-1]) >= demand and no used edge in between; -1 if none."""
-    times = tables.times
-    last = target - 1
-    used = edges & (times >= per_game(live_start)) & (times <= per_game(last - 1))
-    first = F.maximum(live_start, F.max(F.where(used, times, -1), dim=1) + 1)
+def copy_bound(tables: GameTables, supply, edges, live_start, target, live_end, demand, is_output):
+    """Where each game's copy window ends away from the target; -1 if no window has the supply (Eq. 5, 6):
+    for an input the latest s >= live_start with sum(W[s .. target-1]) >= demand and no used edge in between,
+    for an output the earliest e <= live_end with sum(W[target+1 .. e]) >= demand and no used edge in between;
+    the target itself for a buffer that needs no transfer. Inputs and outputs share every pass over the
+    times: the window, one cumulative sum (its last element is the window's total) and one max per search (an
+    output's earliest time t is the greatest mirrored time T - 1 - t)."""
+    times, horizon = tables.times, tables.num_times
+    out = per_game(is_output)
+    mirrored = F.where(out, horizon - 1 - times, times)  # (G, T): greater is nearer the target
+    used = (edges & (times >= per_game(F.where(is_output, target + 1, live_start)))
+            & (times <= per_game(F.where(is_output, live_end - 1, target - 2))))
+    nearest_used = F.max(F.where(used, mirrored, -1), dim=1)  # mirrored, -1 if none
+    first = F.where(is_output, target + 1, F.maximum(live_start, nearest_used + 1))
+    first_used = F.where(nearest_used >= 0, horizon - 1 - nearest_used, horizon)  # where an output's window stops
+    last = F.where(is_output, F.minimum(live_end, first_used), target - 1)
     window = (times >= per_game(first)) & (times <= per_game(last))
     weights = F.where(window, supply, 0)
-    from_here = per_game(F.sum(weights, dim=1)) - F.cumsum(weights, 1) + weights
-    start = F.max(F.where(window & (from_here >= per_game(demand)), times, -1), dim=1)
-    start = F.where(last >= live_start, start, -1)
-    return F.where(demand == 0, target, start)
-
-
-def earliest_eviction_end(tables: GameTables, supply, edges, target, live_end, demand):
-    """Earliest e <= live_end with sum(W[target+1 .. e]) >= demand and no used edge in between; -1 if none."""
-    times, horizon = tables.times, tables.num_times
-    first = target + 1
-    used = edges & (times >= per_game(first)) & (times <= per_game(live_end - 1))
-    last = F.minimum(live_end, F.min(F.where(used, times, horizon), dim=1))
-    window = (times >= per_game(first)) & (times <= per_game(last))
-    so_far = F.cumsum(F.where(window, supply, 0), 1)
-    end = F.min(F.where(window & (so_far >= per_game(demand)), times, horizon), dim=1)
-    end = F.where((end == horizon) | (first > live_end), -1, end)
-    return F.where(demand == 0, target, end)
+    so_far = F.cumsum(weights, 1)
+    toward_target = F.where(out, so_far, per_game(so_far.spatial[:, horizon - 1]) - so_far + weights)
+    # the time nearest the target from which the window holds the demand (mirrored, -1 if none)
+    nearest = F.max(F.where(window & (toward_target >= per_game(demand)), mirrored, -1), dim=1)
+    bound = F.where(is_output & (nearest >= 0), horizon - 1 - nearest, nearest)
+    bound = F.where(F.where(is_output, first > live_end, last < live_start), -1, bound)
+    return F.where(demand == 0, target, bound)
 
 
 def consume(tables: GameTables, supply, edges, first, last, demand, is_output, active):
@@ -213,13 +230,12 @@ def plan(tables: GameTables, records, book, supply, edges, position, done) -> Pl
     required = entries.group_column
     group_fast, group_dropped = required >= 0, entries.group_dropped > 0
 
-    prefetch = latest_prefetch_start(tables, supply, edges, live_start, target, demand)
-    eviction = earliest_eviction_end(tables, supply, edges, target, live_end, demand)
-    copy_start = F.where(is_output, target, prefetch)
-    copy_end = F.where(is_output, eviction, target)
-    copy_exists = F.where(is_output, eviction, prefetch) >= 0
-    copy_first = F.where(is_output, target + 1, prefetch)
-    copy_last = F.where(is_output, eviction, target - 1)
+    bound = copy_bound(tables, supply, edges, live_start, target, live_end, demand, is_output)
+    copy_start = F.where(is_output, target, bound)
+    copy_end = F.where(is_output, bound, target)
+    copy_exists = bound >= 0
+    copy_first = F.where(is_output, target + 1, bound)
+    copy_last = F.where(is_output, bound, target - 1)
 
     latest_end = entries.tensor_end
     reuse = ~is_output & (latest_end >= target)
@@ -227,13 +243,13 @@ def plan(tables: GameTables, records, book, supply, edges, position, done) -> Pl
     no_copy_end = F.where(is_output, live_end, target)
     no_copy_exists = is_output | (latest_end >= 0)
 
+    # both intervals end at or after the target (at it, or at the eviction end or live end of an output)
     fitted = lowest_free_columns(tables, records, position, F.stack([copy_start, no_copy_start], 1),
-                                 F.stack([copy_end, no_copy_end], 1), column(data, GROUP_KEY), width,
-                                 F.stack([required, required], 1))
+                                 column(data, GROUP_KEY), width, F.stack([required, required], 1))
     copy_column = column(fitted, 0)
     copy_ok = copy_exists & (copy_column >= 0)
     owner = entries.tensor_owner
-    owner_column = pick(records.spatial[:, 2, :], owner)
+    owner_column = F.astype(pick(records.spatial[:, 1, :], owner), "int64")
     reused = F.where((required < 0) | (owner_column == required), owner_column, -1)
     no_copy_column = F.where(reuse, reused, column(fitted, 1))
     no_copy_ok = no_copy_exists & (no_copy_column >= 0)

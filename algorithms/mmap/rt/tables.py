@@ -61,6 +61,13 @@ def game_arrays(problem: Problem) -> GameArrays:
             # at the new member's width; with equal widths that is the union of the members' rectangles, which
             # is what the interval records below represent
             raise UnsupportedProblemError(f"{problem.name}: alias group {g} has members of different widths")
+    target, live_start, live_end = (np.array(values, dtype=np.int64)
+                                    for values in (problem.target, problem.live_start, problem.live_end))
+    if (np.diff(target) < 0).any() or (live_start > target).any() or (target > live_end).any():
+        # the records keep no start times (rules.py): that needs buffers in target order, each target within
+        # its live range
+        raise UnsupportedProblemError(f"{problem.name}: buffers must come in target order, each target within "
+                                      "its live range")
     table_width = max(len(table) for table in problem.latency_lists)
     latency = np.zeros((problem.num_instructions, table_width), dtype=np.float64)
     for time, table in enumerate(problem.latency_lists):
@@ -71,9 +78,7 @@ def game_arrays(problem: Problem) -> GameArrays:
     return GameArrays(
         num_buffers=buffers, num_times=problem.num_instructions, num_columns=problem.num_columns,
         num_groups=groups, table_width=table_width,
-        target=np.array(problem.target, dtype=np.int64),
-        live_start=np.array(problem.live_start, dtype=np.int64),
-        live_end=np.array(problem.live_end, dtype=np.int64),
+        target=target, live_start=live_start, live_end=live_end,
         is_output=np.array(problem.is_output, dtype=bool),
         width=width,
         demand=np.array(problem.demand, dtype=np.int64),
@@ -97,7 +102,7 @@ BOOK_FIELDS = 5
 
 class BookLayout(NamedTuple):
     """Where each per-game array of game state indexed by instruction, alias group or tensor lies in one
-    (G, size) int64 array, the book: one gather reads and one scatter writes a move's five entries, and one
+    (G, size) int32 array, the book: one gather reads and one scatter writes a move's five entries, and one
     `where` saves or restores all of them for Drop-backup.
 
     fast_set[instruction]: sum of the slot bits of its buffers in fast memory; group_column[group]: the
@@ -147,20 +152,38 @@ class GameTables:
         self.num_columns, self.num_groups = arrays.num_columns, arrays.num_groups
         self.table_width = arrays.table_width
         self.layout = book_layout(arrays)
-        self.book = F.tensor(initial_book(arrays, self.layout), dtype="int64")
+        # the records' values (times in [-1, num_times], columns in [-1, num_columns)) in the narrowest integer
+        # type that holds them: the free-block query reads every record at every move, so its bytes are its cost
+        self.record_dtype = "int16" if max(arrays.num_times, arrays.num_columns) < 2 ** 15 else "int32"
+        # int32 (offsets, flags, times, buffers and sums of slot bits all fit): a move reads and writes the book
+        # of every game several times (Drop-backup's snapshot and rewind), so its bytes count
+        self.book = F.tensor(initial_book(arrays, self.layout), dtype="int32")
         self.rows = F.tensor(buffer_rows(arrays, self.layout).reshape(-1), dtype="int64")
-        self.group_key = F.tensor(arrays.group_key, dtype="int64")
+        # int32 where the free-block query compares them with every record (twice the lanes of int64)
+        self.group_key = F.tensor(arrays.group_key, dtype="int32")
         self.width = F.tensor(arrays.width, dtype="int64")
-        self.wide = F.tensor(arrays.width > 0, dtype="bool")  # a buffer of no columns takes no space
         # where a record's column count closes (rules.lowest_free_columns): at + width, the width kept within
         # [1, num_columns] so that the index of a record without a rectangle (at = -1) stays in range too
-        self.close_width = F.tensor(np.clip(arrays.width, 1, arrays.num_columns), dtype="int64")
+        self.close_width = F.tensor(np.clip(arrays.width, 1, arrays.num_columns), dtype="int32")
         self.latency = F.tensor(arrays.latency, dtype="float64")
         self.supply = F.tensor(arrays.supply, dtype="int64")
-        self.buffers = F.arange(arrays.num_buffers)
+        self.buffers = F.astype(F.arange(arrays.num_buffers), "int32")
         self.times = F.arange(arrays.num_times)
         self.columns = F.arange(arrays.num_columns)
         self.starts = F.astype(F.arange(arrays.num_columns + 1), "int32")  # the block starts 0 .. num_columns (rules.lowest_free_columns)
+
+    def overlap_digits(self, intervals: int) -> tuple[int, str]:
+        """The base in which `rules.lowest_free_columns` packs one count per interval into one integer (a power
+        of two above the number of buffers, so no count carries), and the narrowest dtype in which the packed
+        counts and every partial sum of `rules.block_cumsum` stay exact (int32: its float32 matmul is exact
+        below 2**24)."""
+        digit = 1 << int(self.num_buffers).bit_length()
+        packed = digit ** intervals
+        if packed <= 1 << 24:
+            return digit, "int32"
+        if packed <= 1 << 53:
+            return digit, "int64"
+        raise UnsupportedProblemError(f"{intervals} overlap counts of {self.num_buffers} buffers do not fit in 53 bits")
 
     def buffer_data(self, position):
         """(G, ROW_WIDTH) int64: the row of `buffer_rows` of each game's buffer `position` (clamped to the last)."""
