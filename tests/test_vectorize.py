@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import timerl as trl
+from benchmarks.eager_memory import LiveTensorBytes
 from conftest import collect, run
 
 STEPS, WIDTH = 7, 3
@@ -291,8 +292,6 @@ def test_batched_statement_drops_intermediates_after_their_last_reader():
     About a batched statement of fused ops, so it states the switches that make one (with vectorize or distribute
     off the chain runs point by point; with fusion off each op is a statement of its own, whose outputs live until
     the whole batched loop ends: 10.5 MB)."""
-    from benchmarks.eager_memory import LiveTensorBytes
-
     ctx = trl.Context(dims="t")
     (t,), (T,) = ctx.dims, ctx.bounds
     with ctx:
