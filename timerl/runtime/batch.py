@@ -22,7 +22,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from timerl.errors import TimeRLError
 from timerl.pdg.graph import Graph, Node, identity_read
 from timerl.ops.batching import batch_rule
 from timerl.ops.registry import ACCUMULATE, CONST, MERGE, SINK
@@ -30,9 +29,6 @@ from timerl.runtime.batch_inputs import accumulated, covered_run, gathered, padd
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
 from timerl.runtime.fusions import tanh_gradients
 from timerl.runtime.sizes import output_bytes, static_bytes
-from timerl.symbolic import compile_function
-from timerl.sched import ast
-from timerl.runtime.statements import flatten, freed_parts, statement_major
 from timerl.runtime.window_scans import scan_kernel, scan_rows, window_geometry, window_scan_rules
 from timerl.runtime.windows import masked_reduction, windowed_members
 
@@ -377,26 +373,6 @@ class BatchedGroup:
             evaluate(sink, point, [row], self.executable.seed, self.executable.bounds, self.backend)
 
 
-class _BatchedFree:
-    """A deallocation statement at every point of a loop: the freed members' points, one pool call each
-    (``parts``: some outputs only, point by point)."""
-
-    def __init__(self, executable: Any, members: Sequence[int], parts: tuple | None = None) -> None:
-        self.executable = executable
-        self.members = tuple(members)
-        self.parts = parts
-
-    def run(self, points: Sequence[tuple[int, ...]]) -> None:
-        if self.parts is not None:
-            free_outputs_many = self.executable.pool.free_outputs_many
-            for member_id, outputs, count in self.parts:
-                free_outputs_many([(member_id, point) for point in points], outputs, count)
-            return
-        free_many = self.executable.pool.free_many
-        for member_id in self.members:
-            free_many([(member_id, point) for point in points])
-
-
 def _position_bytes(node: Node) -> int:
     """Bytes of one position of a windowed member's value (its first axis runs along the window), 0 when its
     other sizes are symbolic."""
@@ -404,62 +380,3 @@ def _position_bytes(node: Node) -> int:
     if not all(isinstance(d, int) for d in shape):
         return 0
     return int(np.prod(shape, dtype=np.int64)) * np.dtype(node.outputs[0].dtype).itemsize
-
-
-class _NotBatchable(Exception):
-    """A batch this code path declines at run time: the statement runs point by point instead."""
-
-
-def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[list], None] | None:
-    """The loop run statement-major, with batched statements where possible; None when it must stay as is."""
-    executable = interpreter.executable
-    if getattr(executable.backend, "vmap", None) is None or not executable.vectorize:
-        return None
-    leaves = flatten(node.body)
-    if not leaves:  # (a loop of deallocations only frees its points in one pool call per member)
-        return None
-    if not statement_major(leaves, *executable.dependences):
-        return None
-    inner = scope + (node.var,)
-    limits = compile_function((node.start, node.stop), scope)
-    step = node.step
-    plans = []
-    for conditions, leaf in leaves:
-        test = compile_function(conditions, inner) if conditions else None
-        run_one = interpreter.build(leaf, inner)
-        batched = None
-        if isinstance(leaf, ast.Execute):
-            group = executable.groups[leaf.node]
-            if BatchedGroup.supported(executable.graph, group):
-                batched = (BatchedGroup(executable, group, executable.backend), compile_function(leaf.point, inner))
-        elif isinstance(leaf, ast.Deallocate):
-            parts = None if leaf.parts is None else freed_parts(leaf, executable.graph)
-            batched = (_BatchedFree(executable, executable.groups[leaf.node].freed_later, parts),
-                       compile_function(leaf.point, inner))
-        plans.append((test, run_one, batched))
-    if not all(plan[2] for (_, leaf), plan in zip(leaves, plans) if isinstance(leaf, ast.Execute)):
-        # a statement left point by point would be separated from its consumers for the whole loop (isl put
-        # them together to free memory early): keep the loop as it is
-        return None
-    def run(counters: list) -> None:
-        start, stop = limits(*counters)
-        values = range(start, stop, step)
-        for test, run_one, batched in plans:
-            selected = [v for v in values if test is None or all(test(*counters, v))]
-            if batched is not None and len(selected) > 1:
-                statement, where = batched
-                points = [tuple(where(*counters, v)) for v in selected]
-                try:
-                    statement.run(points)
-                    executable.batched_runs += isinstance(statement, BatchedGroup)
-                    continue
-                except TimeRLError:
-                    raise
-                except Exception:  # declined, or the array library cannot batch it: the points one by one
-                    pass
-            for v in selected:
-                counters.append(v)
-                run_one(counters)
-                counters.pop()
-
-    return run

@@ -18,7 +18,8 @@ from timerl.pdg.graph import Graph, Node, Range
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
 from timerl.runtime.dryrun import choose_swaps, required_device_bytes
 from timerl.runtime.evaluate import StackedContributions
-from timerl.runtime.batch import BatchedGroup, batched_loop
+from timerl.runtime.batch import BatchedGroup
+from timerl.runtime.batched_loop import batched_loop
 from timerl.runtime.distribute import distribute
 from timerl.runtime.statements import freed_parts, statement_dependences
 from timerl.runtime.codegen import LoopProgram

@@ -52,7 +52,7 @@ from timerl.ops.registry import CONST, DRAW, MERGE
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
 from timerl.runtime import jax_rng
-from timerl.runtime.batch import batched_loop
+from timerl.runtime.batched_loop import batched_loop
 from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
 from timerl.runtime.jax_plan import checked
 from timerl.runtime.jax_scan_loop import CARRIED, INVARIANT, LOCAL, SLICED, LoopAnalysis, Read, Statement, Unscannable
