@@ -76,6 +76,12 @@ class CompileOptions:
     ``device_memory`` is set."""
     jit_groups: bool = True
     """jax: a group's pure kernels run as one `jax.jit` instead of one dispatch per op."""
+    compile_groups: bool = False
+    """torch: a group's pure kernels run as one function compiled by TorchInductor (C++ loops on the CPU;
+    `timerl.runtime.torch_plan`) instead of one Python call and dispatch per op; then ``matmul_add``,
+    ``donation`` and ``prefetch_draws`` do not apply. Off by default: compiling takes seconds for a small group
+    and minutes for a large one (the RT MMapGame's move: ~2 minutes on a loaded 2-core machine), which pays
+    only for a group run many times (plan once, run many)."""
     matmul_add: bool = True
     """torch: ``x @ w + b`` read nowhere else becomes one ``addmm`` (`timerl.runtime.fusions.matmul_adds`)."""
     donation: bool = True

@@ -25,6 +25,7 @@ from timerl.runtime.statements import freed_parts, statement_dependences
 from timerl.runtime.codegen import LoopProgram
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.runtime.jax_plan import JaxGroupLowering
+from timerl.runtime.torch_plan import TorchCompiledLowering
 from timerl.runtime.jax_scan import scanned_or_batched
 from timerl.runtime.generated import SKIP, namespace
 from timerl.runtime.plan import GroupLowering
@@ -60,9 +61,11 @@ class Executable:
         self.scan_loops = options.scan_loops and backend.name == "jax" and device_memory is None
         self.dependences = statement_dependences(graph, self.groups)
         self.namespace = namespace(graph, self.bounds, backend, seed)
-        lowering_class = JaxGroupLowering if backend.name == "jax" else GroupLowering  # bigger jits, shared
+        compiled_torch = backend.name == "torch" and options.compile_groups  # TorchInductor, one function a group
+        lowering_class = (JaxGroupLowering if backend.name == "jax" else  # bigger jits, shared
+                          TorchCompiledLowering if compiled_torch else GroupLowering)
         lowering = lowering_class(graph, self.bounds, backend, self.namespace, self._reader,
-                                  jit_groups=backend.name == "jax" and options.jit_groups,
+                                  jit_groups=(backend.name == "jax" and options.jit_groups) or compiled_torch,
                                   prefetch_draws=options.prefetch_draws and backend.name != "jax",
                                   matmul_add=options.matmul_add, donation=options.donation)
         self.group_functions = {g.id: lowering.lower(g) for g in groups}
