@@ -24,7 +24,8 @@ from algorithms.mmap.rt.program import play, uniform_legal
 from algorithms.mmap.rt.tables import GameTables, game_arrays
 
 
-def measure(workload: str, games: int, moves: int, backend: str, drop_backup: bool = True, repeats: int = 5) -> dict:
+def measure(workload: str, games: int, moves: int, backend: str, drop_backup: bool = True, repeats: int = 5,
+            options: trl.CompileOptions | None = None) -> dict:
     problem = build_problem(workload)
     ctx = trl.Context(dims="m")
     (m,), (bound,) = ctx.dims, ctx.bounds
@@ -36,7 +37,7 @@ def measure(workload: str, games: int, moves: int, backend: str, drop_backup: bo
             played.after.total.sink(lambda point, value: finals.append(np.asarray(value)))
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
-    exe = ctx.compile(bounds={bound: moves}, backend=backend)
+    exe = ctx.compile(bounds={bound: moves}, backend=backend, **({} if options is None else {"options": options}))
     compiled = time.perf_counter()
     exe.execute()  # the first run also compiles each fused group with XLA (jax)
     first = time.perf_counter() - compiled
@@ -63,10 +64,15 @@ def main(argv=None) -> None:
     parser.add_argument("--moves", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5, help="warm runs measured (after the first run)")
     parser.add_argument("--backend", nargs="+", default=["jax", "torch"])
+    parser.add_argument("--compile-groups", action="store_true",
+                        help="torch: the move's kernels compiled by TorchInductor (CompileOptions.compile_groups; "
+                             "compiling takes ~2 minutes, counted in the first run)")
     args = parser.parse_args(argv)
     for backend in args.backend:
-        r = measure(args.workload, args.games, args.moves, backend, repeats=args.repeats)
-        print(f"{r['workload']} ({r['buffers']} buffers), {backend}, {r['games']} games x {r['moves']} moves: "
+        options = trl.CompileOptions(compile_groups=True) if args.compile_groups and backend == "torch" else None
+        r = measure(args.workload, args.games, args.moves, backend, repeats=args.repeats, options=options)
+        label = f"{backend} (compile_groups)" if options is not None else backend
+        print(f"{r['workload']} ({r['buffers']} buffers), {label}, {r['games']} games x {r['moves']} moves: "
               f"compile {r['compile_s']:.1f} s, first run {r['first_execute_s']:.1f} s; {r['repeats']} warm runs: "
               f"wall {r['moves_per_s']:,.0f} moves/s best, {r['median_moves_per_s']:,.0f} median; "
               f"per CPU second {r['cpu_moves_per_s']:,.0f} best, {r['median_cpu_moves_per_s']:,.0f} median "
