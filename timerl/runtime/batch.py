@@ -35,6 +35,29 @@ from timerl.runtime.windows import masked_reduction, windowed_members
 
 INSIDE, WINDOW, GATHER = "inside", "window", "gather"  # how a member reads one input (`BatchedGroup.reads`)
 WINDOW_BYTES = 1 << 20  # the padded window of one value in one chunk of a statement's points (`BatchedGroup._chunks`)
+CHUNK_BYTES = 1 << 20  # a memory-aware schedule's batched loops: the values of one chunk of points (`chunk_points`)
+
+
+def point_bytes(graph: Graph, group: Any) -> int | None:
+    """Bytes of every member's value at one point of a group's statement (what a batched call over n points holds
+    n times, `BatchedGroup.run`), None where a size is symbolic."""
+    total = 0
+    for member_id in group.members:
+        node = graph.nodes[member_id]
+        if node.outputs and node.category is not SINK:
+            size = static_bytes(node)
+            if size is None:
+                return None
+            total += size
+    return total
+
+
+def chunk_points(sizes: list[int | None], budget: int | None = None) -> int | None:
+    """The most points a chunk of a batched loop may hold so that its statements' values at all of them (the
+    sum of ``sizes``, each statement's `point_bytes`) stay within ``budget``; None where a size is unknown."""
+    if not sizes or any(size is None for size in sizes):
+        return None
+    return max(1, (CHUNK_BYTES if budget is None else budget) // max(sum(sizes), 1))
 
 
 class BatchedGroup:

@@ -33,30 +33,40 @@ from typing import Callable, Collection
 from timerl.graphs import strongly_connected
 from timerl.sched import ast
 from timerl.runtime.statements import flatten, leaf_key, sources, statement_major
+from timerl.symbolic import Symbol, minimum
 
 POINTS, BATCHED = "points", "batched"  # how a distributed loop runs
 
 
 def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int], bool],
-               host_calls: Collection[int] = ()) -> ast.AstNode:
+               host_calls: Collection[int] = (), split: bool = True,
+               chunk: Callable[[list[int]], int | None] = lambda groups: None) -> ast.AstNode:
     """``node`` with every loop that cannot run batched as it is (a statement recurs, or cannot be batched),
-    but whose body splits into loops of which one could, distributed; ``dependences`` as `statement_dependences` gives them, ``batchable(group)``:
-    whether a group's statement runs batched; ``host_calls``: the groups that call the host, kept in order."""
+    but whose body splits into loops of which one could, distributed (with ``split``); ``dependences`` as
+    `statement_dependences` gives them, ``batchable(group)``: whether a group's statement runs batched;
+    ``host_calls``: the groups that call the host, kept in order. ``chunk(groups)``: the most points of a loop
+    whose batched statements are ``groups`` to run at once (None: all), for loops that run batched as they are
+    and for distributed ones (`_strip_mined`)."""
     if isinstance(node, ast.Sequence):
-        return ast.Sequence(tuple(distribute(child, dependences, batchable, host_calls) for child in node.body))
+        return ast.Sequence(tuple(distribute(child, dependences, batchable, host_calls, split, chunk)
+                                  for child in node.body))
     if isinstance(node, ast.If):
-        return ast.If(node.cond, distribute(node.then, dependences, batchable, host_calls),
-                      None if node.orelse is None else distribute(node.orelse, dependences, batchable, host_calls))
+        return ast.If(node.cond, distribute(node.then, dependences, batchable, host_calls, split, chunk),
+                      None if node.orelse is None else distribute(node.orelse, dependences, batchable, host_calls,
+                                                                  split, chunk))
     if not isinstance(node, ast.Loop):
         return node
     leaves = flatten(node.body)
     if leaves is None:
         return ast.Loop(node.var, node.start, node.stop, node.step,
-                        distribute(node.body, dependences, batchable, host_calls))
+                        distribute(node.body, dependences, batchable, host_calls, split, chunk))
     executed = [leaf.node for _, leaf in leaves if isinstance(leaf, ast.Execute)]
-    if not executed or (statement_major(leaves, *dependences) and all(batchable(g) for g in executed)):
-        return node  # (runs batched as it is)
-    loops = _split(leaves, dependences, batchable, frozenset(host_calls))
+    if not executed:
+        return node
+    if statement_major(leaves, *dependences) and all(batchable(g) for g in executed):  # runs batched as it is
+        points = chunk(executed)
+        return node if points is None else _strip_mined(node, [node.body], points)
+    loops = _split(leaves, dependences, batchable, frozenset(host_calls)) if split else None
     if loops is None:
         return node
     bodies = []
@@ -65,7 +75,24 @@ def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int],
             bodies.append(_prune(node.body, {id(leaves[k][1]) for k in members}))
         else:  # the order the dependences give, each statement under its own conditions
             bodies.append(ast.Sequence(tuple(_guarded(*leaves[k]) for k in members)))
-    return ast.Sequence(tuple(ast.Loop(node.var, node.start, node.stop, node.step, body) for body in bodies))
+    batched = [leaves[k][1].node for kind, members in loops if kind == BATCHED for k in members
+               if isinstance(leaves[k][1], ast.Execute)]
+    return _strip_mined(node, bodies, chunk(batched))
+
+
+def _strip_mined(loop: ast.Loop, bodies: list[ast.AstNode], points: int | None) -> ast.AstNode:
+    """Consecutive loops over ``loop``'s points with these bodies, run in chunks of at most ``points`` points
+    (strip mining): every loop over one chunk, then every loop over the next. Valid wherever the loops one after
+    the other are: every dependence of the original loop goes from a point to the same or a later one (its
+    step is positive), so it goes from an earlier chunk, or inside one chunk from an earlier loop or an earlier
+    point of the same loop, as before."""
+    if points is None:
+        loops = tuple(ast.Loop(loop.var, loop.start, loop.stop, loop.step, body) for body in bodies)
+        return loops[0] if len(loops) == 1 else ast.Sequence(loops)
+    first = Symbol(f"{loop.var.name}_chunk")
+    stop = minimum(first + points * loop.step, loop.stop)
+    inner = tuple(ast.Loop(loop.var, first, stop, loop.step, body) for body in bodies)
+    return ast.Loop(first, loop.start, loop.stop, points * loop.step, ast.Sequence(inner))
 
 
 def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool],
