@@ -12,7 +12,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from timerl.errors import DeviceOutOfMemoryError, TimeRLError
-from timerl.ops.registry import MERGE
+from timerl.ops.registry import MERGE, SINK, SOURCE, UDF
 from timerl.options import CompileOptions
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
@@ -78,7 +78,11 @@ class Executable:
         chunks = self.vectorize and options.memory_aware and backend.name != "jax"
         if device_memory is None and (options.distributes(backend.name) or chunks):
             supported = {g.id: BatchedGroup.supported(graph, g) for g in groups}
-            host_calls = {g.id for g in groups if any(graph.nodes[m].category.calls_user for m in g.members)}
+            host_calls = {}  # group -> (hands the host a value: a sink or UDF, takes one: a source or UDF)
+            for g in groups:
+                calls = {graph.nodes[m].category for m in g.members if graph.nodes[m].category.calls_user}
+                if calls:
+                    host_calls[g.id] = (bool(calls & {SINK, UDF}), bool(calls & {SOURCE, UDF}))
             sizes = {g.id: point_bytes(graph, g) for g in groups}
             chunk = (lambda batched: chunk_points([sizes[g] for g in batched])) if chunks else (lambda batched: None)
             self.schedule = schedule = ast.Schedule(distribute(
