@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 import timerl as trl
 from timerl.backends.torch_backend import InductorFunction
@@ -72,6 +73,16 @@ def test_a_failing_check_inside_the_compiled_group_raises_as_on_the_host(bad_at)
         errors.append(str(info.value))
     assert line in errors[1] and f"{{'t': {bad_at}}}" in errors[1] and "out of range" in errors[1]
     assert errors[0].split(": ", 1)[1] == errors[1].split(": ", 1)[1] or line in errors[0]
+
+
+def test_python_that_reads_values_runs_uncompiled_with_a_warning():
+    """Not specialized to the first call's values: both branches stay right."""
+    function = InductorFunction(lambda x: (x * 2.0 if bool((x > 0).all()) else x - 1.0,))
+    with pytest.warns(RuntimeWarning, match="could not be compiled"):
+        first = function(torch.ones(3))
+    np.testing.assert_array_equal(first[0].numpy(), [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(function(-torch.ones(3))[0].numpy(), [-2.0, -2.0, -2.0])
+    assert function.failures and all(entry[0] is None for entry in function.compiled.values())
 
 
 def test_the_switch_is_off_by_default():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -184,14 +185,14 @@ class InductorFunction:
     """A pure function of tensors compiled by TorchInductor (C++ loops on the CPU) once per layout of its inputs
     (shapes, strides, dtypes; other arguments by value), then called without Python in between its ops.
 
-    The function is traced into an FX graph of aten ops by ``make_fx`` (its Python runs once, on the first
-    inputs of a layout) and compiled by ``torch._inductor.compile``; later calls with the same layout call the
+    The function is traced into an FX graph of aten ops by ``make_fx`` (its Python runs once, on fake tensors
+    of the first inputs' layout) and compiled by ``torch._inductor.compile``; later calls with the same layout call the
     compiled code directly. ``torch.compile`` would do the same behind TorchDynamo's guards, which re-check
     every input and every global the function reads at each call: on the RT MMapGame's move (~50 inputs) about
     1 ms per call, a fifth of the compiled move (28,853 against 24,559 moves per CPU second side by side). The
     layout key here is what the compiled code assumes of its inputs and all the callers
     (`timerl.runtime.jax_plan`'s fused calls) can vary. A function that cannot be traced (data-dependent Python
-    control flow) runs as it is; ``failures`` keeps why."""
+    control flow) runs as it is, with a warning; ``failures`` keeps why."""
 
     def __init__(self, function) -> None:
         self.function = function
@@ -220,12 +221,17 @@ class InductorFunction:
         import torch._inductor  # noqa: PLC0415 (seconds to import: only for programs that compile groups)
 
         try:
-            graph = make_fx(flat)(*inputs)
+            # traced on fake tensors: Python that reads values (``if x.any()``, ``.item()``) fails here instead of
+            # being specialized to the first call's values
+            graph = make_fx(flat, tracing_mode="fake")(*inputs)
             # one compile at a time needs no pool of compiling worker processes (slower to start on a small machine)
             with torch._inductor.config.patch(compile_threads=1):
                 compiled = torch._inductor.compile(graph, list(inputs))
         except Exception as error:  # noqa: BLE001 (any failure to trace or compile: the function runs as it is)
             self.failures.append(f"{type(error).__name__}: {error}")
+            warnings.warn(f"compile_groups: a group's kernels could not be compiled by TorchInductor and run "
+                          f"uncompiled ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})",
+                          RuntimeWarning, stacklevel=2)
             return None, None
         return compiled, structure[-1]
 
