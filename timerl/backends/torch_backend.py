@@ -186,11 +186,11 @@ class InductorFunction:
     (shapes, strides, dtypes; other arguments by value), then called without Python in between its ops.
 
     The function is traced into an FX graph of aten ops by ``make_fx`` (its Python runs once, on fake tensors
-    of the first inputs' layout) and compiled by ``torch._inductor.compile``; later calls with the same layout call the
-    compiled code directly. ``torch.compile`` would do the same behind TorchDynamo's guards, which re-check
-    every input and every global the function reads at each call: on the RT MMapGame's move (~50 inputs) about
-    1 ms per call, a fifth of the compiled move (28,853 against 24,559 moves per CPU second side by side). The
-    layout key here is what the compiled code assumes of its inputs and all the callers
+    of the first inputs' layout) and compiled by ``torch._inductor.compile``; later calls with the same layout
+    call the compiled code directly. ``torch.compile`` would do the same behind TorchDynamo's guards, which
+    re-check every input and every global the function reads at each call: on the RT MMapGame's move (~50
+    inputs) about 1 ms per call (side by side, load 13: 24,559 moves per CPU second with the guards, 28,853 with
+    them skipped). The layout key here is what the compiled code assumes of its inputs and what the callers
     (`timerl.runtime.jax_plan`'s fused calls) can vary. A function that cannot be traced (data-dependent Python
     control flow) runs as it is, with a warning; ``failures`` keeps why."""
 
