@@ -85,16 +85,5 @@ def test_python_that_reads_values_runs_uncompiled_with_a_warning():
     assert function.failures and all(entry[0] is None for entry in function.compiled.values())
 
 
-def test_inputs_in_another_layout_reuse_the_compiled_code():
-    """A broadcast first value (stride 0) and a dense later one: one compilation, both results right."""
-    function = InductorFunction(lambda x, y: (x * y + 1.0,))
-    y = torch.arange(6.0).reshape(2, 3)
-    broadcast = torch.tensor([1.0, 2.0, 3.0]).expand(2, 3)
-    np.testing.assert_array_equal(function(broadcast, y)[0].numpy(), (broadcast * y + 1.0).numpy())
-    np.testing.assert_array_equal(function(y, y)[0].numpy(), (y * y + 1.0).numpy())
-    assert len(function.compiled) == 2 and len({id(entry[0]) for entry in function.compiled.values()}) == 1
-    assert not function.failures
-
-
 def test_the_switch_is_off_by_default():
     assert not trl.CompileOptions().compile_groups

@@ -183,7 +183,7 @@ class TorchBackend:
 
 class InductorFunction:
     """A pure function of tensors compiled by TorchInductor (C++ loops on the CPU) once per layout of its inputs
-    (shapes, dtypes; other arguments by value), then called without Python in between its ops.
+    (shapes, strides, dtypes; other arguments by value), then called without Python in between its ops.
 
     The function is traced into an FX graph of aten ops by ``make_fx`` (its Python runs once, on fake tensors
     of the first inputs' layout) and compiled by ``torch._inductor.compile``; later calls with the same layout
@@ -196,33 +196,19 @@ class InductorFunction:
 
     def __init__(self, function) -> None:
         self.function = function
-        # input layout -> (compiled function or None, the output's tree structure, whether the inputs are made
-        # contiguous first)
-        self.compiled: dict = {}
+        self.compiled: dict = {}  # input layout -> (compiled function or None, the output's tree structure)
         self.failures: list[str] = []
 
     def __call__(self, *inputs: Any) -> Any:
-        key = _layout(inputs)
+        key = tuple((x.shape, x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else (type(x), x)
+                    for x in inputs)
         entry = self.compiled.get(key)
         if entry is None:
-            entry = self.compiled[key] = self._entry(inputs)
-        compiled, structure, contiguous = entry
+            entry = self.compiled[key] = self._compile(inputs)
+        compiled, structure = entry
         if compiled is None:
             return self.function(*inputs)
-        if contiguous:
-            inputs = tuple(x.contiguous() if isinstance(x, torch.Tensor) else x for x in inputs)
         return pytree.tree_unflatten(compiled(*inputs), structure)
-
-    def _entry(self, inputs: tuple) -> tuple:
-        """Compiled once for contiguous inputs: inputs in another layout (a state's first value broadcast from
-        a constant, a slice) are copied into it rather than compiled again (the RT MMapGame's first move
-        otherwise compiled the move a second time, ~40% of its compile time)."""
-        dense = tuple(x.contiguous() if isinstance(x, torch.Tensor) else x for x in inputs)
-        dense_key = _layout(dense)
-        if dense_key not in self.compiled:
-            self.compiled[dense_key] = self._compile(dense)
-        compiled, structure, _ = self.compiled[dense_key]
-        return compiled, structure, dense_key != _layout(inputs)
 
     def _compile(self, inputs: tuple) -> tuple:
         structure = []
@@ -238,23 +224,16 @@ class InductorFunction:
             # traced on fake tensors: Python that reads values (``if x.any()``, ``.item()``) fails here instead of
             # being specialized to the first call's values
             graph = make_fx(flat, tracing_mode="fake")(*inputs)
-            # one compile at a time needs no pool of compiling worker processes (slower to start on a small
-            # machine); results unpadded, so that a result read back at the next step is contiguous again
-            with torch._inductor.config.patch(compile_threads=1, comprehensive_padding=False):
+            # one compile at a time needs no pool of compiling worker processes (slower to start on a small machine)
+            with torch._inductor.config.patch(compile_threads=1):
                 compiled = torch._inductor.compile(graph, list(inputs))
         except Exception as error:  # noqa: BLE001 (any failure to trace or compile: the function runs as it is)
             self.failures.append(f"{type(error).__name__}: {error}")
             warnings.warn(f"compile_groups: a group's kernels could not be compiled by TorchInductor and run "
                           f"uncompiled ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})",
-                          RuntimeWarning, stacklevel=3)
-            return None, None, False
-        return compiled, structure[-1], False
-
-
-def _layout(inputs: tuple) -> tuple:
-    """What compiled code assumes of its inputs: tensors' shapes, strides, dtypes and devices, other values."""
-    return tuple((x.shape, x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else (type(x), x)
-                 for x in inputs)
+                          RuntimeWarning, stacklevel=2)
+            return None, None
+        return compiled, structure[-1]
 
 
 def _fast_namespace() -> Any:
