@@ -28,6 +28,7 @@ import numpy as np
 from algorithms.mmap.rt.tables import (
     AT_FAST_SET,
     AT_TENSOR_OWNER,
+    BLOCK,
     DEMAND,
     GROUP_KEY,
     IS_OUTPUT,
@@ -116,33 +117,42 @@ def lowest_free_columns(tables: GameTables, records, position, first, own_group,
     are int16/int32; the cumulative sum is a blocked triangular matmul (`block_cumsum`); the first free start
     is a min over columns, which XLA vectorizes (argmax's (value, index) reduction it does not)."""
     size, k = tables.num_columns, first.shape[1]
-    digit, count_dtype = tables.overlap_digits(k)
+    digit, exact = tables.overlap_digits(k)
     # an interval starting before time 0 (a Copy that does not exist) is the same from 0, where no record
     # without a rectangle (end = -1) reaches
     thresholds = F.apply("materialize", F.astype(F.maximum(first, 0), records.dtype))
     keys = F.apply("materialize", F.astype(F.stack([own_group, position, 1 - width], 1), "int32"))
     counted = (tables.group_key != per_game(column(keys, 0))) & (tables.buffers < per_game(column(keys, 1)))
     end, at = records.spatial[:, 0, :], F.astype(records.spatial[:, 1, :], "int32")
+    whole = "int32" if exact == "float32" else "int64"
     weight = 0
     for interval in range(k):
         overlaps = (end >= per_game(column(thresholds, interval))) & counted
-        weight = weight + F.astype(overlaps, count_dtype) * digit ** interval
-    # a record without a rectangle has at = -1 and weight 0: its indices only have to lie in [0, size]
-    events = F.cat([F.maximum(at + per_game(column(keys, 2)), 0), at + tables.close_width], 1)
-    packed = block_cumsum(F.apply("bincount", events, F.cat([weight, -weight], 1), size=size + 1))  # (G, size + 1)
-    exact = "float32" if count_dtype == "int32" else "float64"
+        weight = weight + F.astype(overlaps, whole) * digit ** interval
+    # the events of a record of weight 0 (not counted, not overlapping, or without a rectangle) add nothing
+    # wherever they fall: they go to bins of their own (tables.spread) rather than to their columns, since
+    # XLA:CPU's scatter adds in order and runs a chain of adds to one bin (every record without a rectangle
+    # has at = -1) ~2x slower than adds to different bins
+    ignored = weight == 0
+    events = F.cat([F.where(ignored, tables.spread.spatial[0], F.maximum(at + per_game(column(keys, 2)), 0)),
+                    F.where(ignored, tables.spread.spatial[1], at + tables.close_width)], 1)
+    # as many bins as the cumulative sum's blocks hold (no padding copy). The counts are integers: the scatter
+    # adds in order, and most events (every record without a rectangle) fall on the same two bins, a chain
+    # of dependent adds that XLA:CPU runs 2.2x slower in float32 (side by side in the move)
+    counts = F.apply("bincount", events, F.cat([weight, -weight], 1), size=tables.bins)
+    packed = block_cumsum(F.astype(counts, exact))  # (G, bins): blocked(c) of every interval, packed
     found = []
     for interval in range(k):
         # this interval's blocked(c) is digit `interval` of packed(c): the top digit is 0 where packed(c) is
-        # below its weight; a lower one where packed(c) / weight, floored, is a multiple of the base (in floats:
-        # a division by a power of two is exact, and truncation floors the nonnegative sums)
+        # below its weight; a lower one where packed(c) / weight, truncated, is a multiple of the base (a
+        # division by a power of two is exact, and truncation floors the nonnegative sums)
         if interval == k - 1:
-            free = packed < digit ** interval
+            free = packed < float(digit ** interval)
         else:
-            shifted = F.astype(F.astype(packed, exact) * (1.0 / digit ** interval), count_dtype)
-            free = shifted == F.astype(F.astype(shifted, exact) * (1.0 / digit), count_dtype) * digit
-        # blocked(size) is 0 (every counted record has closed by then): the first free start is the least start
-        # with none, size when no column is free (in int32)
+            shifted = F.astype(F.astype(packed * (1.0 / digit ** interval), whole), exact)
+            free = shifted == F.astype(F.astype(shifted * (1.0 / digit), whole), exact) * float(digit)
+        # blocked(c) is 0 from c = size on (every counted record has closed by then): the first free start is
+        # the least start with none (tables.starts stops at size: the padding bins count as start size)
         lowest = F.astype(F.min(F.where(free, tables.starts, F.tensor(size, dtype="int32")), dim=1), "int64")
         lowest = F.where(width == 0, 0, F.where(lowest + width <= size, lowest, -1))
         block = column(required, interval)
@@ -152,30 +162,22 @@ def lowest_free_columns(tables: GameTables, records, position, first, own_group,
     return F.stack(found, 1)
 
 
-BLOCK = 32
-
-
 def block_cumsum(values):
-    """The cumulative sum of integers along the last axis, as XLA computes it fast: within blocks of 32 one
-    matmul with an upper-triangular matrix of ones, then each block's offset, a cumulative sum over the few
-    blocks (3.7x XLA's reduce-window cumsum on (512, 957) in a microbenchmark). In float32 for int32 values,
-    exact while sums stay below 2**24 (counts of records: at most N), in float64 for int64 ones, exact below
-    2**53. On torch it is a little slower than torch's cumsum (side by side, best of 3, load 19-24: the move
-    with it 4% slower here, 10% slower with it also for the supply's cumsums over times, where on jax it
-    gained 6%: those stay cumsums)."""
+    """The cumulative sum along the last axis of float values holding integers, its length a multiple of
+    BLOCK, as XLA computes it fast: within blocks of 32 one matmul with an upper-triangular matrix of ones, then
+    each block's offset, the sum of the blocks before it, one more matmul with a strictly upper-triangular
+    matrix (3.7x XLA's reduce-window cumsum on (512, 957) in a microbenchmark; a cumsum over the blocks was ~15
+    small loops on XLA:CPU). Exact while every partial sum stays below 2**24 in float32 (2**53 in float64).
+    On torch it is a little slower than torch's cumsum (side by side, best of 3, load 19-24: the move with it
+    4% slower here, 10% slower with it also for the supply's cumsums over times, where on jax it gained 6%)."""
     dtype = str(values.dtype)
-    work = "float32" if dtype == "int32" else "float64"
     lead, size = tuple(values.shape[:-1]), values.shape[-1]
-    blocks = -(-size // BLOCK)
-    padding = blocks * BLOCK - size
-    if padding:
-        values = F.cat([values, F.zeros(lead + (padding,), dtype)], len(lead))
-    rows = F.astype(F.reshape(values, lead + (blocks, BLOCK)), work)
-    within = F.matmul(rows, F.tensor(np.triu(np.ones((BLOCK, BLOCK))), dtype=work))
-    totals = within.spatial[..., BLOCK - 1]
-    offsets = F.cumsum(totals, len(lead)) - totals
-    sums = F.astype(F.reshape(within + F.unsqueeze(offsets, len(lead) + 1), lead + (blocks * BLOCK,)), dtype)
-    return sums.spatial[..., :size] if padding else sums
+    blocks = size // BLOCK
+    assert blocks * BLOCK == size, "block_cumsum takes a multiple of BLOCK values"
+    rows = F.reshape(values, lead + (blocks, BLOCK))
+    within = F.matmul(rows, F.tensor(np.triu(np.ones((BLOCK, BLOCK))), dtype=dtype))
+    offsets = F.matmul(within.spatial[..., BLOCK - 1], F.tensor(np.triu(np.ones((blocks, blocks)), 1), dtype=dtype))
+    return F.reshape(within + F.unsqueeze(offsets, len(lead) + 1), lead + (size,))
 
 
 # ---- copy windows and supply (Eq. 5 and 6, transfer.py) ----------------------------------------------------
