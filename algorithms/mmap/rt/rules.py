@@ -169,7 +169,7 @@ def block_cumsum(values):
     matrix (3.7x XLA's reduce-window cumsum on (512, 957) in a microbenchmark; a cumsum over the blocks was ~15
     small loops on XLA:CPU). Exact while every partial sum stays below 2**24 in float32 (2**53 in float64).
     On torch it is a little slower than torch's cumsum (side by side, best of 3, load 19-24: the move with it
-    4% slower here, 10% slower with it also for the supply's cumsums over times, where on jax it gained 6%)."""
+    4% slower here)."""
     dtype = str(values.dtype)
     lead, size = tuple(values.shape[:-1]), values.shape[-1]
     blocks = size // BLOCK
@@ -181,13 +181,23 @@ def block_cumsum(values):
 
 
 # ---- copy windows and supply (Eq. 5 and 6, transfer.py) ----------------------------------------------------
-def copy_bound(tables: GameTables, supply, edges, live_start, target, live_end, demand, is_output):
+# The supply W (G, T) is kept as its running sums (G, T + 1): sums[t] = W[0] + ... + W[t - 1]. A window's
+# supply is then a difference of two of them, and what a Copy takes from W (all of it over part of the window,
+# the rest at one time) changes the sums by a select per time: no cumulative sum at any move (on XLA:CPU a
+# cumulative sum over the times was ~20 small loops of a scan tree).
+def window_supply(sums, first, last):
+    """sums[first] and sums[last + 1] of each game, 0 where outside (the window [first, last] then is empty)."""
+    return gather_fill(sums, F.stack([first, last + 1], 1), 0)
+
+
+def copy_bound(tables: GameTables, sums, edges, live_start, target, live_end, demand, is_output):
     """Where each game's copy window ends away from the target; -1 if no window has the supply (Eq. 5, 6):
     for an input the latest s >= live_start with sum(W[s .. target-1]) >= demand and no used edge in between,
     for an output the earliest e <= live_end with sum(W[target+1 .. e]) >= demand and no used edge in between;
     the target itself for a buffer that needs no transfer. Inputs and outputs share every pass over the
-    times: the window, one cumulative sum (its last element is the window's total) and one max per search (an
-    output's earliest time t is the greatest mirrored time T - 1 - t)."""
+    times: the window, the supply from each time toward the target (for an output from the window's first
+    time to t, for an input from t to its last) and one max per search (an output's earliest time t is the
+    greatest mirrored time T - 1 - t)."""
     times, horizon = tables.times, tables.num_times
     out = per_game(is_output)
     mirrored = F.where(out, horizon - 1 - times, times)  # (G, T): greater is nearer the target
@@ -198,9 +208,9 @@ def copy_bound(tables: GameTables, supply, edges, live_start, target, live_end, 
     first_used = F.where(nearest_used >= 0, horizon - 1 - nearest_used, horizon)  # where an output's window stops
     last = F.where(is_output, F.minimum(live_end, first_used), target - 1)
     window = (times >= per_game(first)) & (times <= per_game(last))
-    weights = F.where(window, supply, 0)
-    so_far = F.cumsum(weights, 1)
-    toward_target = F.where(out, so_far, per_game(so_far.spatial[:, horizon - 1]) - so_far + weights)
+    ends = window_supply(sums, first, last)
+    before, through = sums.spatial[:, :horizon], sums.spatial[:, 1:]  # sums[t], sums[t + 1]
+    toward_target = F.where(out, through - per_game(column(ends, 0)), per_game(column(ends, 1)) - before)
     # the time nearest the target from which the window holds the demand (mirrored, -1 if none)
     nearest = F.max(F.where(window & (toward_target >= per_game(demand)), mirrored, -1), dim=1)
     bound = F.where(is_output & (nearest >= 0), horizon - 1 - nearest, nearest)
@@ -208,22 +218,25 @@ def copy_bound(tables: GameTables, supply, edges, live_start, target, live_end, 
     return F.where(demand == 0, target, bound)
 
 
-def consume(tables: GameTables, supply, edges, first, last, demand, is_output, active):
-    """Take `demand` from W over [first, last], nearest the target first; mark the interval's edges."""
+def consume(tables: GameTables, sums, edges, first, last, demand, is_output, active):
+    """Take `demand` from W over [first, last], nearest the target first (an input's window is drained from
+    its last time back and its first time gives the rest, an output's from its first time on and its last
+    gives the rest); mark the interval's edges. In running sums: up to sums[first] nothing changes; an
+    input's sums[first + 1 .. last + 1] all become sums[last + 1] - demand, an output's
+    sums[first + 1 .. last] stay sums[first]; every later sum loses the demand."""
+    points = tables.sum_points
+    ends = window_supply(sums, first, last)
+    flat = F.where(is_output, column(ends, 0), column(ends, 1) - demand)
+    inside = points <= per_game(F.where(is_output, last, last + 1))
+    taken = F.where(inside, per_game(flat), sums - per_game(demand))
+    sums = F.where((points > per_game(first)) & per_game(active), taken, sums)
     times = tables.times
-    eviction = per_game(is_output)
-    drained = F.where(eviction, (times >= per_game(first)) & (times < per_game(last)),
-                      (times > per_game(first)) & (times <= per_game(last))) & per_game(active)
-    partial = per_game(F.where(is_output, last, first))
-    remainder = demand - F.sum(F.where(drained, supply, 0), dim=1)
-    supply = F.where(drained, 0, supply)
-    supply = F.where((times == partial) & per_game(active), supply - per_game(remainder), supply)
     edges = edges | ((times >= per_game(first)) & (times < per_game(last)) & per_game(active))
-    return supply, edges
+    return sums, edges
 
 
 # ---- the current buffer's options --------------------------------------------------------------------------
-def plan(tables: GameTables, records, book, supply, edges, position, done) -> Plan:
+def plan(tables: GameTables, records, book, sums, edges, position, done) -> Plan:
     """The Plan for buffer `position` of each game (all actions illegal where `done`)."""
     data = tables.buffer_data(position)
     target, live_start, live_end = column(data, TARGET), column(data, LIVE_START), column(data, LIVE_END)
@@ -232,7 +245,7 @@ def plan(tables: GameTables, records, book, supply, edges, position, done) -> Pl
     required = entries.group_column
     group_fast, group_dropped = required >= 0, entries.group_dropped > 0
 
-    bound = copy_bound(tables, supply, edges, live_start, target, live_end, demand, is_output)
+    bound = copy_bound(tables, sums, edges, live_start, target, live_end, demand, is_output)
     copy_start = F.where(is_output, target, bound)
     copy_end = F.where(is_output, bound, target)
     copy_exists = bound >= 0

@@ -168,7 +168,9 @@ class GameTables:
         # [1, num_columns] so that the index of a record without a rectangle (at = -1) stays in range too
         self.close_width = F.tensor(np.clip(arrays.width, 1, arrays.num_columns), dtype="int32")
         self.latency = F.tensor(arrays.latency, dtype="float64")
-        self.supply = F.tensor(arrays.supply, dtype="int64")
+        # the supply's running sums (rules.py keeps W so): 0, W[0], W[0] + W[1], ..., and their indices
+        self.supply_sums = F.tensor(np.concatenate([[0], np.cumsum(arrays.supply)]), dtype="int64")
+        self.sum_points = F.arange(arrays.num_times + 1)
         self.buffers = F.astype(F.arange(arrays.num_buffers), "int32")
         self.times = F.arange(arrays.num_times)
         self.columns = F.arange(arrays.num_columns)
