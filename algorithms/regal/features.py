@@ -14,11 +14,12 @@ function of the graph, which the policy may follow, soften or ignore (docs/REGAL
 ignores memory: on the validation graphs it breaks the runtime objective's memory limit on 60% of them,
 where a proposal centred on it loses badly; the fits feature says which. Last, whether the graph is wide
 (1 or 0, the same for every op: `is_wide`, some level of ops at equal depth holds 4 or more), which is
-where the peak-memory heuristic is used (`imitation_target`). Last, the op's depth rank (`depth_rank`: the
-rank of its depth among the graph's distinct depths, over the largest rank, in [0, 1]), the input of the
-peak-memory heuristic's priority bins: depth over the longest path (the 5th feature) puts the bins'
-boundaries at a place that moves with the graph's longest path, and the policy trained on it missed
-priority bins by one on wide graphs (docs/REGAL.md).
+where the peak-memory heuristic is used (`imitation_target`). Last, the op's depth level
+(`depth_level`: the rank of its depth among the graph's distinct depths, over the largest rank, cut into
+the 5 equal bins of the peak-memory heuristic's priorities, as 0, 1/4, ..., 1). With depth over the
+longest path alone (the 5th feature) the bins' boundaries move with the graph's longest path, and with
+the unbinned rank they fall on the rank's own values (a graph of 6 depths has ranks 0, 0.2, ..., 1): the
+policies trained on either missed priority bins by one on wide graphs (docs/REGAL.md).
 Edge attributes (2) of edge u -> v (v reads tensor k of u): the size of k over the mean size, and
 1 / (number of readers of k).
 
@@ -131,7 +132,7 @@ def node_features(graph: CompGraph) -> np.ndarray:
                      height / longest, tightness, heuristic.device.astype(float),
                      heuristic.start / max(heuristic.makespan, 1e-12),
                      heuristic.upward_rank / max(heuristic.upward_rank.max(), 1e-12), fits, wide,
-                     depth_rank(depth)], axis=1)
+                     depth_level(depth) / (MEANS.size - 1)], axis=1)
 
 
 def edge_features(graph: CompGraph) -> np.ndarray:
@@ -188,17 +189,17 @@ def grid_actions(mean_index: np.ndarray, concentration: float) -> np.ndarray:
     return np.asarray(mean_index) * CONCENTRATIONS.size + column
 
 
-def depth_rank(score: np.ndarray) -> np.ndarray:
-    """Each entry's rank among the distinct values of ``score`` (ties share a rank), over the largest rank:
-    0 for the smallest value, 1 for the largest (0 everywhere when all are equal)."""
+def depth_level(score: np.ndarray) -> np.ndarray:
+    """Each entry's rank among the distinct values of ``score`` (ties share a rank), in ``MEANS.size`` equal
+    bins from 0 (the smallest values) to ``MEANS.size - 1`` (the largest)."""
     rank = np.unique(score, return_inverse=True)[1].ravel()
-    return rank / max(rank.max(), 1)
+    return np.minimum((rank / max(rank.max(), 1) * MEANS.size).astype(int), MEANS.size - 1)
 
 
 def rank_actions(graph: CompGraph, score: np.ndarray, concentration: float = 4.0) -> np.ndarray:
     """Uniform affinities; the priority's mean is the op's rank by ``score`` (ties share a rank), in
     5 equal bins from the lowest mean to the highest."""
-    level = np.minimum((depth_rank(score) * MEANS.size).astype(int), MEANS.size - 1)
+    level = depth_level(score)
     actions = np.full((graph.num_ops, HEADS), UNIFORM)
     actions[:, DEVICES] = grid_actions(level, concentration)
     return actions
