@@ -321,3 +321,52 @@ def test_batched_statement_drops_intermediates_after_their_last_reader():
     assert sorted(results["torch"]) == sorted(results["reference"])
     for key, value in results["reference"].items():
         np.testing.assert_allclose(results["torch"][key], value, rtol=1e-5)
+
+
+def dense_after_recurrence_program():
+    """A recurrent state over t and a dense layer of it read after the loop (so it runs batched): x batched,
+    the layer's weight and bias the same at every point."""
+    ctx = trl.Context(dims="i t")
+    i, t = ctx.dims
+    I, T = ctx.bounds
+    with ctx:
+        layer = trl.nn.Linear(WIDTH, 8, domain=(i,))
+        s = trl.placeholder((4, WIDTH), "float32", domain=(i, t))
+        s[i, 0] = trl.randn((4, WIDTH), domain=(i,))
+        following = s * 0.9 + 0.1
+        s[i, t + 1] = following
+        last = collect(following[i, T - 1])  # following at every step: one statement with s, the recurrence
+        out = collect(layer(s).tanh().sum(-1)[i, 0:T])  # read after the loop
+    return ctx, I, T, out, last
+
+
+def test_dense_layers_of_a_batched_statement_are_one_addmm_with_the_reference_values():
+    """``x @ w + b`` in a batched statement, x batched and w, b the same at every point, is one ``addmm`` over
+    every point's rows (`BatchedGroup.dense`, torch, ``matmul_add``); the program gives the reference's values
+    with it on and off, and the kernel the matmul's and the add's numbers."""
+    import torch
+
+    from timerl.runtime.batch import BatchedGroup
+
+    results = {}
+    for name, target, options in (("reference", "reference", {}),
+                                  ("addmm", "torch", {"options": trl.CompileOptions(vectorize=True)}),
+                                  ("apart", "torch", {"options": trl.CompileOptions(vectorize=True,
+                                                                                    matmul_add=False)})):
+        ctx, I, T, out, _ = dense_after_recurrence_program()
+        exe = ctx.compile({I: 1, T: STEPS}, backend=target, **options)
+        exe.execute()
+        results[name] = dict(out)
+        if target == "torch":
+            assert exe.stats["batched_statements"] > 0
+            dense = [layer for group in exe.groups.values() if BatchedGroup.supported(exe.graph, group)
+                     for layer in BatchedGroup(exe, group, exe.backend).dense.values()]
+            assert len(dense) == (name == "addmm"), dense
+    for name in ("addmm", "apart"):
+        assert sorted(results[name]) == sorted(results["reference"])
+        for key, value in results["reference"].items():
+            np.testing.assert_allclose(results[name][key], value, rtol=1e-5, atol=1e-6)
+    kernel = exe.backend.batched_matmul_add((4, 3), (3, 8), (8,))
+    x, w, b = torch.randn(5, 4, 3), torch.randn(3, 8), torch.randn(8)
+    np.testing.assert_allclose(kernel(x, w, b).numpy(), (x @ w + b).numpy(), rtol=1e-5, atol=1e-6)
+    assert exe.backend.batched_matmul_add((4, 3), (3, 8), (4, 8)) is None  # a bias of one row per point only
