@@ -137,13 +137,10 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
 
 def gae(r: trl.RecurrentTensor, done: trl.RecurrentTensor, value: trl.RecurrentTensor,
         last_value: trl.RecurrentTensor, gamma: float, lam: float) -> trl.RecurrentTensor:
-    """Generalized advantage estimation over ``(i, t)``: the GAE paper's backward recurrence
+    """Generalized advantage estimation over ``(i, t)``, as the backward recurrence of the GAE paper:
     ``adv[t] = delta[t] + gamma * lam * (1 - done[t]) * adv[t + 1]``, with
-    ``delta[t] = r[t] + gamma * (1 - done[t]) * V(o[t + 1]) - V(o[t])``, written as what it sums:
-    ``delta[t:T]`` discounted by ``gamma * lam`` up to and including the first episode end (`discounted_sum`
-    with ``until=``, whose rule is that recurrence): one reverse scan over the steps instead of a placeholder
-    recurrence of three statements a step. ``value`` is ``V(o[t])``; ``last_value`` (over ``i``) is the value
-    of the observation after the last step."""
+    ``delta[t] = r[t] + gamma * (1 - done[t]) * V(o[t + 1]) - V(o[t])``. ``value`` is ``V(o[t])``;
+    ``last_value`` (over ``i``) is the value of the observation after the last step."""
     ctx = value.ctx
     i, t = value.domain
     T = ctx.bound_of(t)
@@ -152,7 +149,10 @@ def gae(r: trl.RecurrentTensor, done: trl.RecurrentTensor, value: trl.RecurrentT
     next_value[i, t - 1] = value
     not_done = 1.0 - done.astype(value.dtype)
     delta = r + gamma * not_done * next_value - value
-    return delta[i, t:T].discounted_sum(gamma * lam, until=done[i, t:T])
+    adv = trl.placeholder(value.shape, value.dtype, domain=(i, t))
+    adv[i, T - 1] = delta[i, T - 1]
+    adv[i, t - 1] = delta[i, t - 1] + gamma * lam * not_done[i, t - 1] * adv[i, t]
+    return adv
 
 
 def ppo_loss(new_logp, old_logp, adv, new_value, ret, entropy, clip_coef: float, ent_coef: float,
