@@ -81,21 +81,6 @@ class TorchBackend:
             return None
         return lambda x, w, bias: torch.addmm(bias, x, w)
 
-    @staticmethod
-    def batched_matmul_add(x_shape: tuple, w_shape: tuple, bias_shape: tuple):
-        """``x @ w + bias`` at every point of a batched statement (x batched along a new leading axis, w and
-        bias the same at every point) as one ``torch.addmm`` over all the points' rows, where one point's
-        operands are 2-D and the bias is one row; None otherwise."""
-        if len(x_shape) != 2 or len(w_shape) != 2 or len(bias_shape) > 2 or (len(bias_shape) == 2 and bias_shape[0] != 1):
-            return None
-        if bias_shape and bias_shape[-1] not in (1, w_shape[1]):
-            return None
-
-        def dense(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-            return torch.addmm(bias, x.reshape(-1, x.shape[-1]), w).reshape(*x.shape[:-1], w.shape[1])
-
-        return dense
-
     def unstack(self, value: torch.Tensor) -> tuple:
         return value.unbind(0)
 

@@ -27,14 +27,13 @@ from timerl.ops.batching import batch_rule
 from timerl.ops.registry import ACCUMULATE, CONST, MERGE, SINK
 from timerl.runtime.batch_inputs import accumulated, covered_run, gathered, padded_window, selected
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
-from timerl.runtime.fusions import matmul_adds, tanh_gradients
+from timerl.runtime.fusions import tanh_gradients
 from timerl.runtime.sizes import output_bytes, static_bytes
 from timerl.runtime.window_scans import scan_kernel, scan_rows, window_geometry, window_scan_rules
 from timerl.runtime.windows import masked_reduction, windowed_members
 
 
 INSIDE, WINDOW, GATHER = "inside", "window", "gather"  # how a member reads one input (`BatchedGroup.reads`)
-DENSE = ("dense",)  # a step's axes where it is a dense layer's addmm over every point's rows (`BatchedGroup.dense`)
 WINDOW_BYTES = 1 << 20  # the padded window of one value in one chunk of a statement's points (`BatchedGroup._chunks`)
 # A memory-aware schedule's batched loops run in chunks (`chunk_points`): at most CHUNK_POINTS points, whose
 # values stay within CHUNK_BYTES, so that the peak follows what the schedule keeps alive, not the loop's length
@@ -107,26 +106,12 @@ class BatchedGroup:
         self.tanh_grads = tanh_gradients(self.graph, self.members, self.inside, self.stored | self.windowed,
                                          getattr(backend, "tanh_backward", None))
         self.folded = {n for (_, _, _, chain) in self.tanh_grads.values() for n in chain}
-        # x @ w + b (a dense layer) as one addmm over the rows of every point where x alone is batched (torch,
-        # ``matmul_add``): add -> (its matmul, the bias's slot); the matmul's product is read by nothing else
-        fuse = getattr(backend, "batched_matmul_add", None) if executable.options.matmul_add else None
-        self.dense = {add: (matmul, 1 - next(k for k, e in enumerate(self.graph.nodes[add].inputs)
-                                             if e.producer == matmul.id), kernel)
-                      for add, (matmul, kernel) in matmul_adds(self.graph, self.members, self.inside,
-                                                               self.stored | self.windowed, fuse,
-                                                               self._dense_operand, lambda node: True).items()}
-        self.dense_products = {matmul.id for matmul, _, _ in self.dense.values()}
         # the members whose values leave the statement's function: what other groups read, windows (their bytes
         # are counted), what a sink reads; on jax the others stay inside the one compiled call, where XLA fuses
         # them away (returning every member's value cost REINFORCE's learning statement half its time)
         self.returned = self.stored | self.windowed | {
             node.inputs[0].producer for node in self.members
             if node.category is SINK and node.inputs and self.reads[node.id][0] is INSIDE}
-
-    def _dense_operand(self, node: Node) -> bool:
-        """A matmul or add that may fold into a dense layer's addmm: an array kernel reading no window."""
-        return node.category.kernel and node.id not in self.windowed and not any(
-            e.ranges() or e.producer in self.windowed for e in node.inputs)
 
     def _read_kind(self, node: Node, edge: Any) -> int:
         if edge.producer in self.inside and identity_read(edge, node, self.graph.nodes[edge.producer]):
@@ -312,24 +297,6 @@ class BatchedGroup:
             value, batched = gathered(pool, reader, points, self.backend, (node.id, slot) in self.identity)
             return -1 - argument(value), batched, None
 
-        def plain_step(node: Node) -> None:
-            """The member as its own kernel, or its batch rule / vmap, over its operands."""
-            inputs, axes = [], []
-            valid = None  # the argument holding the (N, L) mask of the window positions that exist
-            for slot, kind in enumerate(self.reads[node.id]):
-                where, batched, mask = operand(node, slot, kind)
-                if mask is not None:
-                    valid = mask
-                inputs.append(where)
-                axes.append(0 if batched else None)
-            if node.id in self.windowed:
-                masks[node.id] = valid
-            elif valid is not None:  # a reduction over the window: positions past its end must not count
-                inputs.append(-1 - valid)
-                axes.append(0)
-            refs[node.id] = (len(steps), any(a == 0 for a in axes))
-            steps.append((node.id, tuple(inputs), tuple(axes)))
-
         for node in self.members:
             if node.category is CONST:
                 refs[node.id] = (-1 - argument(self.executable.namespace[f"C{node.id}"]), False)
@@ -360,25 +327,19 @@ class BatchedGroup:
                 refs[node.id] = (len(steps), g_batched or y_batched)
                 steps.append((node.id, (g_where, y_where), (0 if g_batched else None, 0 if y_batched else None)))
                 continue
-            if node.id in self.dense_products:
-                continue  # computed with the add reading it, below
-            dense = self.dense.get(node.id)
-            if dense is None:
-                plain_step(node)
-                continue
-            # a dense layer: one addmm over every point's rows where x alone is batched, else matmul and add
-            matmul, bias_slot, _ = dense
-            (x, x_batched), (w, w_batched) = (operand(matmul, slot, kind)[:2]
-                                              for slot, kind in enumerate(self.reads[matmul.id]))
-            bias, bias_batched, _ = operand(node, bias_slot, self.reads[node.id][bias_slot])
-            if x_batched and not w_batched and not bias_batched:
-                refs[node.id] = (len(steps), True)
-                steps.append((node.id, (x, w, bias), DENSE))
-                continue
-            refs[matmul.id] = (len(steps), x_batched or w_batched)
-            steps.append((matmul.id, (x, w), (0 if x_batched else None, 0 if w_batched else None)))
-            inputs, axes = [refs[matmul.id][0]] * 2, [0 if x_batched or w_batched else None] * 2
-            inputs[bias_slot], axes[bias_slot] = bias, 0 if bias_batched else None
+            inputs, axes = [], []
+            valid = None  # the argument holding the (N, L) mask of the window positions that exist
+            for slot, kind in enumerate(self.reads[node.id]):
+                where, batched, mask = operand(node, slot, kind)
+                if mask is not None:
+                    valid = mask
+                inputs.append(where)
+                axes.append(0 if batched else None)
+            if node.id in self.windowed:
+                masks[node.id] = valid
+            elif valid is not None:  # a reduction over the window: positions past its end must not count
+                inputs.append(-1 - valid)
+                axes.append(0)
             refs[node.id] = (len(steps), any(a == 0 for a in axes))
             steps.append((node.id, tuple(inputs), tuple(axes)))
         wanted = tuple(sorted({refs[m][0] for m in self.returned if m in refs and refs[m][0] >= 0}))
@@ -424,8 +385,6 @@ class BatchedGroup:
                     continue
                 if node_id in fused:  # the operands line up on their leading (batch) axis: no vmap needed
                     results.append(fused[node_id][0](*values))
-                elif axes is DENSE:
-                    results.append(self.dense[node_id][2](*values))
                 elif axes and isinstance(axes[0], str):  # a window reduction as a scan (SUFFIX or PREFIX)
                     results.append(self._scan_kernel(node_id, axes[0])(*values))
                 elif any(a == 0 for a in axes):
