@@ -75,6 +75,43 @@ def test_a_failing_check_inside_the_compiled_group_raises_as_on_the_host(bad_at)
     assert errors[0].split(": ", 1)[1] == errors[1].split(": ", 1)[1] or line in errors[0]
 
 
+def test_a_tensor_read_as_two_arguments_is_traced_as_two():
+    """At t == 0 the group's two reads, ``state`` at t and ``state[0]``, are the same stored tensor, passed to
+    the compiled function twice; later they differ. The compiled code must not have kept the first call's
+    identity (it did: make_fx traced both arguments as one placeholder, and every later step read ``state``
+    for ``state[0]``; the RT MMapGame with Drop-backup diverged from move 2 this way)."""
+
+    def program():
+        ctx = trl.Context(dims="t")
+        (t,), (T,) = ctx.dims, ctx.bounds
+        with ctx:
+            state = trl.placeholder((4, 6), "float32", domain=(t,))
+            state[0] = trl.tensor(np.arange(24, dtype=np.float32).reshape(4, 6) / 7.0)
+            bump = trl.source(lambda p: np.array(p["t"], dtype=np.float32), shape=(), dtype="float32", domain=(t,))
+            step = (state - state[0]) * 0.5 + bump
+            state[t + 1] = step - 1.0
+            store = collect(step)
+        return ctx, T, store
+
+    ctx, T, _ = program()
+    want = run(ctx, {T: 4}, "reference")[0]
+    ctx, T, store = program()
+    exe = ctx.compile(bounds={T: 4}, backend="torch", options=COMPILED)
+    exe.execute()
+    assert_values(store, want)
+    compiled = [f for name, f in exe.namespace.items() if name.startswith("F") and isinstance(f, InductorFunction)]
+    assert any(entry[0] is not None for f in compiled for entry in f.compiled.values())  # inductor's code ran
+
+
+def test_one_tensor_as_two_arguments_then_two_tensors():
+    function = InductorFunction(lambda x, y: (x + 2.0 * y,))
+    a, b = torch.arange(3.0), torch.ones(3)
+    np.testing.assert_array_equal(function(a, a)[0].numpy(), [0.0, 3.0, 6.0])
+    np.testing.assert_array_equal(function(a, b)[0].numpy(), [2.0, 3.0, 4.0])  # was [3, 3, 3]: b + 2 b
+    np.testing.assert_array_equal(function(b, b)[0].numpy(), [3.0, 3.0, 3.0])
+    assert len(function.compiled) == 1 and not function.failures
+
+
 def test_python_that_reads_values_runs_uncompiled_with_a_warning():
     """Not specialized to the first call's values: both branches stay right."""
     function = InductorFunction(lambda x: (x * 2.0 if bool((x > 0).all()) else x - 1.0,))

@@ -222,11 +222,14 @@ class InductorFunction:
 
         try:
             # traced on fake tensors: Python that reads values (``if x.any()``, ``.item()``) fails here instead of
-            # being specialized to the first call's values
-            graph = make_fx(flat, tracing_mode="fake")(*inputs)
+            # being specialized to the first call's values. Each argument is traced as a tensor object of its own
+            # (`_distinct`): make_fx makes one fake tensor per object, so a tensor passed twice would be traced
+            # as one placeholder, and the compiled code would read it for both arguments at every later call
+            distinct = _distinct(inputs)
+            graph = make_fx(flat, tracing_mode="fake")(*distinct)
             # one compile at a time needs no pool of compiling worker processes (slower to start on a small machine)
             with torch._inductor.config.patch(compile_threads=1):
-                compiled = torch._inductor.compile(graph, list(inputs))
+                compiled = torch._inductor.compile(graph, distinct)
         except Exception as error:  # noqa: BLE001 (any failure to trace or compile: the function runs as it is)
             self.failures.append(f"{type(error).__name__}: {error}")
             warnings.warn(f"compile_groups: a group's kernels could not be compiled by TorchInductor and run "
@@ -234,6 +237,14 @@ class InductorFunction:
                           RuntimeWarning, stacklevel=2)
             return None, None
         return compiled, structure[-1]
+
+
+def _distinct(inputs: tuple) -> list:
+    """``inputs`` with each tensor as a new tensor object on the same memory (``detach``: no copy). A caller may
+    pass one tensor as several arguments (a value read through two expressions: the RT MMapGame's move reads
+    the same stored state twice at some moves, two values at others); the layout key of `InductorFunction`
+    does not see that, so what is traced must not depend on it."""
+    return [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
 def _fast_namespace() -> Any:
