@@ -163,3 +163,49 @@ def test_host_calls_keep_their_order_across_iterations():
         i = events[k][1]
         if i >= 2:
             assert sinks[i - 1] < k, events
+
+
+def test_only_coupled_host_calls_keep_their_order():
+    """Group 1 recurs; groups 2 and 3 are sinks reading it. Two sinks have no ordering relation (neither takes a
+    value from the host), so they run batched after the recurrence; a source among them (group 4, taking a value
+    from the host after a sink may have published one) couples all three, which then stay in one loop point by
+    point with the recurrence beside them, and the loop is left as it is."""
+    t = Symbol("t")
+    body = ast.Sequence(tuple(ast.Execute(g, (t,)) for g in (1, 2, 3, 4)))
+    loop = ast.Loop(t, const(0), const(5), 1, body)
+    reads = {1: {1}, 2: {1}, 3: {1}, 4: set()}
+    readers = {1: {1, 2, 3}, 2: set(), 3: set(), 4: set()}
+    sink, source = (True, False), (False, True)
+    batchable = {1: True, 2: True, 3: True, 4: False}.get
+    distributed = distribute(loop, (reads, readers, {}), batchable, {2: sink, 3: sink})
+    assert _loop_body_groups(distributed) == [[1], [2, 3], [4]]  # 4 runs point by point, after the others
+    assert distribute(loop, (reads, readers, {}), batchable, {2: sink, 3: sink, 4: source}) is loop
+
+
+def test_sinks_beside_a_recurrence_run_batched_with_their_values():
+    """End to end: a recurrence with two sinks of values computed from its previous point (statements of their
+    own) and no source: the sinks run batched after the recurrence (each called at every point, in point
+    order), with the reference's values; while all host calls were kept in one component they ran point by
+    point beside it (0 batched statements)."""
+    def program():
+        ctx = trl.Context("t")
+        (t,), (T,) = ctx.dims, ctx.bounds
+        with ctx:
+            s = trl.placeholder((3,), domain=(t,))
+            s[0] = trl.full((3,), 1.0)
+            s[t + 1] = s[t] * 0.5 + 1.0
+            with ctx.when(t >= 1):
+                doubled, tripled = collect(s[t - 1] * 2.0), collect(s[t - 1] * 3.0)
+        return ctx, T, (doubled, tripled)
+
+    runs = {}
+    for backend in ("reference", "torch"):
+        ctx, T, stores = program()
+        exe = ctx.compile({T: 16}, backend=backend)
+        exe.execute()
+        runs[backend] = exe, [dict(store) for store in stores]
+    for got, expected in zip(runs["torch"][1], runs["reference"][1]):
+        assert list(got) == list(expected)  # every point, in point order
+        for key in expected:
+            np.testing.assert_allclose(np.asarray(got[key]), np.asarray(expected[key]), rtol=1e-6)
+    assert runs["torch"][0].stats["batched_statements"] == 2

@@ -12,6 +12,7 @@ import timerl as trl
 from algorithms.reinforce import train
 from timerl.pdg.incrementalize import incrementalize
 from timerl.compile import optimize_pdg
+from timerl.runtime.batch import CHUNK_POINTS
 
 POINT = 256  # float32 elements: 1 KiB per point
 KIB = POINT * 4
@@ -85,6 +86,20 @@ def test_running_sums_keep_the_peak_independent_of_steps():
     assert long == short, (short, long)
     whole = run_parameter_program(256, incrementalize=False, vectorize=False)[0].stats["peak_device_bytes"]
     assert whole >= 256 * KIB  # one sum at the end keeps every step's contribution
+
+
+def test_running_sums_keep_the_peak_independent_of_steps_when_loops_run_batched():
+    """The same with vectorized loops (the default): the loop holding the running sum is distributed, the
+    contributions batched and the sum point by point; the batched statements run in chunks of at most
+    `CHUNK_POINTS` points (`timerl.runtime.batch.chunk_points`), so the peak stays that of a chunk, whatever T
+    is (all 512 steps at once kept every contribution alive: 512 KiB and more)."""
+    runs = {steps: run_parameter_program(steps, incrementalize=True) for steps in (128, 512)}
+    short, long = (runs[steps][0].stats["peak_device_bytes"] for steps in (128, 512))
+    assert long == short, (short, long)
+    # x[t] and the contribution at t at every point of one chunk, and a few points besides (w, the running sum)
+    assert short <= (2 * CHUNK_POINTS + 6) * KIB, short
+    assert runs[512][0].stats["batched_statements"] > 0  # still batched
+    np.testing.assert_allclose(runs[512][1], expected_parameters(512), rtol=1e-5)
 
 
 def test_incrementalize_is_checked_like_the_other_flags():

@@ -18,6 +18,7 @@ Choices where the paper is vague:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -166,6 +167,19 @@ def build_problem(
         group_last_buffer=tuple(group_last_buffer),
         num_tensors=len(tensor_index),
     )
+
+
+def with_copy_setup(problem: Problem, seconds: float) -> Problem:
+    """The same problem with every copy's demand raised by a DMA setup time of ``seconds`` (zero-size buffers keep
+    an empty copy): a copy then needs a window whose supply covers the setup and the bytes, as a copy's *measured*
+    time would (the paper's demands are measured copy times; `costmodel.demand_picoseconds` is the bytes alone).
+    Benefits, supplies and latency tables are unchanged, so rewards stay the cost model's. A mapping valid here is
+    valid in ``problem`` (its copies only have longer windows); `algorithms.mmap.simulator` charges this setup as
+    `DmaSpec.latency_seconds`."""
+    if seconds < 0:
+        raise ValueError(f"a copy setup time cannot be negative, got {seconds}")
+    setup = math.ceil(seconds * 1e12)
+    return dataclasses.replace(problem, demand=tuple(d + setup if d > 0 else 0 for d in problem.demand))
 
 
 def peak_live_bytes(instance: Instance) -> int:

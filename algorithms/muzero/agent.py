@@ -4,7 +4,9 @@ The learner program (learner.train) sources each iteration's batch from `_Run.fe
 `steps_per_round` iterations it first plays a round of `games` self-play games with the latest weights
 (while the wall-clock budget lasts) and reanalyses stored positions, then samples the batch. The result is the
 best game found, as for every search baseline of `algorithms.mmap` (ES, MCTS report their best game too),
-after a final noise-free game at temperature 0.
+after a final round with the last weights (where the budget has room for it): its noise-free greedy game and `games` - 1 sampled ones at the
+schedule's last temperature (the sampled rows of the batch cost the search nothing more: a search of 8 games
+takes about as long as one of 1).
 
 Temperature: 1.0 at the start, linearly down to 0.2 at the end of the budget (Table 6: 1.0 -> 0.2); the first
 game of every round plays the most visited action (it costs no extra search: it is one row of the batch), since
@@ -13,9 +15,10 @@ the result is the best game found.
 The budget: `seconds` of this process's CPU time (wall clock with Ray actors), from the first learner step to the
 end of the final round, so the learner's steps, self-play, Reanalyse and the final round are inside it and the
 compiles of the two programs (and jax's compile of the search at its first execution) are outside it (reported
-as `Outcome.compile_seconds`). A round is played only while the budget has room for it, the learner's remaining
-steps at their mean cost so far and the final round (the run then ends near its budget; the learner's steps
-alone may overrun a budget too small for them). The temperature falls over `selfplay_share` of the budget.
+as `Outcome.compile_seconds`). A round is played only while the budget has room for it (a round's mean cost so
+far) and the learner's remaining steps at their mean cost so far, and the final round only where a round's mean
+cost still fits (the run then ends near its budget, up to a round short of it; the learner's steps alone may
+overrun a budget too small for them). The temperature falls over `selfplay_share` of the budget.
 
 Before the first round the replay buffer receives `demonstrations` copies of the production heuristic's game
 (`algorithms.mmap.baselines.heuristic`), reanalysed: the search's targets on the heuristic's states (these
@@ -34,7 +37,8 @@ import numpy as np
 
 from algorithms.mmap.baselines.heuristic import heuristic_play
 from algorithms.mmap.baselines.result import Result, result_of
-from algorithms.mmap.problem import Problem
+from algorithms.mmap.problem import Problem, with_copy_setup
+from algorithms.mmap.simulator import DmaSpec
 from algorithms.muzero.actors import Actors
 from algorithms.muzero.features import FEATURES
 from algorithms.muzero.learner import LearnerConfig, train
@@ -42,6 +46,9 @@ from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import ACTIONS, Layout, Sizes, init_weights
 from algorithms.muzero.replay import Replay
 from algorithms.muzero.selfplay import SearchProgram, demonstration
+
+
+FIRST_TEMPERATURE, FINAL_TEMPERATURE = 1.0, 0.2  # visit-count temperature over the budget (Table 6)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +95,15 @@ class MuZeroConfig:
     0.455 on mlp_sgd (0.8: 0.403; 0.5 with 16 games a round: 0.412) and 0.548 on autoencoder_momentum, where the
     unseeded agent found 0.465 and 0.492; the rounds' mean return rose from 0.26-0.28 / 0.30-0.35 to 0.32-0.39 /
     0.42-0.51."""
+
+    copy_setup_seconds: float = DmaSpec().latency_seconds
+    """MuZero's games charge every copy this DMA setup time on top of its bytes (`problem.with_copy_setup`: the
+    copy window's supply must cover both, as a measured copy time would), so the agent makes no copy whose window
+    is too short for the DMA to start in time; the rewards stay the cost model's. 0 plays the bytes-only demands of
+    `costmodel` (the other agents' game). Why: with bytes-only demands the greedy seed's copies get one-instruction
+    windows (the latest start with enough supply), each of which stalls by about the setup time in the simulator:
+    on dqn_update_adam 118 of its 119 copies, 4.1 us of stalls, simulated speedup over the heuristic 0.974 at a
+    cost-model speedup of 1.073; with the setup (0.5 us, `DmaSpec.latency_seconds`) 1.030 / 1.030."""
 
     def learner_steps(self, seconds: float) -> int:
         if self.iterations is not None:
@@ -151,10 +167,10 @@ class _Run:
             self.replay.reanalyse_game(self.program, self.weights, len(self.replay.games) - 1, self.config.seed_weight)
 
     def play_round(self, temperature: float, final: bool = False) -> None:
-        """A round of self-play; the final one is the single noise-free greedy game of the last weights."""
+        """A round of self-play (its first game noise-free and greedy); the final one, with the last weights, is
+        followed by no Reanalyse."""
         started = self.clock()
-        trajectories = ([self.actors.play_greedy(self.weights)] if final else
-                        self.actors.play(self.weights, temperature, True, greedy_games=1))
+        trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1)
         for trajectory in trajectories:
             self.replay.add(trajectory)
             self.moves += trajectory.game.moves
@@ -185,7 +201,7 @@ class _Run:
             needed = elapsed + self.round_cost() + step * (self.iterations - iteration)
             if not self.curve or needed <= self.seconds:
                 progress = min(elapsed / max(self.config.selfplay_share * self.seconds, 1e-9), 1.0)
-                self.play_round(1.0 - 0.8 * progress)
+                self.play_round(FIRST_TEMPERATURE - (FIRST_TEMPERATURE - FINAL_TEMPERATURE) * progress)
         return self.replay.sample(self.config.learner.batch, self.rng)
 
     def round_cost(self) -> float:
@@ -200,10 +216,12 @@ class _Run:
 def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
                 config: MuZeroConfig | None = None) -> Outcome:
     config = dataclasses.replace(config or MuZeroConfig(), seed=seed)
+    if config.copy_setup_seconds:
+        problem = with_copy_setup(problem, config.copy_setup_seconds)
     run = _Run(problem, config, seconds)
     train(run.weights, run.layout, config.learner, run.iterations, run.feed, run.publish, config.backend, seed)
-    if run.elapsed() + run.round_cost() <= seconds:  # the final game only where the budget has room for it
-        run.play_round(0.0, final=True)
+    if run.elapsed() + run.round_cost() <= seconds:  # the final round only where the budget has room for it
+        run.play_round(FINAL_TEMPERATURE, final=True)
     best = run.best
     return Outcome(result_of("muzero", best.game, best.played, run.moves), run.curve, run.losses,
                    len(run.curve), run.actors.searches, run.elapsed(), run.compile_seconds,

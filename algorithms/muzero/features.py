@@ -15,13 +15,17 @@ A flat float32 vector of FEATURES numbers, in named blocks (`BLOCKS`, offsets in
 - progress  (5,): move number / buffers, buffer index / buffers, position in the alias group / its size,
   remainder of the alias group / its size, return so far / largest possible saving.
 The game's legal-action mask is returned apart (the search masks the root with it).
+
+`Encoder.encode` encodes one game; `Encoder.encode_many` a batch of games at once (the same numbers,
+`test_encode_many_is_encode_per_game`): the buffer rows gathered from a per-buffer table made once, the memory
+maps of all games binned in one call. Self-play encodes its whole search batch with it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from algorithms.mmap.game import DROP, MMapGame
+from algorithms.mmap.game import ACTION_NAMES, DROP, MMapGame
 from algorithms.mmap.problem import Problem
 
 LOOKAHEAD, SAME_TENSOR, BUFFER_FEATURES = 6, 2, 9
@@ -29,6 +33,7 @@ MAP_TIMES, MAP_BINS, OCCUPANCY_BINS, SUPPLY_WINDOW, PROGRESS = 16, 16, 32, 16, 5
 BLOCKS = {"buffers": (LOOKAHEAD + SAME_TENSOR) * BUFFER_FEATURES, "memory_map": MAP_TIMES * MAP_BINS,
           "occupancy": OCCUPANCY_BINS, "supply": SUPPLY_WINDOW, "actions": 12, "progress": PROGRESS}
 FEATURES = sum(BLOCKS.values())
+TIMES, BENEFIT = slice(3, 6), 7  # columns of a buffer row: target, live start, live end; benefit
 
 
 def block_slice(name: str) -> slice:
@@ -67,6 +72,23 @@ class Encoder:
         self.map_edges = edges if problem.num_columns >= MAP_BINS else None
         self.occupancy_edges = (np.arange(OCCUPANCY_BINS + 1) * problem.num_columns // OCCUPANCY_BINS
                                 if problem.num_columns >= OCCUPANCY_BINS else None)
+        # each buffer's row with its times absolute (`TIMES`, made relative to the current target per encoding) and
+        # its initial benefit; row `num_buffers` is an absent buffer's zeros. Per position, the buffers of its rows
+        # (the next LOOKAHEAD, then SAME_TENSOR later ones of its tensor; absent ones `num_buffers`)
+        buffers = problem.num_buffers
+        self.static_rows = np.zeros((buffers + 1, BUFFER_FEATURES))
+        for buffer in range(buffers):
+            self.static_rows[buffer] = (1.0, problem.size[buffer] / self.memory_scale, problem.is_output[buffer],
+                                        problem.target[buffer], problem.live_start[buffer], problem.live_end[buffer],
+                                        problem.demand[buffer] / self.supply_scale,
+                                        problem.initial_benefit[buffer] / self.benefit_scale,
+                                        problem.alias_group[buffer] >= 0)
+        self.row_buffers = np.full((max(buffers, 1), LOOKAHEAD + SAME_TENSOR), buffers)
+        for position in range(buffers):
+            ahead = range(position, min(position + LOOKAHEAD, buffers))
+            self.row_buffers[position, :len(ahead)] = ahead
+            same = self.later_same_tensor[position]
+            self.row_buffers[position, LOOKAHEAD:LOOKAHEAD + len(same)] = same
 
     def encode(self, game: MMapGame) -> tuple[np.ndarray, np.ndarray]:
         problem = self.problem
@@ -89,15 +111,40 @@ class Encoder:
                                    supply, self._actions(game, target).ravel(), np.array(progress)])
         return np.clip(features, -10.0, 10.0).astype(np.float32), np.array(game.legal_actions(), dtype=bool)
 
+    def encode_many(self, games: list[MMapGame]) -> tuple[np.ndarray, np.ndarray]:
+        """`encode` of each game, stacked: (features (n, FEATURES) float32, legal (n, 3) bool)."""
+        problem, count = self.problem, len(games)
+        positions = np.array([min(game.position, problem.num_buffers - 1) for game in games])
+        targets = np.array([problem.target[p] for p in positions])
+        rows = self.static_rows[self.row_buffers[positions]]  # (n, 8, 9)
+        rows[:, :, TIMES] = (rows[:, :, TIMES] - rows[:, :, :1] * targets[:, None, None]) / self.time_scale
+        for k, game in enumerate(games):
+            if not game.done:  # the current buffer (row 0) carries its updated benefit
+                rows[k, 0, BENEFIT] = game.current_benefit() / self.benefit_scale
+        offsets = np.arange(-(MAP_TIMES // 2), MAP_TIMES // 2)
+        times = np.clip(targets[:, None] + offsets, 0, problem.num_instructions - 1)
+        inside = targets[:, None] + offsets == times
+        grids = np.stack([game.occupancy.occupied_rows(row) for game, row in zip(games, times)])
+        grids = self._bins(grids, self.map_edges, MAP_BINS) * inside[:, :, None]
+        occupied = np.stack([game.occupancy.occupied_row(t) for game, t in zip(games, targets)])
+        supply = np.where(inside, np.stack([game.supply[row] for game, row in zip(games, times)]) / self.supply_scale,
+                          0.0)
+        actions = np.stack([self._actions(game, target).ravel() for game, target in zip(games, targets)])
+        progress = np.array([(game.moves / max(problem.num_buffers, 1), game.position / max(problem.num_buffers, 1),
+                              *self.group_place[p], game.total_reward / self.return_scale)
+                             for game, p in zip(games, positions)])
+        features = np.concatenate([rows.reshape(count, -1), grids.reshape(count, -1),
+                                   self._bins(occupied, self.occupancy_edges, OCCUPANCY_BINS), supply, actions,
+                                   progress], axis=1)
+        legal = np.array([game.legal_actions() for game in games], dtype=bool).reshape(count, len(ACTION_NAMES))
+        return np.clip(features, -10.0, 10.0).astype(np.float32), legal
+
     def _buffer_row(self, game, buffer, target, current):
-        problem = self.problem
-        benefit = game.current_benefit() if current and not game.done else problem.initial_benefit[buffer]
-        return np.array([1.0, problem.size[buffer] / self.memory_scale, problem.is_output[buffer],
-                         (problem.target[buffer] - target) / self.time_scale,
-                         (problem.live_start[buffer] - target) / self.time_scale,
-                         (problem.live_end[buffer] - target) / self.time_scale,
-                         problem.demand[buffer] / self.supply_scale, benefit / self.benefit_scale,
-                         problem.alias_group[buffer] >= 0])
+        row = self.static_rows[buffer].copy()
+        row[TIMES] = (row[TIMES] - target) / self.time_scale
+        if current and not game.done:
+            row[BENEFIT] = game.current_benefit() / self.benefit_scale
+        return row
 
     @staticmethod
     def _bins(rows: np.ndarray, edges, bins: int) -> np.ndarray:

@@ -144,25 +144,25 @@ class SelfPlay:
                     pending[k] = 0.0
             if not live:
                 break
-            encoded = {k: self.encoder.encode(games[k]) for k in live}
-            rows = [k if k in encoded else live[0] for k in range(batch)]
-            features = np.stack([encoded[k][0] for k in rows])
-            legal = np.stack([encoded[k][1] for k in rows])
+            features, legal = self.encoder.encode_many([games[k] for k in live])
+            rows = np.zeros(batch, dtype=np.int64)  # each row of the batch: its game's place in `live`
+            rows[live] = np.arange(len(live))
+            features, legal = features[rows], legal[rows]
             noise = (self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch) if self.noise
                      else None)
             seeds = None
             if self.seed_weight > 0:
-                seeded = {k: greedy_seed(games[k]) for k in live}
-                seeds = np.stack([seeded[k] for k in rows])
+                seeds = np.stack([greedy_seed(games[k]) for k in live])[rows]
             visits, values = self.program.run(weights, features, legal, noise, exact=greedy_games, seed=seeds,
                                               seed_weight=self.seed_weight)
             self.searches += 1
-            for k in live:
+            actions = choose(visits[live], legal[live],
+                             np.array([0.0 if k < greedy_games else temperature for k in live]), self.rng)
+            for k, action in zip(live, actions.tolist()):
                 trajectory, game = trajectories[k], games[k]
                 if trajectory.rewards:
                     trajectory.rewards[-1] += pending[k]
                 pending[k] = 0.0
-                action = self._choose(visits[k], legal[k], 0.0 if k < greedy_games else temperature)
                 trajectory.features.append(features[k])
                 trajectory.legal.append(legal[k])
                 trajectory.actions.append(action)
@@ -187,14 +187,24 @@ class SelfPlay:
             trajectory.played.append(action)
         return reward
 
-    def _choose(self, visits: np.ndarray, legal: np.ndarray, temperature: float) -> int:
-        counts = np.where(legal, visits, 0.0)
-        if counts.sum() == 0:
-            counts = legal.astype(np.float64)
-        if temperature <= 0:
-            return int(np.argmax(counts))
-        weights = counts ** (1.0 / temperature)
-        return int(self.rng.choice(ACTIONS, p=weights / weights.sum()))
+
+def choose(visits: np.ndarray, legal: np.ndarray, temperatures: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row of visit counts (n, A): the most visited legal one at temperature 0, else drawn with
+    pi(a) ~ N(a)^(1/T) (a row without legal visits: uniform over its legal actions). The drawn rows take one
+    uniform number each, in row order, and invert the cumulative distribution as `Generator.choice` does, so the
+    actions are those of `rng.choice(A, p=pi)` row by row (`test_choose_draws_as_rng_choice_row_by_row`)."""
+    counts = np.where(legal, visits, 0.0).astype(np.float64)
+    empty = counts.sum(axis=1) == 0
+    counts[empty] = legal[empty]
+    actions = np.argmax(counts, axis=1)
+    drawn = temperatures > 0
+    if drawn.any():
+        weights = counts[drawn] ** (1.0 / temperatures[drawn, None])
+        cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
+        cumulative /= cumulative[:, -1:]
+        uniform = rng.random(int(drawn.sum()))
+        actions[drawn] = (cumulative <= uniform[:, None]).sum(axis=1)
+    return actions
 
 
 def demonstration(problem: Problem, actions) -> Trajectory:

@@ -14,7 +14,12 @@ function of the graph, which the policy may follow, soften or ignore (docs/REGAL
 ignores memory: on the validation graphs it breaks the runtime objective's memory limit on 60% of them,
 where a proposal centred on it loses badly; the fits feature says which. Last, whether the graph is wide
 (1 or 0, the same for every op: `is_wide`, some level of ops at equal depth holds 4 or more), which is
-where the peak-memory heuristic is used (`imitation_target`).
+where the peak-memory heuristic is used (`imitation_target`). Last, the op's depth level
+(`depth_level`: the rank of its depth among the graph's distinct depths, over the largest rank, cut into
+the 5 equal bins of the peak-memory heuristic's priorities, as 0, 1/4, ..., 1). With depth over the
+longest path alone (the 5th feature) the bins' boundaries move with the graph's longest path, and with
+the unbinned rank they fall on the rank's own values (a graph of 6 depths has ranks 0, 0.2, ..., 1): the
+policies trained on either missed priority bins by one on wide graphs (docs/REGAL.md).
 Edge attributes (2) of edge u -> v (v reads tensor k of u): the size of k over the mean size, and
 1 / (number of readers of k).
 
@@ -38,7 +43,7 @@ from algorithms.regal.brkga import Proposal
 from algorithms.regal.graph import CompGraph
 from algorithms.regal.perfmodel import DEVICES, chromosome_length, evaluate
 
-NODE_FEATURES = 12
+NODE_FEATURES = 13
 EDGE_FEATURES = 2
 MEANS = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
 CONCENTRATIONS = np.array([4.0, 10.0, 30.0])
@@ -126,7 +131,8 @@ def node_features(graph: CompGraph) -> np.ndarray:
                      np.log1p(adjacency.sum(axis=0)), np.log1p(adjacency.sum(axis=1)), depth / longest,
                      height / longest, tightness, heuristic.device.astype(float),
                      heuristic.start / max(heuristic.makespan, 1e-12),
-                     heuristic.upward_rank / max(heuristic.upward_rank.max(), 1e-12), fits, wide], axis=1)
+                     heuristic.upward_rank / max(heuristic.upward_rank.max(), 1e-12), fits, wide,
+                     depth_level(depth) / (MEANS.size - 1)], axis=1)
 
 
 def edge_features(graph: CompGraph) -> np.ndarray:
@@ -183,11 +189,17 @@ def grid_actions(mean_index: np.ndarray, concentration: float) -> np.ndarray:
     return np.asarray(mean_index) * CONCENTRATIONS.size + column
 
 
+def depth_level(score: np.ndarray) -> np.ndarray:
+    """Each entry's rank among the distinct values of ``score`` (ties share a rank), in ``MEANS.size`` equal
+    bins from 0 (the smallest values) to ``MEANS.size - 1`` (the largest)."""
+    rank = np.unique(score, return_inverse=True)[1].ravel()
+    return np.minimum((rank / max(rank.max(), 1) * MEANS.size).astype(int), MEANS.size - 1)
+
+
 def rank_actions(graph: CompGraph, score: np.ndarray, concentration: float = 4.0) -> np.ndarray:
     """Uniform affinities; the priority's mean is the op's rank by ``score`` (ties share a rank), in
     5 equal bins from the lowest mean to the highest."""
-    rank = np.unique(score, return_inverse=True)[1].ravel()
-    level = np.minimum((rank / max(rank.max(), 1) * MEANS.size).astype(int), MEANS.size - 1)
+    level = depth_level(score)
     actions = np.full((graph.num_ops, HEADS), UNIFORM)
     actions[:, DEVICES] = grid_actions(level, concentration)
     return actions

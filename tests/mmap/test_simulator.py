@@ -4,9 +4,13 @@ import numpy as np
 import pytest
 
 from algorithms.mmap.baselines import AGENTS
-from algorithms.mmap.mapping import mapping_latency
-from algorithms.mmap.problem import build_problem
+from algorithms.mmap.check import check_mapping
+from algorithms.mmap.game import COPY, MMapGame
+from algorithms.mmap.mapping import mapping_latency, mapping_records
+from algorithms.mmap.problem import build_problem, with_copy_setup
 from algorithms.mmap.simulator import DmaSpec, Transfer, mapping_transfers, simulate, simulate_mapping
+from mmap_handmade import US
+from mmap_handmade import problem as handmade_problem
 
 # 1 byte per microsecond, no latency: a copy of n bytes takes n microseconds
 SLOW_DMA = DmaSpec(bandwidth=1e6, latency_seconds=0.0)
@@ -101,3 +105,28 @@ def test_an_infeasible_game_is_the_all_slow_program():
     problem = build_problem("mlp_sgd")
     assert simulate_mapping(problem, None).latency_us == pytest.approx(problem.latency_all_slow)
     assert np.isclose(simulate_mapping(problem, None).stall_us, 0.0)
+
+
+def test_a_copy_setup_time_widens_the_copy_window_and_removes_the_stall():
+    # instructions of 3, 3 and 1 us (supplies 3, 3, 1); input a (2 bytes: 2 us of bytes) read at time 2
+    base = handmade_problem([3, 3, 1], [("a", None, 2, False, 2, (0, 2))])
+    setup = with_copy_setup(base, 1.5e-6)
+    assert base.demand == (2 * US,) and setup.demand == (int(3.5 * US),)
+    assert setup.supply.tolist() == base.supply.tolist() and setup.initial_benefit == base.initial_benefit
+    dma = DmaSpec(bandwidth=1e6, latency_seconds=1.5e-6)
+    # bytes only: the window is instruction 1 (3 us >= 2 us); issued at 3, first byte at 4.5, done at 6.5,
+    # instruction 2 waits 0.5 us. With the setup 3.5 us need instructions 0 and 1: issued at 0, done at 3.5
+    for problem, start, stall in ((base, 1, 0.5), (setup, 0, 0.0)):
+        game = MMapGame(problem)
+        game.play(COPY)
+        records = mapping_records(game)
+        assert records[0]["action"] == "copy" and records[0]["start"] == start
+        check_mapping(base, records)  # valid in the bytes-only game too
+        assert simulate_mapping(base, records, dma).stall_us == pytest.approx(stall)
+
+
+def test_a_copy_setup_time_leaves_zero_size_buffers_without_demand():
+    base = handmade_problem([1, 1], [("a", None, 0, False, 1, (0, 1)), ("b", None, 1, False, 1, (0, 1))])
+    assert with_copy_setup(base, 0.5e-6).demand == (0, US + US // 2)
+    with pytest.raises(ValueError, match="negative"):
+        with_copy_setup(base, -1.0)

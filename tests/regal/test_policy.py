@@ -139,12 +139,13 @@ def test_depth_first_target_on_wide_graphs_by_hand():
     (a level of 4 ops) and the peak-memory target gives uniform affinities and op priorities rising with
     depth: mean 0.1 for a (rank 0 of 2), 0.5 for b..e (rank 1 of 2: bin 2 of 5), 0.9 for f, concentration
     30. Without e the widest level holds 3: not wide, so the target is uniform Beta(1, 1) everywhere. The
-    last node feature says which."""
+    12th node feature says which; the 13th is the bin of the depth rank over 4: 0, 2/4 (x4), 4/4."""
     wide = from_edges([1.0] * 6, [(0, 1), (0, 2), (0, 3), (0, 4), (1, 5)], [1.0] * 6)
     narrow = from_edges([1.0] * 5, [(0, 1), (0, 2), (0, 3), (1, 4)], [1.0] * 5)
     assert features.is_wide(wide) and not features.is_wide(narrow)
     np.testing.assert_array_equal(features.node_features(wide)[:, 11], [1.0] * 6)
     np.testing.assert_array_equal(features.node_features(narrow)[:, 11], [0.0] * 5)
+    np.testing.assert_allclose(features.node_features(wide)[:, 12], [0.0, 0.5, 0.5, 0.5, 0.5, 1.0])
     target = features.imitation_target(wide, "peak_memory")
     assert (target[:, :DEVICES] == features.UNIFORM).all()
     proposal = features.proposal(wide, target)

@@ -73,11 +73,12 @@ def test_reinforce_learns_a_rewarded_action():
     most_likely = np.mean([(a[:, features.DEVICES] == 4).mean() for a in greedy])
     assert most_likely > 0.9
     # sampled actions follow the policy as training drew them: at least as often 4 as in the last training
-    # iterations (the final weights come after one more update), less often than the argmax
+    # iterations (the final weights come after one more update), not more often than the argmax (as often
+    # once the policy chooses 4 with certainty: with the 13th node feature both measured 1.000)
     sampled = train.propose(policy, graphs * 8, greedy=False, seed=1)
     frequency = np.mean([(a[:, features.DEVICES] == 4).mean() for a in sampled])
     print(f"sampled frequency {frequency:.3f}, last rewards {np.mean(rewards[-5:]):.3f}, greedy {most_likely:.3f}")
-    assert np.mean(rewards[-5:]) - 0.05 < frequency < most_likely
+    assert np.mean(rewards[-5:]) - 0.05 < frequency <= most_likely
     again = train.propose(policy, graphs * 8, greedy=False, seed=1)
     assert all((a == b).all() for a, b in zip(sampled, again))
 

@@ -35,6 +35,39 @@ from timerl.runtime.windows import masked_reduction, windowed_members
 
 INSIDE, WINDOW, GATHER = "inside", "window", "gather"  # how a member reads one input (`BatchedGroup.reads`)
 WINDOW_BYTES = 1 << 20  # the padded window of one value in one chunk of a statement's points (`BatchedGroup._chunks`)
+# A memory-aware schedule's batched loops run in chunks (`chunk_points`): at most CHUNK_POINTS points, whose
+# values stay within CHUNK_BYTES, so that the peak follows what the schedule keeps alive, not the loop's length
+CHUNK_POINTS = 64
+CHUNK_BYTES = 4 << 20
+
+
+def point_bytes(graph: Graph, group: Any) -> tuple[int, int] | None:
+    """Bytes of a group's statement at one point, as `BatchedGroup.run` accounts them: (the values it stores for
+    other groups, the values that live only while it runs); None where a size is symbolic."""
+    stored = transient = 0
+    kept = set(group.freed_later)
+    for member_id in group.members:
+        node = graph.nodes[member_id]
+        if node.outputs and node.category is not SINK:
+            size = static_bytes(node)
+            if size is None:
+                return None
+            if member_id in kept:
+                stored += size
+            else:
+                transient += size
+    return stored, transient
+
+
+def chunk_points(sizes: list[tuple[int, int] | None]) -> int:
+    """The most points a chunk of a batched loop may hold: `CHUNK_POINTS`, fewer where the bytes alive while its
+    statements run would pass `CHUNK_BYTES`: what each statement stores lives until the chunk's frees, what it
+    computes for itself only while it runs, so a point costs the stored bytes of every statement and the largest
+    transient bytes of one (``sizes``: each statement's `point_bytes`; where one is unknown, `CHUNK_POINTS`)."""
+    if not sizes or any(size is None for size in sizes):
+        return CHUNK_POINTS
+    per_point = sum(stored for stored, _ in sizes) + max(transient for _, transient in sizes)
+    return max(1, min(CHUNK_POINTS, CHUNK_BYTES // max(per_point, 1)))
 
 
 class BatchedGroup:
@@ -136,7 +169,7 @@ class BatchedGroup:
         chunks = [points] if scanned is not None else self._chunks(points)
         self.executable.padded_chunks += len(chunks) if self.windowed and scanned is None else 0
         for chunk in chunks:
-            values, sinks = self._compute(chunk, scanned)
+            values, sinks, alive = self._compute(chunk, scanned)
             transient = stored = 0
             for node in self.members:
                 if not node.outputs or node.id in self.folded:
@@ -150,7 +183,9 @@ class BatchedGroup:
                     transient += self.backend.nbytes(values[node.id][0])
                 else:
                     transient += self.sizes[node.id] * len(chunk)
-            peak = max(peak, kept_bytes + stored + transient)
+            # the most bytes alive at once inside the members' function where its steps free their results
+            # (`_members_function`), else every member's value at once
+            peak = max(peak, kept_bytes + (stored + transient if alive is None else alive))
             kept_bytes += stored
             for sink in sinks:
                 self._call_sink(sink, chunk, values)
@@ -230,10 +265,11 @@ class BatchedGroup:
             pool.store((node_id, point), (row,), size)
 
     def _compute(self, points: Sequence[tuple[int, ...]], scanned: tuple | None = None
-                 ) -> tuple[dict[int, tuple[Any, bool]], list[Node]]:
+                 ) -> tuple[dict[int, tuple[Any, bool]], list[Node], int | None]:
         """Every member's batched value: the inputs from outside the group are gathered on the host first, then
         the members are computed from them by one pure function of those arrays (on jax, one jitted call for
-        the whole statement). Returns member -> (value, batched along axis 0), and the sinks to call.
+        the whole statement). Returns member -> (value, batched along axis 0), the sinks to call, and the most
+        bytes of members' values alive at once while it ran (None where that is not known statically).
         ``scanned`` (from `_scanned`): windows are the one run they cover, their reductions scans of it."""
         pool = self.executable.pool
         arguments: list[Any] = []
@@ -307,18 +343,22 @@ class BatchedGroup:
             refs[node.id] = (len(steps), any(a == 0 for a in axes))
             steps.append((node.id, tuple(inputs), tuple(axes)))
         wanted = tuple(sorted({refs[m][0] for m in self.returned if m in refs and refs[m][0] >= 0}))
-        results = dict(zip(wanted, self._members_function(tuple(steps), wanted)(*arguments)))
+        function, alive = self._members_function(tuple(steps), wanted)
+        results = dict(zip(wanted, function(*arguments)))
         values = {member: (results[where] if where >= 0 else arguments[-1 - where], batched)
                   for member, (where, batched) in refs.items() if where < 0 or where in results}
-        return values, sinks
+        if alive is not None:  # and the members gathered as arguments (sums, merges, constants), alive throughout
+            alive = alive[0] + sum(self.sizes[member] or 0 for member, (where, _) in refs.items() if where < 0) * len(points)
+        return values, sinks, alive
 
-    def _members_function(self, steps: tuple, wanted: tuple[int, ...]) -> Callable:
+    def _members_function(self, steps: tuple, wanted: tuple[int, ...]) -> tuple[Callable, list[int] | None]:
         """The members of a statement as one function of the gathered arguments (negative indices: arguments,
         others: earlier results), returning the results at ``wanted``; jitted as a whole on jax, cached per
-        input layout."""
-        function = self.compiled.get((steps, wanted))
-        if function is not None:
-            return function
+        input layout; without a jit, with a list whose item is the most bytes its results held at once in the last
+        call (each result counted from the step computing it to the step dropping it)."""
+        found = self.compiled.get((steps, wanted))
+        if found is not None:
+            return found
 
         fused = self.tanh_grads
         jit = getattr(self.backend, "jit", None) if self.backend.name == "jax" else None
@@ -330,12 +370,18 @@ class BatchedGroup:
             {k for k in inputs if k >= 0 and last_reader[k] == j and k not in wanted})
             for j, (_, inputs, _) in enumerate(steps)]
 
+        nbytes = self.backend.nbytes
+        alive = [0]  # without a jit: the most bytes of results alive at once in the last call
+
         def members(*arguments: Any) -> list:
             results: list = []
+            live = most = 0
             for (node_id, inputs, axes), gone in zip(steps, dropped):
                 values = [arguments[-1 - k] if k < 0 else results[k] for k in inputs]
                 if node_id is None:  # a padded window: rows of the run it covers
                     results.append(values[0][values[1]])
+                    live += nbytes(results[-1])
+                    most = max(most, live)
                     continue
                 if node_id in fused:  # the operands line up on their leading (batch) axis: no vmap needed
                     results.append(fused[node_id][0](*values))
@@ -346,12 +392,16 @@ class BatchedGroup:
                 else:
                     results.append(self.kernels[node_id](*values))
                 del values
+                live += nbytes(results[-1])
+                most = max(most, live)
                 for k in gone:
+                    live -= nbytes(results[k])
                     results[k] = None
+            alive[0] = most
             return [results[k] for k in wanted]
 
-        function = self.compiled[(steps, wanted)] = members if jit is None else jit(members)
-        return function
+        found = self.compiled[(steps, wanted)] = (members, alive) if jit is None else (jit(members), None)
+        return found
 
     def _scan_kernel(self, node_id: int, shape: str) -> Callable:
         kernel = self.scan_kernels.get((node_id, shape))

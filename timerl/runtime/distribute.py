@@ -20,43 +20,58 @@ every value is computed before it is read; a deallocation joins the first loop a
 so values are still freed as early as the new order allows. Loops are distributed only where that makes a
 batched statement; nothing changes elsewhere.
 
-The statements that call the host (sources, sinks, UDFs) keep their order, iteration by iteration: they are one
-component, with whatever lies between them, since the host may couple them outside the dependences (a sink
-publishes weights that a later iteration's source reads: MuZero's learner feeding self-play).
+Statements that call the host keep their order, iteration by iteration, where the host may couple them outside
+the dependences: a call that hands the host a value (a sink, a UDF) and a call that takes one from it (a source,
+a UDF) may be a sink publishing weights that a later iteration's source reads (MuZero's learner feeding
+self-play), so two such calls are one component, with whatever lies between them (and so, through them, every
+call coupled to either). Two sinks, or two sources, have no such relation: a sink returns nothing the program
+reads, a source reads nothing the program computes, so each goes where its dependences let it (a logging sink
+batched after a rollout whose source it does not feed).
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Collection
+from typing import Callable, Mapping
 
 from timerl.graphs import strongly_connected
 from timerl.sched import ast
 from timerl.runtime.statements import flatten, leaf_key, sources, statement_major
+from timerl.symbolic import Symbol, minimum
 
 POINTS, BATCHED = "points", "batched"  # how a distributed loop runs
 
 
 def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int], bool],
-               host_calls: Collection[int] = ()) -> ast.AstNode:
+               host_calls: Mapping[int, tuple[bool, bool]] = {}, split: bool = True,
+               chunk: Callable[[list[int]], int | None] = lambda groups: None) -> ast.AstNode:
     """``node`` with every loop that cannot run batched as it is (a statement recurs, or cannot be batched),
-    but whose body splits into loops of which one could, distributed; ``dependences`` as `statement_dependences` gives them, ``batchable(group)``:
-    whether a group's statement runs batched; ``host_calls``: the groups that call the host, kept in order."""
+    but whose body splits into loops of which one could, distributed (with ``split``); ``dependences`` as
+    `statement_dependences` gives them, ``batchable(group)``: whether a group's statement runs batched;
+    ``host_calls``: the groups that call the host, each with (hands it a value, takes one from it): coupled
+    pairs keep their order (module docstring). ``chunk(groups)``: the most points of a loop
+    whose batched statements are ``groups`` to run at once (None: all), for loops that run batched as they are
+    and for distributed ones (`_strip_mined`)."""
     if isinstance(node, ast.Sequence):
-        return ast.Sequence(tuple(distribute(child, dependences, batchable, host_calls) for child in node.body))
+        return ast.Sequence(tuple(distribute(child, dependences, batchable, host_calls, split, chunk)
+                                  for child in node.body))
     if isinstance(node, ast.If):
-        return ast.If(node.cond, distribute(node.then, dependences, batchable, host_calls),
-                      None if node.orelse is None else distribute(node.orelse, dependences, batchable, host_calls))
+        return ast.If(node.cond, distribute(node.then, dependences, batchable, host_calls, split, chunk),
+                      None if node.orelse is None else distribute(node.orelse, dependences, batchable, host_calls,
+                                                                  split, chunk))
     if not isinstance(node, ast.Loop):
         return node
     leaves = flatten(node.body)
     if leaves is None:
         return ast.Loop(node.var, node.start, node.stop, node.step,
-                        distribute(node.body, dependences, batchable, host_calls))
+                        distribute(node.body, dependences, batchable, host_calls, split, chunk))
     executed = [leaf.node for _, leaf in leaves if isinstance(leaf, ast.Execute)]
-    if not executed or (statement_major(leaves, *dependences) and all(batchable(g) for g in executed)):
-        return node  # (runs batched as it is)
-    loops = _split(leaves, dependences, batchable, frozenset(host_calls))
+    if not executed:
+        return node
+    if statement_major(leaves, *dependences) and all(batchable(g) for g in executed):  # runs batched as it is
+        points = chunk(executed)
+        return node if points is None else _strip_mined(node, [node.body], points)
+    loops = _split(leaves, dependences, batchable, host_calls) if split else None
     if loops is None:
         return node
     bodies = []
@@ -65,11 +80,28 @@ def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int],
             bodies.append(_prune(node.body, {id(leaves[k][1]) for k in members}))
         else:  # the order the dependences give, each statement under its own conditions
             bodies.append(ast.Sequence(tuple(_guarded(*leaves[k]) for k in members)))
-    return ast.Sequence(tuple(ast.Loop(node.var, node.start, node.stop, node.step, body) for body in bodies))
+    batched = [leaves[k][1].node for kind, members in loops if kind == BATCHED for k in members
+               if isinstance(leaves[k][1], ast.Execute)]
+    return _strip_mined(node, bodies, chunk(batched))
+
+
+def _strip_mined(loop: ast.Loop, bodies: list[ast.AstNode], points: int | None) -> ast.AstNode:
+    """Consecutive loops over ``loop``'s points with these bodies, run in chunks of at most ``points`` points
+    (strip mining): every loop over one chunk, then every loop over the next. Valid wherever the loops one after
+    the other are: every dependence of the original loop goes from a point to the same or a later one (its
+    step is positive), so it goes from an earlier chunk, or inside one chunk from an earlier loop or an earlier
+    point of the same loop, as before."""
+    if points is None:
+        loops = tuple(ast.Loop(loop.var, loop.start, loop.stop, loop.step, body) for body in bodies)
+        return loops[0] if len(loops) == 1 else ast.Sequence(loops)
+    first = Symbol(f"{loop.var.name}_chunk")
+    stop = minimum(first + points * loop.step, loop.stop)
+    inner = tuple(ast.Loop(loop.var, first, stop, loop.step, body) for body in bodies)
+    return ast.Loop(first, loop.start, loop.stop, points * loop.step, ast.Sequence(inner))
 
 
 def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool],
-           host_calls: frozenset[int] = frozenset()) -> list[tuple[str, list[int]]] | None:
+           host_calls: Mapping[int, tuple[bool, bool]] = {}) -> list[tuple[str, list[int]]] | None:
     """The loops the body distributes into, as (kind, leaf indices), or None where distributing makes no
     batched statement (or a batched loop would not run statement by statement: one split in pieces, say), or
     where nothing recurs. A statement that does not
@@ -80,9 +112,8 @@ def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool],
     for k, key in enumerate(keys):
         positions.setdefault(key, []).append(k)
     before = [{j for s in sources(key, *dependences) for j in positions.get(s, ())} for key in keys]
-    calls = [k for k, key in enumerate(keys) if key[0] == "S" and key[1] in host_calls]
-    if len(calls) > 1:  # one component (module docstring): each waits for the previous, the first for the last
-        for previous, k in zip(calls[-1:] + calls[:-1], calls):
+    for coupled in _coupled_calls(keys, host_calls):  # one component each (module docstring): each call waits
+        for previous, k in zip(coupled[-1:] + coupled[:-1], coupled):  # for the previous, the first for the last
             before[k].add(previous)
     components = _components(before)
     component_of = {k: c for c, members in enumerate(components) for k in members}
@@ -114,6 +145,24 @@ def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool],
         elif not statement_major([leaves[k] for k in members], *dependences):
             return None
     return loops
+
+
+def _coupled_calls(keys: list[tuple], host_calls: Mapping[int, tuple[bool, bool]]) -> list[list[int]]:
+    """The body's host calls (indices into ``keys``) in sets that must keep their order: a call handing the host
+    a value and a call taking one from it are coupled, and so is everything coupled to either; sets of one left
+    out."""
+    calls = [k for k, key in enumerate(keys) if key[0] == "S" and key[1] in host_calls]
+    joined = {k: [k] for k in calls}  # call -> the set it is in (shared lists)
+    for a_index, a in enumerate(calls):
+        hands_a, takes_a = host_calls[keys[a][1]]
+        for b in calls[a_index + 1:]:
+            hands_b, takes_b = host_calls[keys[b][1]]
+            if ((hands_a and takes_b) or (hands_b and takes_a)) and joined[a] is not joined[b]:
+                merged = sorted(joined[a] + joined[b])
+                for k in merged:
+                    joined[k] = merged
+    unique = {id(members): members for members in joined.values()}
+    return [members for members in unique.values() if len(members) > 1]
 
 
 def _components(before: list[set[int]]) -> list[list[int]]:

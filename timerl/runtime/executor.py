@@ -12,13 +12,13 @@ import time
 from typing import Any, Callable, Mapping
 
 from timerl.errors import DeviceOutOfMemoryError, TimeRLError
-from timerl.ops.registry import MERGE
+from timerl.ops.registry import MERGE, SINK, SOURCE, UDF
 from timerl.options import CompileOptions
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
 from timerl.runtime.dryrun import choose_swaps, required_device_bytes
 from timerl.runtime.evaluate import StackedContributions
-from timerl.runtime.batch import BatchedGroup
+from timerl.runtime.batch import BatchedGroup, chunk_points, point_bytes
 from timerl.runtime.batched_loop import batched_loop
 from timerl.runtime.distribute import distribute
 from timerl.runtime.statements import freed_parts, statement_dependences
@@ -72,11 +72,22 @@ class Executable:
                                                     self.transient)
         self.prefetchers = lowering.prefetchers
         self.constants = lowering.constants
-        if device_memory is None and options.distributes(backend.name):  # the recurrences apart, the rest batched
+        # a memory-aware schedule (running sums) keeps what it asked for when its loops run batched: each batched
+        # loop runs in chunks of points whose values stay within `CHUNK_BYTES`, as isl's order keeps only a few
+        # points of them alive (not on jax, whose compiled statements want one shape; there `scan_loops` runs them)
+        chunks = self.vectorize and options.memory_aware and backend.name != "jax"
+        if device_memory is None and (options.distributes(backend.name) or chunks):
             supported = {g.id: BatchedGroup.supported(graph, g) for g in groups}
-            host_calls = {g.id for g in groups if any(graph.nodes[m].category.calls_user for m in g.members)}
-            self.schedule = schedule = ast.Schedule(distribute(schedule.root, self.dependences, supported.get,
-                                                               host_calls), schedule.labels)
+            host_calls = {}  # group -> (hands the host a value: a sink or UDF, takes one: a source or UDF)
+            for g in groups:
+                calls = {graph.nodes[m].category for m in g.members if graph.nodes[m].category.calls_user}
+                if calls:
+                    host_calls[g.id] = (bool(calls & {SINK, UDF}), bool(calls & {SOURCE, UDF}))
+            sizes = {g.id: point_bytes(graph, g) for g in groups}
+            chunk = (lambda batched: chunk_points([sizes[g] for g in batched])) if chunks else (lambda batched: None)
+            self.schedule = schedule = ast.Schedule(distribute(
+                schedule.root, self.dependences, supported.get, host_calls, options.distributes(backend.name),
+                chunk), schedule.labels)
         interpreter = _Interpreter(self)
         if device_memory is None:  # plain Python loops; with a budget, each statement first clears the pins
             loops = scanned_or_batched if self.scan_loops else batched_loop  # jax: whole loops as lax.scan

@@ -6,7 +6,8 @@ State of G games (leading axis G everywhere):
 - records (G, 2, N): the rectangle of each buffer before the position (rules.py);
 - book (G, size): fast sets, alias-group offsets and Drop states, tensors' latest allocations
   (tables.BookLayout);
-- supply W and used copy edges (G, T); open_groups (G,): alias groups in fast memory with members to come;
+- supply_sums (G, T + 1), the supply W kept as its running sums (rules.py), and used copy edges (G, T);
+  open_groups (G,): alias groups in fast memory with members to come;
 - plan: the current buffer's options (rules.Plan), kept so that a move plans only once;
 - with Drop-backup, a snapshot of the latest clean state (no alias group open): position, total, W, edges,
   book and its plan. A rewind restores it and marks the offending group dropped in the restored book (never
@@ -57,7 +58,7 @@ from timerl.rt import functional as F
 class Snapshot(NamedTuple):
     position: object
     total: object
-    supply: object
+    supply_sums: object
     edges: object
     book: object
     plan: Plan
@@ -71,7 +72,7 @@ class State(NamedTuple):
     restores: object
     records: object
     book: object
-    supply: object
+    supply_sums: object
     edges: object
     open_groups: object
     plan: Plan
@@ -97,15 +98,15 @@ def initial_state(tables: GameTables, num_games: int, drop_backup: bool) -> Stat
     games, times = num_games, tables.num_times
     records = F.zeros((games, 2, tables.num_buffers), tables.record_dtype)  # none counts before position 0
     book = F.expand(F.unsqueeze(tables.book, 0), (games, tables.layout.size))
-    supply = F.expand(tables.supply, (games, times))
+    sums = F.expand(tables.supply_sums, (games, times + 1))
     edges = F.zeros((games, times), "bool")
     position = F.zeros((games,), "int64")
     done = F.zeros((games,), "bool")
     total = F.zeros((games,), "float64")
-    first_plan = plan(tables, records, book, supply, edges, position, done)
-    snapshot = Snapshot(position, total, supply, edges, book, first_plan) if drop_backup else None
+    first_plan = plan(tables, records, book, sums, edges, position, done)
+    snapshot = Snapshot(position, total, sums, edges, book, first_plan) if drop_backup else None
     return State(position, done, F.ones((games,), "bool"), total, F.zeros((games,), "int64"), records, book,
-                 supply, edges, F.zeros((games,), "int64"), first_plan, snapshot)
+                 sums, edges, F.zeros((games,), "int64"), first_plan, snapshot)
 
 
 def move(tables: GameTables, state: State, action) -> tuple[State, Move]:
@@ -145,20 +146,20 @@ def move(tables: GameTables, state: State, action) -> tuple[State, Move]:
     open_groups = state.open_groups + F.astype(opens, "int64") - F.astype(closes, "int64")
 
     first, last = column(copy, 3), column(copy, 4)
-    supply, edges = consume(tables, state.supply, state.edges, first, last, column(data, DEMAND),
+    sums, edges = consume(tables, state.supply_sums, state.edges, first, last, column(data, DEMAND),
                             column(data, IS_OUTPUT) > 0, playing & is_copy & (first <= last))
     reward = F.where(placed, state.plan.benefit, 0.0)
     total = state.total + reward
     position = F.where(playing, state.position + 1, state.position)
     finished = playing & (position == buffers)
-    next_plan = plan(tables, records, book, supply, edges, position, state.done | finished | forfeit)
+    next_plan = plan(tables, records, book, sums, edges, position, state.done | finished | forfeit)
     stuck = playing & ~finished & ~any_of(next_plan.legal)
     placement = F.stack([F.where(placed, start, -1), F.where(placed, end, -1), column_taken], 1)
 
     if state.snapshot is None:
         lost = stuck | forfeit
         after = State(position, state.done | finished | lost, state.feasible & ~lost, F.where(lost, 0.0, total),
-                      state.restores, records, book, supply, edges, open_groups, next_plan, None)
+                      state.restores, records, book, sums, edges, open_groups, next_plan, None)
         return after, Move(F.where(lost, -state.total, reward), placement)
 
     snap = state.snapshot
@@ -172,7 +173,7 @@ def move(tables: GameTables, state: State, action) -> tuple[State, Move]:
     restored = Plan(restored_legal, snap.plan.copy, snap.plan.no_copy, snap.plan.benefit)
     new_plan = Plan(*(F.where(rewound if old.ndim == 2 else stuck, old, new) for old, new in zip(restored, next_plan)))
     position = F.where(stuck, snap.position, position)
-    supply = F.where(rewound, snap.supply, supply)
+    sums = F.where(rewound, snap.supply_sums, sums)
     edges = F.where(rewound, snap.edges, edges)
     open_groups = F.where(stuck, 0, open_groups)
     total_after = F.where(stuck, snap.total, F.where(forfeit, 0.0, total))
@@ -180,11 +181,11 @@ def move(tables: GameTables, state: State, action) -> tuple[State, Move]:
     clean = stuck | (open_groups == 0)
     kept = per_game(clean)
     snapshot = Snapshot(F.where(clean, position, snap.position), F.where(clean, total_after, snap.total),
-                        F.where(kept, supply, snap.supply), F.where(kept, edges, snap.edges),
+                        F.where(kept, sums, snap.supply_sums), F.where(kept, edges, snap.edges),
                         F.where(kept, book, snap.book),
                         Plan(*(F.where(kept if old.ndim == 2 else clean, new, old)
                                for new, old in zip(new_plan, snap.plan))))
     after = State(position, state.done | finished | forfeit, state.feasible & ~forfeit, total_after,
-                  state.restores + F.astype(stuck, "int64"), records, book, supply, edges, open_groups, new_plan,
+                  state.restores + F.astype(stuck, "int64"), records, book, sums, edges, open_groups, new_plan,
                   snapshot)
     return after, Move(reward, placement)

@@ -67,6 +67,12 @@ def play(tables: GameTables, num_games: int, policy: Callable[[State], object], 
     return Played(state, action, result.reward, result.placement, after)
 
 
+def supply(state: State):
+    """The supply W (G, T) of a state, from its running sums."""
+    sums = state.supply_sums
+    return sums.spatial[:, 1:] - sums.spatial[:, :-1]
+
+
 def uniform_legal(state: State):
     """A uniformly random legal action per game (a fresh draw at every point of the domain)."""
     legal = F.astype(state.plan.legal, "int64")
@@ -94,7 +100,7 @@ def replay(problem: Problem, actions: np.ndarray, backend: str = "reference", dr
         outputs = {"legal": played.state.plan.legal, "copy": played.state.plan.copy,
                    "no_copy": played.state.plan.no_copy, "reward": played.reward, "placement": played.placement,
                    "position": played.after.position, "done": played.after.done,
-                   "feasible": played.after.feasible, "total": played.after.total, "supply": played.after.supply,
+                   "feasible": played.after.feasible, "total": played.after.total, "supply": supply(played.after),
                    "edges": played.after.edges}
         for name, value in outputs.items():
             trace[name] = [None] * moves

@@ -28,6 +28,7 @@ import numpy as np
 from algorithms.mmap.rt.tables import (
     AT_FAST_SET,
     AT_TENSOR_OWNER,
+    BLOCK,
     DEMAND,
     GROUP_KEY,
     IS_OUTPUT,
@@ -116,33 +117,48 @@ def lowest_free_columns(tables: GameTables, records, position, first, own_group,
     are int16/int32; the cumulative sum is a blocked triangular matmul (`block_cumsum`); the first free start
     is a min over columns, which XLA vectorizes (argmax's (value, index) reduction it does not)."""
     size, k = tables.num_columns, first.shape[1]
-    digit, count_dtype = tables.overlap_digits(k)
+    digit, exact = tables.overlap_digits(k)
     # an interval starting before time 0 (a Copy that does not exist) is the same from 0, where no record
     # without a rectangle (end = -1) reaches
     thresholds = F.apply("materialize", F.astype(F.maximum(first, 0), records.dtype))
     keys = F.apply("materialize", F.astype(F.stack([own_group, position, 1 - width], 1), "int32"))
     counted = (tables.group_key != per_game(column(keys, 0))) & (tables.buffers < per_game(column(keys, 1)))
     end, at = records.spatial[:, 0, :], F.astype(records.spatial[:, 1, :], "int32")
+    whole = "int32" if exact == "float32" else "int64"
     weight = 0
     for interval in range(k):
         overlaps = (end >= per_game(column(thresholds, interval))) & counted
-        weight = weight + F.astype(overlaps, count_dtype) * digit ** interval
-    # a record without a rectangle has at = -1 and weight 0: its indices only have to lie in [0, size]
-    events = F.cat([F.maximum(at + per_game(column(keys, 2)), 0), at + tables.close_width], 1)
-    packed = block_cumsum(F.apply("bincount", events, F.cat([weight, -weight], 1), size=size + 1))  # (G, size + 1)
-    exact = "float32" if count_dtype == "int32" else "float64"
+        weight = weight + F.astype(overlaps, whole) * digit ** interval
+    # the events of a record of weight 0 (not counted, not overlapping, or without a rectangle) add nothing
+    # wherever they fall: they go to bins of their own (tables.spread) rather than to their columns, since
+    # XLA:CPU's scatter adds in order and runs a chain of adds to one bin (every record without a rectangle
+    # has at = -1) ~2x slower than adds to different bins
+    ignored = weight == 0
+    # one histogram of all games' events, each game's bins after the previous game's: the offsets are added
+    # where the events are made, not by a pass of their own over the 2GN indices
+    games = weight.shape[0]
+    offset = per_game(F.astype(F.arange(games), "int32") * tables.bins)
+    opening = F.where(ignored, tables.spread.spatial[0], F.maximum(at + per_game(column(keys, 2)), 0))
+    closing = F.where(ignored, tables.spread.spatial[1], at + tables.close_width)
+    events = F.cat([opening + offset, closing + offset], 1)
+    # as many bins as the cumulative sum's blocks hold (no padding copy). The counts are integers (a float32
+    # scatter, which would spare the conversion, was 3% slower side by side; before the spread bins, 2.2x)
+    counts = F.apply("bincount", F.reshape(events, (-1,)), F.reshape(F.cat([weight, -weight], 1), (-1,)),
+                     size=games * tables.bins)
+    counts = F.reshape(counts, (games, tables.bins))
+    packed = block_cumsum(F.astype(counts, exact))  # (G, bins): blocked(c) of every interval, packed
     found = []
     for interval in range(k):
         # this interval's blocked(c) is digit `interval` of packed(c): the top digit is 0 where packed(c) is
-        # below its weight; a lower one where packed(c) / weight, floored, is a multiple of the base (in floats:
-        # a division by a power of two is exact, and truncation floors the nonnegative sums)
+        # below its weight; a lower one where packed(c) / weight, truncated, is a multiple of the base (a
+        # division by a power of two is exact, and truncation floors the nonnegative sums)
         if interval == k - 1:
-            free = packed < digit ** interval
+            free = packed < float(digit ** interval)
         else:
-            shifted = F.astype(F.astype(packed, exact) * (1.0 / digit ** interval), count_dtype)
-            free = shifted == F.astype(F.astype(shifted, exact) * (1.0 / digit), count_dtype) * digit
-        # blocked(size) is 0 (every counted record has closed by then): the first free start is the least start
-        # with none, size when no column is free (in int32)
+            shifted = F.astype(F.astype(packed * (1.0 / digit ** interval), whole), exact)
+            free = shifted == F.astype(F.astype(shifted * (1.0 / digit), whole), exact) * float(digit)
+        # blocked(c) is 0 from c = size on (every counted record has closed by then): the first free start is
+        # the least start with none (tables.starts stops at size: the padding bins count as start size)
         lowest = F.astype(F.min(F.where(free, tables.starts, F.tensor(size, dtype="int32")), dim=1), "int64")
         lowest = F.where(width == 0, 0, F.where(lowest + width <= size, lowest, -1))
         block = column(required, interval)
@@ -152,40 +168,42 @@ def lowest_free_columns(tables: GameTables, records, position, first, own_group,
     return F.stack(found, 1)
 
 
-BLOCK = 32
-
-
 def block_cumsum(values):
-    """The cumulative sum of integers along the last axis, as XLA computes it fast: within blocks of 32 one
-    matmul with an upper-triangular matrix of ones, then each block's offset, a cumulative sum over the few
-    blocks (3.7x XLA's reduce-window cumsum on (512, 957) in a microbenchmark). In float32 for int32 values,
-    exact while sums stay below 2**24 (counts of records: at most N), in float64 for int64 ones, exact below
-    2**53. On torch it is a little slower than torch's cumsum (side by side, best of 3, load 19-24: the move
-    with it 4% slower here, 10% slower with it also for the supply's cumsums over times, where on jax it
-    gained 6%: those stay cumsums)."""
+    """The cumulative sum along the last axis of float values holding integers, its length a multiple of
+    BLOCK, as XLA computes it fast: within blocks of 32 one matmul with an upper-triangular matrix of ones, then
+    each block's offset, the sum of the blocks before it, one more matmul with a strictly upper-triangular
+    matrix (3.7x XLA's reduce-window cumsum on (512, 957) in a microbenchmark; a cumsum over the blocks was ~15
+    small loops on XLA:CPU). Exact while every partial sum stays below 2**24 in float32 (2**53 in float64).
+    On torch it is a little slower than torch's cumsum (side by side, best of 3, load 19-24: the move with it
+    4% slower here)."""
     dtype = str(values.dtype)
-    work = "float32" if dtype == "int32" else "float64"
     lead, size = tuple(values.shape[:-1]), values.shape[-1]
-    blocks = -(-size // BLOCK)
-    padding = blocks * BLOCK - size
-    if padding:
-        values = F.cat([values, F.zeros(lead + (padding,), dtype)], len(lead))
-    rows = F.astype(F.reshape(values, lead + (blocks, BLOCK)), work)
-    within = F.matmul(rows, F.tensor(np.triu(np.ones((BLOCK, BLOCK))), dtype=work))
-    totals = within.spatial[..., BLOCK - 1]
-    offsets = F.cumsum(totals, len(lead)) - totals
-    sums = F.astype(F.reshape(within + F.unsqueeze(offsets, len(lead) + 1), lead + (blocks * BLOCK,)), dtype)
-    return sums.spatial[..., :size] if padding else sums
+    blocks = size // BLOCK
+    assert blocks * BLOCK == size, "block_cumsum takes a multiple of BLOCK values"
+    rows = F.reshape(values, lead + (blocks, BLOCK))
+    within = F.matmul(rows, F.tensor(np.triu(np.ones((BLOCK, BLOCK))), dtype=dtype))
+    offsets = F.matmul(within.spatial[..., BLOCK - 1], F.tensor(np.triu(np.ones((blocks, blocks)), 1), dtype=dtype))
+    return F.reshape(within + F.unsqueeze(offsets, len(lead) + 1), lead + (size,))
 
 
 # ---- copy windows and supply (Eq. 5 and 6, transfer.py) ----------------------------------------------------
-def copy_bound(tables: GameTables, supply, edges, live_start, target, live_end, demand, is_output):
+# The supply W (G, T) is kept as its running sums (G, T + 1): sums[t] = W[0] + ... + W[t - 1]. A window's
+# supply is then a difference of two of them, and what a Copy takes from W (all of it over part of the window,
+# the rest at one time) changes the sums by a select per time: no cumulative sum at any move (on XLA:CPU a
+# cumulative sum over the times was ~20 small loops of a scan tree).
+def window_supply(sums, first, last):
+    """sums[first] and sums[last + 1] of each game, 0 where outside (the window [first, last] then is empty)."""
+    return gather_fill(sums, F.stack([first, last + 1], 1), 0)
+
+
+def copy_bound(tables: GameTables, sums, edges, live_start, target, live_end, demand, is_output):
     """Where each game's copy window ends away from the target; -1 if no window has the supply (Eq. 5, 6):
     for an input the latest s >= live_start with sum(W[s .. target-1]) >= demand and no used edge in between,
     for an output the earliest e <= live_end with sum(W[target+1 .. e]) >= demand and no used edge in between;
     the target itself for a buffer that needs no transfer. Inputs and outputs share every pass over the
-    times: the window, one cumulative sum (its last element is the window's total) and one max per search (an
-    output's earliest time t is the greatest mirrored time T - 1 - t)."""
+    times: the window, the supply from each time toward the target (for an output from the window's first
+    time to t, for an input from t to its last) and one max per search (an output's earliest time t is the
+    greatest mirrored time T - 1 - t)."""
     times, horizon = tables.times, tables.num_times
     out = per_game(is_output)
     mirrored = F.where(out, horizon - 1 - times, times)  # (G, T): greater is nearer the target
@@ -196,9 +214,9 @@ def copy_bound(tables: GameTables, supply, edges, live_start, target, live_end, 
     first_used = F.where(nearest_used >= 0, horizon - 1 - nearest_used, horizon)  # where an output's window stops
     last = F.where(is_output, F.minimum(live_end, first_used), target - 1)
     window = (times >= per_game(first)) & (times <= per_game(last))
-    weights = F.where(window, supply, 0)
-    so_far = F.cumsum(weights, 1)
-    toward_target = F.where(out, so_far, per_game(so_far.spatial[:, horizon - 1]) - so_far + weights)
+    ends = window_supply(sums, first, last)
+    before, through = sums.spatial[:, :horizon], sums.spatial[:, 1:]  # sums[t], sums[t + 1]
+    toward_target = F.where(out, through - per_game(column(ends, 0)), per_game(column(ends, 1)) - before)
     # the time nearest the target from which the window holds the demand (mirrored, -1 if none)
     nearest = F.max(F.where(window & (toward_target >= per_game(demand)), mirrored, -1), dim=1)
     bound = F.where(is_output & (nearest >= 0), horizon - 1 - nearest, nearest)
@@ -206,22 +224,25 @@ def copy_bound(tables: GameTables, supply, edges, live_start, target, live_end, 
     return F.where(demand == 0, target, bound)
 
 
-def consume(tables: GameTables, supply, edges, first, last, demand, is_output, active):
-    """Take `demand` from W over [first, last], nearest the target first; mark the interval's edges."""
+def consume(tables: GameTables, sums, edges, first, last, demand, is_output, active):
+    """Take `demand` from W over [first, last], nearest the target first (an input's window is drained from
+    its last time back and its first time gives the rest, an output's from its first time on and its last
+    gives the rest); mark the interval's edges. In running sums: up to sums[first] nothing changes; an
+    input's sums[first + 1 .. last + 1] all become sums[last + 1] - demand, an output's
+    sums[first + 1 .. last] stay sums[first]; every later sum loses the demand."""
+    points = tables.sum_points
+    ends = window_supply(sums, first, last)
+    flat = F.where(is_output, column(ends, 0), column(ends, 1) - demand)
+    inside = points <= per_game(F.where(is_output, last, last + 1))
+    taken = F.where(inside, per_game(flat), sums - per_game(demand))
+    sums = F.where((points > per_game(first)) & per_game(active), taken, sums)
     times = tables.times
-    eviction = per_game(is_output)
-    drained = F.where(eviction, (times >= per_game(first)) & (times < per_game(last)),
-                      (times > per_game(first)) & (times <= per_game(last))) & per_game(active)
-    partial = per_game(F.where(is_output, last, first))
-    remainder = demand - F.sum(F.where(drained, supply, 0), dim=1)
-    supply = F.where(drained, 0, supply)
-    supply = F.where((times == partial) & per_game(active), supply - per_game(remainder), supply)
     edges = edges | ((times >= per_game(first)) & (times < per_game(last)) & per_game(active))
-    return supply, edges
+    return sums, edges
 
 
 # ---- the current buffer's options --------------------------------------------------------------------------
-def plan(tables: GameTables, records, book, supply, edges, position, done) -> Plan:
+def plan(tables: GameTables, records, book, sums, edges, position, done) -> Plan:
     """The Plan for buffer `position` of each game (all actions illegal where `done`)."""
     data = tables.buffer_data(position)
     target, live_start, live_end = column(data, TARGET), column(data, LIVE_START), column(data, LIVE_END)
@@ -230,7 +251,7 @@ def plan(tables: GameTables, records, book, supply, edges, position, done) -> Pl
     required = entries.group_column
     group_fast, group_dropped = required >= 0, entries.group_dropped > 0
 
-    bound = copy_bound(tables, supply, edges, live_start, target, live_end, demand, is_output)
+    bound = copy_bound(tables, sums, edges, live_start, target, live_end, demand, is_output)
     copy_start = F.where(is_output, target, bound)
     copy_end = F.where(is_output, bound, target)
     copy_exists = bound >= 0

@@ -96,6 +96,8 @@ def game_arrays(problem: Problem) -> GameArrays:
 (TARGET, LIVE_START, LIVE_END, IS_OUTPUT, WIDTH, DEMAND, GROUP, GROUP_KEY, GROUP_LAST, SLOT_BIT,
  AT_FAST_SET, AT_GROUP_COLUMN, AT_GROUP_DROPPED, AT_TENSOR_END, AT_TENSOR_OWNER) = range(15)
 ROW_WIDTH = AT_TENSOR_OWNER + 1
+BLOCK = 32
+"""The block of `rules.block_cumsum`: its matmul sums 32 values at once."""
 BOOK_FIELDS = 5
 """The book positions (AT_*) a move reads and writes, in that order."""
 
@@ -166,24 +168,34 @@ class GameTables:
         # [1, num_columns] so that the index of a record without a rectangle (at = -1) stays in range too
         self.close_width = F.tensor(np.clip(arrays.width, 1, arrays.num_columns), dtype="int32")
         self.latency = F.tensor(arrays.latency, dtype="float64")
-        self.supply = F.tensor(arrays.supply, dtype="int64")
+        # the supply's running sums (rules.py keeps W so): 0, W[0], W[0] + W[1], ..., and their indices
+        self.supply_sums = F.tensor(np.concatenate([[0], np.cumsum(arrays.supply)]), dtype="int64")
+        self.sum_points = F.arange(arrays.num_times + 1)
         self.buffers = F.astype(F.arange(arrays.num_buffers), "int32")
         self.times = F.arange(arrays.num_times)
         self.columns = F.arange(arrays.num_columns)
-        self.starts = F.astype(F.arange(arrays.num_columns + 1), "int32")  # the block starts 0 .. num_columns (rules.lowest_free_columns)
+        # the free-block query's histogram bins: columns 0 .. num_columns, padded to whole blocks of its
+        # cumulative sum (rules.block_cumsum); its block starts, the padding's counted as num_columns
+        self.bins = -(-(arrays.num_columns + 1) // BLOCK) * BLOCK
+        self.starts = F.tensor(np.minimum(np.arange(self.bins), arrays.num_columns), dtype="int32")
+        # (2, N): bins for the opening and closing events of records that count for nothing, each its own
+        self.spread = F.tensor(np.arange(2 * arrays.num_buffers).reshape(2, -1) % self.bins, dtype="int32")
 
     def overlap_digits(self, intervals: int) -> tuple[int, str]:
-        """The base in which `rules.lowest_free_columns` packs one count per interval into one integer (a power
-        of two above the number of buffers, so no count carries), and the narrowest dtype in which the packed
-        counts and every partial sum of `rules.block_cumsum` stay exact (int32: its float32 matmul is exact
-        below 2**24)."""
+        """The base in which `rules.lowest_free_columns` packs one count per interval into one number (a power
+        of two above the number of buffers, so no count carries), and the float type in which its histogram
+        and cumulative sum are made: float32 while base**intervals <= 2**24, else float64 (below 2**53). Both
+        are exact there: every number they add, in any order (the scatter's, the matmul's), is a sum of
+        opening weights or of closing ones or a prefix of both, all below base**intervals (fewer than base
+        records, each weighing at most sum(base**i) over the intervals)."""
         digit = 1 << int(self.num_buffers).bit_length()
         packed = digit ** intervals
         if packed <= 1 << 24:
-            return digit, "int32"
+            return digit, "float32"
         if packed <= 1 << 53:
-            return digit, "int64"
-        raise UnsupportedProblemError(f"{intervals} overlap counts of {self.num_buffers} buffers do not fit in 53 bits")
+            return digit, "float64"
+        raise UnsupportedProblemError(f"{intervals} overlap counts of {self.num_buffers} buffers do not fit in "
+                                      "53 bits")
 
     def buffer_data(self, position):
         """(G, ROW_WIDTH) int64: the row of `buffer_rows` of each game's buffer `position` (clamped to the last)."""

@@ -1,0 +1,66 @@
+"""Self-play's host side over the whole search batch at once, against the per-game code it replaces: the batched
+encoder against `Encoder.encode` game by game, the batched action choice against `Generator.choice` row by row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from algorithms.mmap.baselines.policies import legal_list
+from algorithms.mmap.baselines.result import new_game
+from algorithms.mmap.problem import build_problem, with_copy_setup
+from algorithms.mmap.synthetic import synthetic_instance
+from algorithms.muzero.features import Encoder
+from algorithms.muzero.selfplay import choose
+
+
+def games_along_random_play(problem, count: int, seed: int):
+    """Snapshots of random games at random moves, a finished game among them."""
+    rng = np.random.default_rng(seed)
+    snapshots = []
+    for _ in range(count):
+        game = new_game(problem)
+        stop = int(rng.integers(problem.num_buffers))
+        while not game.done and game.position < stop:
+            legal = legal_list(game)
+            game.play(legal[int(rng.integers(len(legal)))])
+        snapshots.append(game)
+    finished = new_game(problem)
+    while not finished.done:
+        finished.play(legal_list(finished)[-1])
+    return snapshots + [finished]
+
+
+@pytest.mark.parametrize("name", ["mlp_sgd", "synthetic"])
+def test_encode_many_is_encode_per_game(name):
+    problem = (build_problem(synthetic_instance(seed=3, num_instructions=30)) if name == "synthetic"
+               else with_copy_setup(build_problem(name), 0.5e-6))
+    encoder = Encoder(problem)
+    games = games_along_random_play(problem, 12, seed=1)
+    features, legal = encoder.encode_many(games)
+    one_by_one = [encoder.encode(game) for game in games]
+    np.testing.assert_array_equal(features, np.stack([f for f, _ in one_by_one]))
+    np.testing.assert_array_equal(legal, np.stack([m for _, m in one_by_one]))
+    assert features.dtype == np.float32 and legal.dtype == bool
+
+
+def test_choose_draws_as_rng_choice_row_by_row():
+    rng = np.random.default_rng(5)
+    visits = rng.integers(0, 9, size=(40, 3)).astype(np.float32)
+    legal = rng.random((40, 3)) < 0.7
+    legal[:, 2] |= ~legal.any(axis=1)
+    visits[3] = 0.0  # no legal visits: uniform over the legal actions
+    temperatures = np.where(rng.random(40) < 0.3, 0.0, rng.uniform(0.2, 1.0, 40))
+    actions = choose(visits, legal, temperatures, np.random.default_rng(11))
+    reference = np.random.default_rng(11)
+    for row in range(40):
+        counts = np.where(legal[row], visits[row], 0.0).astype(np.float64)
+        if counts.sum() == 0:
+            counts = legal[row].astype(np.float64)
+        if temperatures[row] == 0:
+            expected = int(np.argmax(counts))
+        else:
+            weights = counts ** (1.0 / temperatures[row])
+            expected = int(reference.choice(3, p=weights / weights.sum()))
+        assert actions[row] == expected, row
+        assert legal[row, actions[row]]
