@@ -4,9 +4,9 @@ The learner program (learner.train) sources each iteration's batch from `_Run.fe
 `steps_per_round` iterations it first plays a round of `games` self-play games with the latest weights
 (while the wall-clock budget lasts) and reanalyses stored positions, then samples the batch. The result is the
 best game found, as for every search baseline of `algorithms.mmap` (ES, MCTS report their best game too),
-after a final round with the last weights (where the budget has room for it): its noise-free greedy game and `games` - 1 sampled ones at the
-schedule's last temperature (the sampled rows of the batch cost the search nothing more: a search of 8 games
-takes about as long as one of 1).
+after a final round with the last weights (where the budget has room for it): its noise-free greedy game and
+`games` - 1 sampled ones at the schedule's last temperature (the sampled rows of the batch cost the search nothing
+more: a search of 8 games takes about as long as one of 1).
 
 Temperature: 1.0 at the start, linearly down to 0.2 at the end of the budget (Table 6: 1.0 -> 0.2); the first
 game of every round plays the most visited action (it costs no extra search: it is one row of the batch), since
