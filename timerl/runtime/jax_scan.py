@@ -163,8 +163,7 @@ class ScannedLoop:
         self.runs += 1
         values = tuple(tuple(loaded[k] for k in slots) for slots in plan.arguments)
         rows_of = tuple(tuple(self._stacked(keys, output) for keys, output in reads) for reads in plan.sliced)
-        carry, stacks, founds = plan.function(plan.traced_prefixes, plan.firsts, self._initial_carry(), values,
-                                              rows_of)
+        stacks, founds = plan.function(plan.traced_prefixes, plan.firsts, self._initial_carry(), values, rows_of)
         for (outcome, first), found in zip(plan.outcomes, founds):
             if found is not None:
                 self._raise_first(outcome, plan.prefixes, first, found)
@@ -367,8 +366,9 @@ class ScannedLoop:
 
     def _whole_run(self, shape: tuple) -> tuple[Callable, list[tuple[list[Read], list[Read]]], list[int]]:
         """A run's segments, ``shape`` their (outcome, count)s in order, as one jitted function ``(prefixes,
-        each segment's first iteration, carry, each segment's invariants, each one's sliced rows) -> (carry,
-        each stored member's rows over the whole run, in the order of its points, each segment's checks)``:
+        each segment's first iteration, carry, each segment's invariants, each one's sliced rows) -> (each stored
+        member's rows over the whole run, in the order of its points, each segment's checks)`` (not the last
+        carry: nothing reads it, and each of its arrays would be one more output buffer per call):
         one XLA call per run, the segments' rows joined inside it. Also each segment's reads and the stored
         members in the order of the stacks."""
         found = self.runs_compiled.get(shape)
@@ -394,7 +394,7 @@ class ScannedLoop:
             for member in stored:
                 value = pieces[member][0] if len(pieces[member]) == 1 else xp.concatenate(pieces[member])
                 stacks.append(xp.flip(value, axis=0) if slope < 0 else value)
-            return carry, tuple(stacks), tuple(founds)
+            return tuple(stacks), tuple(founds)
 
         found = self.runs_compiled[shape] = (self.backend.jit(run), [(a, r) for _, a, r in segments], stored)
         return found
