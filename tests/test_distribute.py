@@ -182,6 +182,10 @@ def test_only_coupled_host_calls_keep_their_order():
     assert distribute(loop, (reads, readers, {}), batchable, {2: sink, 3: sink, 4: source}) is loop
 
 
+# the sinks' statements batch only with loops distributed, vectorized, and each fused with the op it sinks
+BATCHES = trl.CompileOptions(vectorize=True, distribute=True, fusion=True)
+
+
 def test_sinks_beside_a_recurrence_run_batched_with_their_values():
     """End to end: a recurrence with two sinks of values computed from its previous point (statements of their
     own) and no source: the sinks run batched after the recurrence (each called at every point, in point
@@ -201,7 +205,7 @@ def test_sinks_beside_a_recurrence_run_batched_with_their_values():
     runs = {}
     for backend in ("reference", "torch"):
         ctx, T, stores = program()
-        exe = ctx.compile({T: 16}, backend=backend)
+        exe = ctx.compile({T: 16}, backend=backend, **({} if backend == "reference" else {"options": BATCHES}))
         exe.execute()
         runs[backend] = exe, [dict(store) for store in stores]
     for got, expected in zip(runs["torch"][1], runs["reference"][1]):

@@ -93,7 +93,8 @@ def test_running_sums_keep_the_peak_independent_of_steps_when_loops_run_batched(
     contributions batched and the sum point by point; the batched statements run in chunks of at most
     `CHUNK_POINTS` points (`timerl.runtime.batch.chunk_points`), so the peak stays that of a chunk, whatever T
     is (all 512 steps at once kept every contribution alive: 512 KiB and more)."""
-    runs = {steps: run_parameter_program(steps, incrementalize=True) for steps in (128, 512)}
+    batched = trl.CompileOptions(incrementalize=True, vectorize=True, distribute=True, fusion=True)
+    runs = {steps: run_parameter_program(steps, options=batched) for steps in (128, 512)}
     short, long = (runs[steps][0].stats["peak_device_bytes"] for steps in (128, 512))
     assert long == short, (short, long)
     # x[t] and the contribution at t at every point of one chunk, and a few points besides (w, the running sum)

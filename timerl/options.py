@@ -45,8 +45,9 @@ class CompileOptions:
     """Dead code elimination (`timerl.pdg.dce`): ops that no sink, placeholder or UDF needs are dropped."""
     incrementalize: bool | None = None
     """Running sums instead of sums over a whole dimension (`timerl.pdg.incrementalize`, paper §5.3): memory
-    follows n-step windows, not ``T``, but the loops holding a running sum no longer batch. ``None``: on when
-    ``device_memory`` is set."""
+    follows n-step windows, not ``T``. The loops holding a running sum run it point by point and batch the rest
+    in chunks of points (`timerl.runtime.batch.chunk_points`), so the peak stays flat in ``T``. ``None``: on
+    when ``device_memory`` is set."""
     recompute: bool = False
     """Values that wait for a late reader (after a read of a later step: a Monte Carlo return) are computed
     again right before it from values kept anyway, where the flops per byte freed are few

@@ -269,7 +269,7 @@ class BatchedGroup:
         """Every member's batched value: the inputs from outside the group are gathered on the host first, then
         the members are computed from them by one pure function of those arrays (on jax, one jitted call for
         the whole statement). Returns member -> (value, batched along axis 0), the sinks to call, and the most
-        bytes of members' values alive at once while it ran (None where that is not known statically).
+        bytes of members' values alive at once while it ran (None on jax, whose one compiled call keeps its own).
         ``scanned`` (from `_scanned`): windows are the one run they cover, their reductions scans of it."""
         pool = self.executable.pool
         arguments: list[Any] = []
@@ -348,7 +348,8 @@ class BatchedGroup:
         values = {member: (results[where] if where >= 0 else arguments[-1 - where], batched)
                   for member, (where, batched) in refs.items() if where < 0 or where in results}
         if alive is not None:  # and the members gathered as arguments (sums, merges, constants), alive throughout
-            alive = alive[0] + sum(self.sizes[member] or 0 for member, (where, _) in refs.items() if where < 0) * len(points)
+            gathered_bytes = sum(self.sizes[member] or 0 for member, (where, _) in refs.items() if where < 0)
+            alive = alive[0] + gathered_bytes * len(points)
         return values, sinks, alive
 
     def _members_function(self, steps: tuple, wanted: tuple[int, ...]) -> tuple[Callable, list[int] | None]:

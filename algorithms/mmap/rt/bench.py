@@ -53,7 +53,8 @@ def measure(workload: str, games: int, moves: int, backend: str, drop_backup: bo
             "median_moves_per_s": total / statistics.median(wall), "cpu_moves_per_s": total / min(cpu),
             "median_cpu_moves_per_s": total / statistics.median(cpu),
             "load_before": load_before, "load_after": os.getloadavg()[0],
-            "runs_moves_per_s": [round(total / w) for w in wall], "runs_cpu_moves_per_s": [round(total / c) for c in cpu]}
+            "runs_moves_per_s": [round(total / w) for w in wall],
+            "runs_cpu_moves_per_s": [round(total / c) for c in cpu]}
 
 
 def main(argv=None) -> None:

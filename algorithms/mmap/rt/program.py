@@ -86,8 +86,8 @@ def uniform_legal(state: State):
 def replay(problem: Problem, actions: np.ndarray, backend: str = "reference", drop_backup: bool = False,
            **options) -> dict:
     """Play `actions` (games x moves, int) through the RT game; returns per-move NumPy arrays (moves x games
-    x ...): legal (mask before the move), copy and no_copy (the candidates, rules.Plan), reward, placement (start, end, column), position, done, feasible,
-    total, supply and edges (after the move)."""
+    x ...): legal (mask before the move), copy and no_copy (the candidates, rules.Plan), reward, placement
+    (start, end, column), position, done, feasible, total, supply and edges (after the move)."""
     actions = np.asarray(actions, dtype=np.int64)
     games, moves = actions.shape
     ctx = trl.Context(dims="m")

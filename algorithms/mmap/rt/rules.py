@@ -132,7 +132,7 @@ def lowest_free_columns(tables: GameTables, records, position, first, own_group,
     # the events of a record of weight 0 (not counted, not overlapping, or without a rectangle) add nothing
     # wherever they fall: they go to bins of their own (tables.spread) rather than to their columns, since
     # XLA:CPU's scatter adds in order and runs a chain of adds to one bin (every record without a rectangle
-    # has at = -1) ~2x slower than adds to different bins
+    # has at = -1) ~3x slower than adds to different bins (the scatter: 162 -> 52 ms per 100 moves, profiled)
     ignored = weight == 0
     # one histogram of all games' events, each game's bins after the previous game's: the offsets are added
     # where the events are made, not by a pass of their own over the 2GN indices
