@@ -245,3 +245,42 @@ def test_rt_cartpole_reinforce_on_jax_takes_the_reference_actions_where_episodes
         curves.append([(row["episodes"], row["mean_length"], row["mean_return"]) for row in curve])
     assert curves[0] == curves[1]
     assert all(episodes > 0 for episodes, _, _ in curves[0])
+
+
+def host_driven_recurrence(host: dict):
+    """s[0] = x, s[t + 1] = 0.5 * s[t] + x with ``x`` a source reading ``host`` (the same at every t): a
+    program executed once per new host value, as MuZero's search is per move."""
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        x = trl.source(lambda point: host["x"], shape=(3,), dtype="float32")
+        s = trl.placeholder((3,), dtype="float32", domain=(t,))
+        s[0] = x
+        s[t + 1] = s[t] * 0.5 + x
+        stores = [collect(s[0:T]), collect(s[T - 1] * 2.0)]
+    return ctx, stores
+
+
+@pytest.mark.parametrize("build", ["host", "nested"])
+def test_executing_a_scanned_program_again_matches_the_reference_each_time(build):
+    """A scanned loop plans its run once per value of its outer counters and keeps the plan for the next
+    execution (`ScannedLoop._run_plan`): each execution, with new host values, still gives the reference's
+    values and leaks no point; a loop inside an outer loop (a new plan per outer point) too."""
+    rng = np.random.default_rng(3)
+    host: dict = {}
+    make = (lambda: host_driven_recurrence(host)) if build == "host" else nested_with_parameters
+    (ctx, stores), (ref_ctx, ref_stores) = make(), make()
+    exe = ctx.compile(bounds={ctx.bounds[0]: 4} if build == "host" else {ctx.bounds[0]: 3, ctx.bounds[1]: 5},
+                      backend="jax", seed=2, scan_loops=True)
+    reference = ref_ctx.compile(bounds={b: v for b, v in zip(ref_ctx.bounds, (4,) if build == "host" else (3, 5))},
+                                backend="reference", seed=2)
+    assert compiled_loops(exe)
+    for _ in range(3):
+        host["x"] = rng.normal(size=3).astype(np.float32)
+        for store in stores + ref_stores:
+            store.clear()
+        exe.execute()
+        reference.execute()
+        for got, want in zip(stores, ref_stores):
+            assert_values(got, want)
+        assert exe.stats["leaked_points"] == 0

@@ -4,9 +4,9 @@ The learner program (learner.train) sources each iteration's batch from `_Run.fe
 `steps_per_round` iterations it first plays a round of `games` self-play games with the latest weights
 (while the wall-clock budget lasts) and reanalyses stored positions, then samples the batch. The result is the
 best game found, as for every search baseline of `algorithms.mmap` (ES, MCTS report their best game too),
-after a final round with the last weights: its noise-free greedy game and `games` - 1 sampled ones at the
-schedule's last temperature (the sampled rows of the batch cost the search nothing more: a search of 8 games
-takes about as long as one of 1).
+after a final round with the last weights (where the budget has room for it): its noise-free greedy game and
+`games` - 1 sampled ones at the schedule's last temperature (the sampled rows of the batch cost the search nothing
+more: a search of 8 games takes about as long as one of 1).
 
 Temperature: 1.0 at the start, linearly down to 0.2 at the end of the budget (Table 6: 1.0 -> 0.2); the first
 game of every round plays the most visited action (it costs no extra search: it is one row of the batch), since
@@ -15,9 +15,10 @@ the result is the best game found.
 The budget: `seconds` of this process's CPU time (wall clock with Ray actors), from the first learner step to the
 end of the final round, so the learner's steps, self-play, Reanalyse and the final round are inside it and the
 compiles of the two programs (and jax's compile of the search at its first execution) are outside it (reported
-as `Outcome.compile_seconds`). A round is played only while the budget has room for it, the learner's remaining
-steps at their mean cost so far and the final round (the run then ends near its budget; the learner's steps
-alone may overrun a budget too small for them). The temperature falls over `selfplay_share` of the budget.
+as `Outcome.compile_seconds`). A round is played only while the budget has room for it (a round's mean cost so
+far) and the learner's remaining steps at their mean cost so far, and the final round only where a round's mean
+cost still fits (the run then ends near its budget, up to a round short of it; the learner's steps alone may
+overrun a budget too small for them). The temperature falls over `selfplay_share` of the budget.
 
 Before the first round the replay buffer receives `demonstrations` copies of the production heuristic's game
 (`algorithms.mmap.baselines.heuristic`), reanalysed: the search's targets on the heuristic's states (these
@@ -52,7 +53,10 @@ FIRST_TEMPERATURE, FINAL_TEMPERATURE = 1.0, 0.2  # visit-count temperature over 
 
 @dataclasses.dataclass(frozen=True)
 class MuZeroConfig:
-    games: int = 8  # games per self-play round, searched as one batch
+    games: int = 16
+    """Games per self-play round, searched as one batch. 16, not 8: a search of 16 games costs about what one of 8
+    does (mlp_sgd, jax: 2.1 ms for 8 or 32 games), so a round of 16 games costs about 1.3x one of 8 (the host's
+    per-game work is the rest) and the larger workloads, which play 2-3 rounds in 15 s, sample twice the games."""
     simulations: int = 16
     max_depth: int = 4
     min_q_range: float = 1.0
@@ -185,7 +189,7 @@ class _Run:
 
     def feed(self, iteration: int) -> dict:
         """Iteration i's batch; first a self-play round every `steps_per_round` iterations while the budget has
-        room for it, the learner's remaining steps (at their mean cost so far) and the final round."""
+        room for it and the learner's remaining steps (at their mean cost so far)."""
         if self.start is None:
             self.start = self.clock()
             self.compile_seconds += time.perf_counter() - self.created
@@ -194,12 +198,15 @@ class _Run:
             elapsed = self.elapsed()
             rounds = sum(self.round_seconds)
             step = (elapsed - rounds) / iteration if iteration else 0.0
-            round_cost = rounds / len(self.round_seconds) if self.round_seconds else 0.0
-            needed = elapsed + 2 * round_cost + step * (self.iterations - iteration)
+            needed = elapsed + self.round_cost() + step * (self.iterations - iteration)
             if not self.curve or needed <= self.seconds:
                 progress = min(elapsed / max(self.config.selfplay_share * self.seconds, 1e-9), 1.0)
                 self.play_round(FIRST_TEMPERATURE - (FIRST_TEMPERATURE - FINAL_TEMPERATURE) * progress)
         return self.replay.sample(self.config.learner.batch, self.rng)
+
+    def round_cost(self) -> float:
+        """A round's mean cost so far, on the budget's clock (0 before the first)."""
+        return sum(self.round_seconds) / len(self.round_seconds) if self.round_seconds else 0.0
 
     def publish(self, iteration: int, weights: np.ndarray, loss: float) -> None:
         self.weights = weights
@@ -213,7 +220,8 @@ def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
         problem = with_copy_setup(problem, config.copy_setup_seconds)
     run = _Run(problem, config, seconds)
     train(run.weights, run.layout, config.learner, run.iterations, run.feed, run.publish, config.backend, seed)
-    run.play_round(FINAL_TEMPERATURE, final=True)
+    if run.elapsed() + run.round_cost() <= seconds:  # the final round only where the budget has room for it
+        run.play_round(FINAL_TEMPERATURE, final=True)
     best = run.best
     return Outcome(result_of("muzero", best.game, best.played, run.moves), run.curve, run.losses,
                    len(run.curve), run.actors.searches, run.elapsed(), run.compile_seconds,

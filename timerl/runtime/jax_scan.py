@@ -42,6 +42,7 @@ sees the loop's stored values as they are after the loop).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any, Callable
 
@@ -89,6 +90,29 @@ def scanned_or_batched(interpreter: Any, node: ast.Loop, scope: tuple) -> Run | 
 
 
 
+@dataclasses.dataclass(frozen=True)
+class _RunPlan:
+    """A run of the loop at one value of the outer counters, as far as it depends only on them
+    (`ScannedLoop._run_plan`)."""
+
+    checked: tuple  # the pool keys every run needs (else the point-by-point program runs)
+    hoisted: tuple  # (statement's function, its point): run before the scans
+    loads: tuple  # (pool key, output): the invariants, each loaded once
+    arguments: tuple  # per segment, its invariants' slots in ``loads``
+    sliced: tuple  # per segment, per sliced read: (its keys, one per iteration; its output)
+    function: Callable  # the run's segments as one jitted function (`ScannedLoop._whole_run`)
+    traced_prefixes: tuple
+    prefixes: list
+    firsts: tuple  # each segment's first iteration, traced
+    outcomes: tuple  # each segment's (outcomes, first iteration)
+    stores: tuple  # per stored member, in the order of the function's stacks: (member, its points, bytes of one)
+    after: tuple  # (statement's function, its point): run after the scans
+    frees: tuple  # (keys, outputs or None, count): one pool call each
+
+
+_FALLBACK = object()
+
+
 class ScannedLoop:
     """The segment runner: a `LoopAnalysis`'s loop run as scans, one jitted call per run of iterations (each
     distinct sequence of segments compiles once); the analysis is its only input."""
@@ -110,58 +134,91 @@ class ScannedLoop:
         self.runs = 0
         self.schedules: dict = {}  # (deciding counters, start, stop) -> (segments, frees' iterations)
         self.reads_of: dict = {}  # (outcome, kind) -> the active reads of that kind
+        self._last_outer: tuple | None = None  # the outer counters of the last run planned, and its plan
+        self._last_plan: _RunPlan | None = None
 
     def run(self, counters: list) -> None:
         outer = tuple(counters)
-        start, stop = self.limits(*outer)
-        if stop <= start:
-            return
-        segments, free_iterations = self._schedule(outer, start, stop)
-        plan = self._plan(tuple((o, n) for o, _, n in segments))
+        plan = self._last_plan if self._last_outer == outer else None
         if plan is None:
-            self.fallback(counters)
-            return
-        pool = self.executable.pool
-        invariants = {}
-        for outcome, _, _ in segments:
-            for read in self._active_invariants(outcome):
-                key = (read.producer, tuple(read.key(*outer)))
-                if read.producer not in self.hoisted_members and not pool.has(key):
-                    self.fallback(counters)
-                    return
-                invariants[(read.producer, read.output, key[1])] = None
-        sliced: list[list[tuple]] = []  # per segment, per active sliced read: its keys, one per iteration
-        for outcome, first, count in segments:
-            sliced.append([[(read.producer, tuple(read.key(*outer, c))) for c in range(first, first + count)]
-                           for read in self._active_sliced(outcome)])
-            if not all(pool.has(key) for keys in sliced[-1] for key in keys):
+            plan = self._run_plan(outer)
+            if plan is None:
+                return
+            if plan is _FALLBACK:  # a run of segments whose reads do not all find their values
                 self.fallback(counters)
                 return
-        self._run_hoisted(self.hoisted, outer, start, stop)
+            self._last_outer, self._last_plan = outer, plan
+        pool = self.executable.pool
+        has = pool.has
+        for key in plan.checked:
+            if not has(key):
+                self.fallback(counters)
+                return
+        for function, point in plan.hoisted:
+            function(point)
         try:
-            with_values = {k: pool.load((k[0], k[2]))[k[1]] for k in invariants}
+            loaded = [pool.load(key)[output] for key, output in plan.loads]
         except KeyError as missing:
             raise TimeRLError(f"internal error: a compiled loop read {missing}, never stored (a scheduling bug)")
         self.runs += 1
-        carry = self._initial_carry()
-        prefixes = [tuple(s.prefix(*outer)) for s in self.statements]  # (outer coordinates..., origin)
-        traced_prefixes = tuple(tuple(np.int64(c) for c in prefix) for prefix in prefixes)
-        prefix_of = {m: prefix for s, prefix in zip(self.statements, prefixes) for m in s.stored}
-        function, segment_reads, stored = self._whole_run(tuple((o, n) for o, _, n in segments))
-        values, rows_of = [], []
-        for keys, (arguments, sliced_reads) in zip(sliced, segment_reads):
-            values.append(tuple(with_values[(r.producer, r.output, tuple(r.key(*outer)))] for r in arguments))
-            rows_of.append(tuple(self._stacked(keys_of_read, read.output)
-                                 for keys_of_read, read in zip(keys, sliced_reads)))
-        firsts = tuple(np.int64(first) for _, first, _ in segments)
-        carry, stacks, founds = function(traced_prefixes, firsts, carry, tuple(values), tuple(rows_of))
-        for (outcome, first, _), found in zip(segments, founds):
+        values = tuple(tuple(loaded[k] for k in slots) for slots in plan.arguments)
+        rows_of = tuple(tuple(self._stacked(keys, output) for keys, output in reads) for reads in plan.sliced)
+        stacks, founds = plan.function(plan.traced_prefixes, plan.firsts, self._initial_carry(), values, rows_of)
+        for (outcome, first), found in zip(plan.outcomes, founds):
             if found is not None:
-                self._raise_first(outcome, prefixes, first, found)
+                self._raise_first(outcome, plan.prefixes, first, found)
+        if hasattr(pool, "store_stack"):
+            for (member, points, size), value in zip(plan.stores, stacks):
+                pool.store_stack(member, points, (value,), size)
+        else:
+            for (member, points, size), value in zip(plan.stores, stacks):
+                for row, point in zip(self.backend.unstack(value), points):
+                    pool.store((member, point), (row,), size)
+        for function, point in plan.after:
+            function(point)
+        for keys, outputs, count in plan.frees:
+            if outputs is None:
+                pool.free_many(keys)
+            else:
+                pool.free_outputs_many(keys, outputs, count)
+
+    def _run_plan(self, outer: tuple) -> _RunPlan | None:
+        """What a run at the outer counters ``outer`` does that depends only on them (STYLE 14: planned at its
+        first run, kept for the next runs at the same counters, e.g. every execution of a program whose loop
+        is outermost): the keys it checks and reads, the statements run before and after the scans at their
+        points, the scans' function and arguments that do not change, the stored points and the frees. None:
+        the loop runs no iteration there; `_FALLBACK`: the run's reads do not all find their values."""
+        start, stop = self.limits(*outer)
+        if stop <= start:
+            return None
+        segments, free_iterations = self._schedule(outer, start, stop)
+        shape = tuple((o, n) for o, _, n in segments)
+        if self._plan(shape) is None:
+            return _FALLBACK
+        checked: list[tuple] = []
+        loads: dict[tuple, int] = {}  # (pool key, output) -> its slot among the loaded invariants
+        for outcome, _, _ in segments:
+            for read in self._active_invariants(outcome):
+                key = (read.producer, tuple(read.key(*outer)))
+                if read.producer not in self.hoisted_members:
+                    checked.append(key)
+                loads.setdefault((key, read.output), len(loads))
+        sliced: list[tuple] = []  # per segment, per active sliced read: (its keys, one per iteration; its output)
+        for outcome, first, count in segments:
+            reads = tuple(([(read.producer, tuple(read.key(*outer, c))) for c in range(first, first + count)],
+                           read.output) for read in self._active_sliced(outcome))
+            checked += [key for keys, _ in reads for key in keys]
+            sliced.append(reads)
+        function, segment_reads, stored = self._whole_run(shape)
+        arguments = tuple(tuple(loads[((r.producer, tuple(r.key(*outer))), r.output)] for r in reads)
+                          for reads, _ in segment_reads)
+        prefixes = [tuple(s.prefix(*outer)) for s in self.statements]  # (outer coordinates..., origin)
+        prefix_of = {m: prefix for s, prefix in zip(self.statements, prefixes) for m in s.stored}
         slope = self.slope
         stored_in = [set(self._stored(outcome)) for outcome, _, _ in segments]
         points_of: dict[tuple, list] = {}  # (prefix, the segments storing) -> the points: one list per run, shared
-        for member, value in zip(stored, stacks):
+        stores = []
+        for member in stored:
             storing = tuple(k for k, members in enumerate(stored_in) if member in members)
             points = points_of.get((prefix_of[member], storing))
             if points is None:
@@ -171,31 +228,31 @@ class ScannedLoop:
                 if slope < 0:  # a backward loop: its stack in the order of the points, as later reads take it
                     points = points[::-1]
                 points_of[(prefix_of[member], storing)] = points
-            size = static_bytes(self.graph.nodes[member])
-            if hasattr(pool, "store_stack"):
-                pool.store_stack(member, points, (value,), size)
-            else:
-                for row, point in zip(self.backend.unstack(value), points):
-                    pool.store((member, point), (row,), size)
-        self._run_hoisted(self.after, outer, start, stop)
+            stores.append((member, points, static_bytes(self.graph.nodes[member])))
         freed: dict[tuple, list] = {}  # (member, outputs, count) -> its points, freed in one pool call each
         for (_, where, parts), iterations in zip(self.frees, free_iterations):
             points = [tuple(where(*outer, c)) for c in iterations]
             for part in parts:
                 freed.setdefault(part, []).extend((part[0], point) for point in points)
-        for (_, outputs, count), keys in freed.items():
-            if outputs is None:
-                pool.free_many(keys)
-            else:
-                pool.free_outputs_many(keys, outputs, count)
+        return _RunPlan(
+            checked=tuple(checked), hoisted=self._hoisted_points(self.hoisted, outer, start, stop),
+            loads=tuple(loads), arguments=arguments, sliced=tuple(sliced), function=function,
+            traced_prefixes=tuple(tuple(np.int64(c) for c in prefix) for prefix in prefixes), prefixes=prefixes,
+            firsts=tuple(np.int64(first) for _, first, _ in segments),
+            outcomes=tuple((outcome, first) for outcome, first, _ in segments), stores=tuple(stores),
+            after=self._hoisted_points(self.after, outer, start, stop),
+            frees=tuple((keys, outputs, count) for (_, outputs, count), keys in freed.items()))
 
     @staticmethod
-    def _run_hoisted(statements: list, outer: tuple, start: int, stop: int) -> None:
-        """Each statement at the outer point, once, at the first iteration its conditions hold (if any)."""
+    def _hoisted_points(statements: list, outer: tuple, start: int, stop: int) -> tuple:
+        """Each statement run at the outer point, with its point: once, at the first iteration its conditions
+        hold (none: it does not run)."""
+        found = []
         for test, function, where in statements:
             first = next((c for c in range(start, stop) if test is None or all(test(*outer, c))), None)
             if first is not None:
-                function(tuple(where(*outer, first)))
+                found.append((function, tuple(where(*outer, first))))
+        return tuple(found)
 
     def _schedule(self, outer: tuple, start: int, stop: int) -> tuple[list, list]:
         """The segments of a run, ``(outcomes, first iteration, count)``, and the iterations at which each
@@ -309,8 +366,9 @@ class ScannedLoop:
 
     def _whole_run(self, shape: tuple) -> tuple[Callable, list[tuple[list[Read], list[Read]]], list[int]]:
         """A run's segments, ``shape`` their (outcome, count)s in order, as one jitted function ``(prefixes,
-        each segment's first iteration, carry, each segment's invariants, each one's sliced rows) -> (carry,
-        each stored member's rows over the whole run, in the order of its points, each segment's checks)``:
+        each segment's first iteration, carry, each segment's invariants, each one's sliced rows) -> (each stored
+        member's rows over the whole run, in the order of its points, each segment's checks)`` (not the last
+        carry: nothing reads it, and each of its arrays would be one more output buffer per call):
         one XLA call per run, the segments' rows joined inside it. Also each segment's reads and the stored
         members in the order of the stacks."""
         found = self.runs_compiled.get(shape)
@@ -336,7 +394,7 @@ class ScannedLoop:
             for member in stored:
                 value = pieces[member][0] if len(pieces[member]) == 1 else xp.concatenate(pieces[member])
                 stacks.append(xp.flip(value, axis=0) if slope < 0 else value)
-            return carry, tuple(stacks), tuple(founds)
+            return tuple(stacks), tuple(founds)
 
         found = self.runs_compiled[shape] = (self.backend.jit(run), [(a, r) for _, a, r in segments], stored)
         return found
