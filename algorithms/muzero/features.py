@@ -106,9 +106,9 @@ class Encoder:
         supply = np.where(inside, game.supply[times] / self.supply_scale, 0.0)
         progress = (game.moves / max(problem.num_buffers, 1), game.position / max(problem.num_buffers, 1),
                     *self.group_place[position], game.total_reward / self.return_scale)
-        features = np.concatenate([np.concatenate(rows), grid.ravel(),
-                                   self._bins(game.occupancy.occupied_row(target), self.occupancy_edges, OCCUPANCY_BINS),
-                                   supply, self._actions(game, target).ravel(), np.array(progress)])
+        occupancy = self._bins(game.occupancy.occupied_row(target), self.occupancy_edges, OCCUPANCY_BINS)
+        features = np.concatenate([np.concatenate(rows), grid.ravel(), occupancy, supply,
+                                   self._actions(game, target).ravel(), np.array(progress)])
         return np.clip(features, -10.0, 10.0).astype(np.float32), np.array(game.legal_actions(), dtype=bool)
 
     def encode_many(self, games: list[MMapGame]) -> tuple[np.ndarray, np.ndarray]:

@@ -60,8 +60,8 @@ class SearchProgram:
                 next_policy, next_value = nets.prediction(following)
                 return Step(scalar_of(reward), next_policy, scalar_of(next_value), following)
 
-            visits, root_value = search_root(Root(policy, scalar_of(value), state), recurrent_fn, invalid, noise, config,
-                                             s, noise_fraction)
+            root = Root(policy, scalar_of(value), state)
+            visits, root_value = search_root(root, recurrent_fn, invalid, noise, config, s, noise_fraction)
             visits.sink(self._output("visits"))
             root_value.sink(self._output("value"))
         self.executable = ctx.compile(bounds={S: config.num_simulations}, backend=backend)

@@ -289,7 +289,8 @@ class BatchedGroup:
                 return (*refs[edge.producer], masks.get(edge.producer))
             reader = self.readers[node.id][slot]
             if kind is WINDOW and scanned is not None:  # the run itself, the same value for every point
-                return -1 - argument(covered_run(pool, reader, points, scanned[1], scanned[2], self.backend)), False, None
+                run = covered_run(pool, reader, points, scanned[1], scanned[2], self.backend)
+                return -1 - argument(run), False, None
             if kind is WINDOW:  # the run, gathered into padded windows inside the members' function
                 run, index, mask = padded_window(pool, reader, points, self.backend)
                 steps.append((None, (-1 - argument(run), -1 - argument(index)), ()))

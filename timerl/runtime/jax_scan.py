@@ -290,8 +290,8 @@ class ScannedLoop:
         """The carry before the first iteration: zeros, made once (jax arrays are immutable)."""
         if self.zeros is None:
             xp = self.backend.xp
-            self.zeros = tuple(xp.zeros(tuple(self.graph.nodes[p].outputs[o].shape), self.graph.nodes[p].outputs[o].dtype)
-                               for p, o in self.carried)
+            outputs = [self.graph.nodes[p].outputs[o] for p, o in self.carried]
+            self.zeros = tuple(xp.zeros(tuple(output.shape), output.dtype) for output in outputs)
         return self.zeros
 
     def _executed(self, outcome: tuple) -> list[Statement]:
