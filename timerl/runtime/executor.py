@@ -8,6 +8,7 @@ edges' dependence expressions at its point, a `Deallocate` frees a point after i
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable, Mapping
 
@@ -26,7 +27,8 @@ from timerl.runtime.codegen import LoopProgram
 from timerl.runtime.walk import AstInterpreter, Run
 from timerl.runtime.jax_plan import JaxGroupLowering
 from timerl.runtime.torch_plan import TorchCompiledLowering
-from timerl.runtime.jax_scan import scanned_or_batched
+from timerl.runtime.jax_scan import ScannedLoop
+from timerl.runtime.jax_scan_loop import LoopAnalysis, Unscannable
 from timerl.runtime.generated import SKIP, namespace
 from timerl.runtime.plan import GroupLowering
 from timerl.runtime.blocks import BlockStore
@@ -34,6 +36,8 @@ from timerl.runtime.memory import MemoryPool
 from timerl.runtime.stacks import StackedPool
 from timerl.symbolic import Symbol, compile_function
 from timerl.sched import ast
+
+_log = logging.getLogger(__name__)
 
 
 class Executable:
@@ -200,6 +204,31 @@ class Executable:
         except KeyError:
             raise TimeRLError(f"internal error: %{edge.producer} read over {window} before every point was "
                               "stored (a scheduling bug)") from None
+
+
+def scanned_or_batched(interpreter: Any, node: ast.Loop, scope: tuple) -> Run | None:
+    """The loop as `timerl.runtime.batch` runs it when it vectorizes, else as scans when it qualifies (see
+    `timerl.runtime.jax_scan`'s docstring), else None (the generated Python loop)."""
+    batched = batched_loop(interpreter, node, scope)
+    if batched is not None:
+        return batched
+    executable = interpreter.executable
+    if not getattr(executable, "scan_loops", False):
+        return None
+    try:
+        loop = ScannedLoop(LoopAnalysis(interpreter, node, scope))
+    except Unscannable as why:
+        _log.debug("the loop over %s stays point by point: %s", node.var, why)
+        return None
+
+    def run(counters: list) -> None:
+        loop.run(counters)
+
+    groups = ", ".join(f"G{s.group}" for s in loop.statements)
+    run.comment = (f"compiled: one lax.scan over {node.var.python()} in range({node.start.python()}, "
+                   f"{node.stop.python()}) per run of iterations with the same conditions: {groups}")
+    run.loop = loop
+    return run
 
 
 def block_axes(graph: Graph) -> dict[int, int]:

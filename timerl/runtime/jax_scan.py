@@ -42,8 +42,6 @@ sees the loop's stored values as they are after the loop).
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 from typing import Any, Callable
 
 import numpy as np
@@ -53,62 +51,10 @@ from timerl.ops.registry import CONST, DRAW, MERGE
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
 from timerl.runtime import jax_rng
-from timerl.runtime.batched_loop import batched_loop
 from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
 from timerl.runtime.jax_plan import checked
-from timerl.runtime.jax_scan_loop import CARRIED, INVARIANT, LOCAL, SLICED, LoopAnalysis, Read, Statement, Unscannable
+from timerl.runtime.jax_scan_loop import CARRIED, INVARIANT, LOCAL, SLICED, LoopAnalysis, Read, RunPlan, Statement
 from timerl.runtime.sizes import static_bytes
-from timerl.runtime.walk import Run
-from timerl.sched import ast
-
-_log = logging.getLogger(__name__)
-
-
-def scanned_or_batched(interpreter: Any, node: ast.Loop, scope: tuple) -> Run | None:
-    """The loop as `timerl.runtime.batch` runs it when it vectorizes, else as scans when it qualifies (see the
-    module's docstring), else None (the generated Python loop)."""
-    batched = batched_loop(interpreter, node, scope)
-    if batched is not None:
-        return batched
-    executable = interpreter.executable
-    if not getattr(executable, "scan_loops", False):
-        return None
-    try:
-        loop = ScannedLoop(LoopAnalysis(interpreter, node, scope))
-    except Unscannable as why:
-        _log.debug("the loop over %s stays point by point: %s", node.var, why)
-        return None
-
-    def run(counters: list) -> None:
-        loop.run(counters)
-
-    groups = ", ".join(f"G{s.group}" for s in loop.statements)
-    run.comment = (f"compiled: one lax.scan over {node.var.python()} in range({node.start.python()}, "
-                   f"{node.stop.python()}) per run of iterations with the same conditions: {groups}")
-    run.loop = loop
-    return run
-
-
-
-@dataclasses.dataclass(frozen=True)
-class _RunPlan:
-    """A run of the loop at one value of the outer counters, as far as it depends only on them
-    (`ScannedLoop._run_plan`)."""
-
-    checked: tuple  # the pool keys every run needs (else the point-by-point program runs)
-    hoisted: tuple  # (statement's function, its point): run before the scans
-    loads: tuple  # (pool key, output): the invariants, each loaded once
-    arguments: tuple  # per segment, its invariants' slots in ``loads``
-    sliced: tuple  # per segment, per sliced read: (its keys, one per iteration; its output)
-    function: Callable  # the run's segments as one jitted function (`ScannedLoop._whole_run`)
-    traced_prefixes: tuple
-    prefixes: list
-    firsts: tuple  # each segment's first iteration, traced
-    outcomes: tuple  # each segment's (outcomes, first iteration)
-    stores: tuple  # per stored member, in the order of the function's stacks: (member, its points, bytes of one)
-    after: tuple  # (statement's function, its point): run after the scans
-    frees: tuple  # (keys, outputs or None, count): one pool call each
-
 
 _FALLBACK = object()
 
@@ -135,7 +81,7 @@ class ScannedLoop:
         self.schedules: dict = {}  # (deciding counters, start, stop) -> (segments, frees' iterations)
         self.reads_of: dict = {}  # (outcome, kind) -> the active reads of that kind
         self._last_outer: tuple | None = None  # the outer counters of the last run planned, and its plan
-        self._last_plan: _RunPlan | None = None
+        self._last_plan: RunPlan | None = None
 
     def run(self, counters: list) -> None:
         outer = tuple(counters)
@@ -182,7 +128,7 @@ class ScannedLoop:
             else:
                 pool.free_outputs_many(keys, outputs, count)
 
-    def _run_plan(self, outer: tuple) -> _RunPlan | None:
+    def _run_plan(self, outer: tuple) -> RunPlan | None:
         """What a run at the outer counters ``outer`` does that depends only on them (STYLE 14: planned at its
         first run, kept for the next runs at the same counters, e.g. every execution of a program whose loop
         is outermost): the keys it checks and reads, the statements run before and after the scans at their
@@ -234,7 +180,7 @@ class ScannedLoop:
             points = [tuple(where(*outer, c)) for c in iterations]
             for part in parts:
                 freed.setdefault(part, []).extend((part[0], point) for point in points)
-        return _RunPlan(
+        return RunPlan(
             checked=tuple(checked), hoisted=self._hoisted_points(self.hoisted, outer, start, stop),
             loads=tuple(loads), arguments=arguments, sliced=tuple(sliced), function=function,
             traced_prefixes=tuple(tuple(np.int64(c) for c in prefix) for prefix in prefixes), prefixes=prefixes,

@@ -1,7 +1,8 @@
 """The analysis half of compiled loops (`timerl.runtime.jax_scan`, whose docstring says which loops qualify):
 a loop's body as statements whose every read is classified (this iteration's value, the previous iteration's,
 a value of before the loop read once or one point per iteration), found once when the program is lowered. The
-segment runner (`jax_scan.ScannedLoop`) gets the result, a `LoopAnalysis`, explicitly."""
+segment runner (`jax_scan.ScannedLoop`) gets the result, a `LoopAnalysis`, explicitly, and keeps what a run at
+one value of the outer counters needs as a `RunPlan`."""
 
 from __future__ import annotations
 
@@ -222,3 +223,23 @@ def _slope(expr: Any, var: Symbol) -> int | None:
     if slope not in (1, -1) or var in (expr - var * slope).symbols():
         return None
     return slope
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A run of the loop at one value of the outer counters, as far as it depends only on them
+    (`timerl.runtime.jax_scan.ScannedLoop._run_plan`)."""
+
+    checked: tuple  # the pool keys every run needs (else the point-by-point program runs)
+    hoisted: tuple  # (statement's function, its point): run before the scans
+    loads: tuple  # (pool key, output): the invariants, each loaded once
+    arguments: tuple  # per segment, its invariants' slots in ``loads``
+    sliced: tuple  # per segment, per sliced read: (its keys, one per iteration; its output)
+    function: Callable  # the run's segments as one jitted function (`jax_scan.ScannedLoop._whole_run`)
+    traced_prefixes: tuple
+    prefixes: list
+    firsts: tuple  # each segment's first iteration, traced
+    outcomes: tuple  # each segment's (outcomes, first iteration)
+    stores: tuple  # per stored member, in the order of the function's stacks: (member, its points, bytes of one)
+    after: tuple  # (statement's function, its point): run after the scans
+    frees: tuple  # (keys, outputs or None, count): one pool call each
