@@ -207,7 +207,7 @@ def copy_bound(tables: GameTables, sums, edges, live_start, target, live_end, de
     times, horizon = tables.times, tables.num_times
     out = per_game(is_output)
     mirrored = F.where(out, horizon - 1 - times, times)  # (G, T): greater is nearer the target
-    used = (edges & (times >= per_game(F.where(is_output, target + 1, live_start)))
+    used = (F.astype(edges, "bool") & (times >= per_game(F.where(is_output, target + 1, live_start)))
             & (times <= per_game(F.where(is_output, live_end - 1, target - 2))))
     nearest_used = F.max(F.where(used, mirrored, -1), dim=1)  # mirrored, -1 if none
     first = F.where(is_output, target + 1, F.maximum(live_start, nearest_used + 1))
@@ -237,7 +237,7 @@ def consume(tables: GameTables, sums, edges, first, last, demand, is_output, act
     taken = F.where(inside, per_game(flat), sums - per_game(demand))
     sums = F.where((points > per_game(first)) & per_game(active), taken, sums)
     times = tables.times
-    edges = edges | ((times >= per_game(first)) & (times < per_game(last)) & per_game(active))
+    edges = edges | F.astype((times >= per_game(first)) & (times < per_game(last)) & per_game(active), edges.dtype)
     return sums, edges
 
 
