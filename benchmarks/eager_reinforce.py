@@ -17,8 +17,9 @@ def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma
                 cpu_seconds: list | None = None) -> float:
     """REINFORCE (Monte Carlo, or n-step returns truncated at the window's end) with masked returns and a
     batch-mean baseline; returns the mean seconds per iteration, and appends each iteration's seconds to
-    ``seconds`` when given (and its CPU seconds, `time.process_time`, to ``cpu_seconds``). Image observations (3 x H x W) go through a
-    convolution with kernel and stride H / 8 and 4 channels (`algorithms.reinforce`'s patch embedding) first."""
+    ``seconds`` when given (and its CPU seconds, `time.process_time`, to ``cpu_seconds``). Image observations
+    (3 x H x W) go through a convolution with kernel and stride H / 8 and 4 channels (`algorithms.reinforce`'s
+    patch embedding) first."""
     torch.manual_seed(seed)
     envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_name, **(env_options or {})) for _ in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
