@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--on", choices=("test", "valid"), default="test",
                      help="the split to evaluate on (choose settings on valid, report test)")
     run.add_argument("--variants", type=int, default=2, help="noisy variants per topology")
+    run.add_argument("--ops", type=int, nargs=2, default=(12, 28), metavar=("LO", "HI"),
+                     help="ops per synthetic graph, every split")
+    run.add_argument("--test-ops", type=int, nargs=2, default=None, metavar=("LO", "HI"),
+                     help="ops per test graph, drawn separately (a size-transfer test; train / valid unchanged)")
     run.add_argument("--imitate", type=int, default=600,
                      help="behaviour-cloning iterations of the heuristic proposal before REINFORCE (0: none)")
     run.add_argument("--imitation-lr", type=float, default=1e-2)
@@ -87,7 +91,8 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     splits = data.splits(train=args.train_topologies, valid=args.valid_topologies, test=args.test_topologies,
-                         variants=args.variants, seed=args.seed)
+                         variants=args.variants, ops=tuple(args.ops), seed=args.seed,
+                         test_ops=None if args.test_ops is None else tuple(args.test_ops))
     held_out = splits.test if args.on == "test" else splits.valid
     print(f"{len(splits.train)} training and {len(held_out)} {args.on} graphs x {args.eval_seeds} seeds "
           f"({args.train_topologies} / {args.valid_topologies} / {args.test_topologies} topologies)")
