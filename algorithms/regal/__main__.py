@@ -16,7 +16,9 @@ evaluation at 500 and 5,000 evaluations, each test case with each op's most like
 paper's 5,000 / 50,000 are scaled by 1/10 because our graphs are small: on them BRKGA-5K mostly already
 finds what BRKGA-30K finds, while 500 evaluations leave gaps of up to 19% (as 5,000 do on the paper's
 graphs of hundreds of ops). ``--transfer`` adds the
-six smallest MMapGame workloads (59-153 ops) as a second test set, never trained on. ``diagnose`` prints
+six smallest MMapGame workloads (59-153 ops) as a second test set, never trained on. ``--ops LO HI`` sets the
+synthetic graphs' sizes, ``--test-ops LO HI`` the test graphs' alone (drawn separately; train and valid
+unchanged, so a policy trained on small graphs is tested on larger ones). ``diagnose`` prints
 what known proposals gain (`diagnose.py`)."""
 
 from __future__ import annotations
