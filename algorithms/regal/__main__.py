@@ -86,6 +86,10 @@ def main(argv: list[str] | None = None) -> None:
     check.add_argument("--seeds", type=int, default=3)
     check.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    for flag in ("ops", "test_ops"):
+        low_high = getattr(args, flag, None)
+        if low_high is not None and not 2 <= low_high[0] <= low_high[1]:
+            parser.error(f"--{flag.replace('_', '-')} {low_high[0]} {low_high[1]}: need 2 <= LO <= HI")
     if args.command == "diagnose":
         test = data.splits(train=48, valid=10, test=args.test_topologies, seed=args.seed).test
         for kind in args.objectives:

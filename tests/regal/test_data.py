@@ -5,6 +5,7 @@ import pytest
 
 from algorithms.mmap.workloads import load_workload
 from algorithms.regal import data
+from algorithms.regal.__main__ import main as regal_main
 from algorithms.regal.workloads import SMALL, from_workload
 from algorithms.regal.perfmodel import chromosome_length, evaluate
 
@@ -76,3 +77,10 @@ def test_larger_test_split_keeps_train_and_valid():
     assert all(60 <= g.num_ops <= 70 for g in larger.test) and len(larger.test) == 2
     seen = {g.topology for g in plain.train + plain.valid + plain.test}
     assert not seen & {g.topology for g in larger.test}
+
+
+@pytest.mark.parametrize("flag", ["--ops", "--test-ops"])
+def test_bench_rejects_a_bad_size_range(flag, capsys):
+    with pytest.raises(SystemExit):
+        regal_main(["bench", flag, "30", "20"])
+    assert f"{flag} 30 20: need 2 <= LO <= HI" in capsys.readouterr().err
