@@ -124,6 +124,7 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True, per_iteration: 
             continue
         if not reaches(a, b) and not reaches(b, a):
             merge(a, b)
+    absorbed = _absorb_own_state(graph, demand, running, points, find, merge, reaches, blocked) if fuse else set()
     if per_iteration:
         _fuse_per_iteration(graph, running, points, find, merge, successors, blocked)
     by_root: dict[int, list[int]] = {}
@@ -142,11 +143,63 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True, per_iteration: 
         ordered = _dataflow_order(graph, ids, group_of, index)
         external = {u for u, v, identity in edges if group_of[u] == index and (group_of[v] != index or not identity)}
         stored = [n for n in ordered if graph.nodes[n].outputs]
-        domain = demand.demand[ordered[0]].set_tuple_name(f"S{index}")
+        first = next(n for n in ordered if n not in absorbed)
+        domain = demand.demand[first].set_tuple_name(f"S{index}")
         groups.append(Group(index, tuple(ordered), domain,
                             tuple(n for n in stored if n not in external),
                             tuple(n for n in stored if n in external)))
     return groups, group_of
+
+
+def _absorb_own_state(graph: Graph, demand: Demand, running: list[int], points: dict[int, isl.Set], find, merge,
+                      reaches, blocked: dict[int, set[int]]) -> set[int]:
+    """Fuse a placeholder that only carries a group's own state from one step to the next into that group.
+
+    A placeholder (``s[0] = init; s[m + 1] = f(...)[m]``) runs on its whole domain, and the group reading
+    it may run on fewer points (a Drop-backup that stops one move before the end): their points differ, so
+    the placeholder stayed a statement of its own, which only loads a value and stores it again at every
+    step (the RT MMapGame: nine such statements per move). When every reader of the placeholder sits in one
+    group, reads it at the same point (identity reads), runs on a subset of its points, and every branch of the
+    placeholder reads that group's members or values computed before the loop (no other statement's), the
+    placeholder becomes a member of that group: it runs only where the group runs; its other points were
+    read by nobody. Its demand and its reads are narrowed to the group's points (in ``demand``), so that
+    the values its dropped points would have read are freed as unread. Returns the placeholders absorbed."""
+    absorbed: set[int] = set()
+    readers: dict[int, list[tuple[Node, Edge]]] = {}
+    for node in graph.nodes:
+        for edge in node.inputs:
+            readers.setdefault(edge.producer, []).append((node, edge))
+    running_set = set(running)
+    for node_id in running:
+        node = graph.nodes[node_id]
+        if node.category is not MERGE or _running_sum(node) or find(node_id) != node_id:
+            continue
+        if any(find(other) == node_id for other in running if other != node_id):
+            continue  # fused with something already
+        reading = [(r, e) for r, e in readers.get(node_id, ()) if r.id in running_set]
+        if not reading or any(not identity_read(e, r, node) for r, e in reading):
+            continue
+        target = find(reading[0][0].id)
+        if any(find(r.id) != target for r, _ in reading) or target in blocked[node_id]:
+            continue
+        if not points[target].is_subset(points[node_id]) or points[target].is_equal(points[node_id]):
+            continue
+        if any(e.producer in running_set and find(e.producer) != target
+               and len(graph.nodes[e.producer].domain) >= len(node.domain) for e in node.inputs):
+            continue  # a branch reads another statement's step: the placeholder keeps them apart
+        if reaches(node_id, target) or reaches(target, node_id):
+            continue
+        kept = demand.demand[target].set_tuple_name(f"S{node_id}")
+        demand.demand[node_id] = demand.demand[node_id].intersect(kept)
+        for slot in range(len(node.inputs)):
+            demand.reads[(node_id, slot)] = demand.reads[(node_id, slot)].intersect_domain(kept)
+        merge(target, node_id)
+        absorbed.add(node_id)
+    return absorbed
+
+
+def _running_sum(node: Node) -> bool:
+    return bool(node.attrs.get("running"))
 
 
 def _recurrent_tail(graph: Graph, ids: list[int], advancing: set[tuple[int, int]]) -> set[int]:
