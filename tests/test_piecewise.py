@@ -189,3 +189,45 @@ def test_rhs_never_read_outside_its_target(backend):
     run(ctx, {T: 5}, backend)
     assert_values(out, {(k,): 5.0 - k for k in range(5)})
     assert sorted(set(seen)) == list(range(5))
+
+
+def test_state_carried_for_a_shorter_group_runs_inside_it(backend):
+    # the placeholder runs on t < T, its only reader on t < T - 1: the placeholder becomes a member of the
+    # reader's group (no statement that only loads and stores it), and its last point, read by nobody, is dropped
+    ctx = trl.Context(dims="t")
+    (t,) = ctx.dims
+    (T,) = ctx.bounds
+    with ctx:
+        x = trl.source(lambda p: np.full(3, rewards(p["t"]), np.float32), shape=(3,), domain=(t,))
+        s = trl.placeholder((3,), "float32", domain=(t,))
+        s[0] = trl.tensor(np.array([1.0, 2.0, 3.0], np.float32))
+        with ctx.when(t <= T - 2):
+            nxt = s[t] * 0.5 + x[t]
+            s[t + 1] = nxt
+            out = collect(nxt)
+    exe = ctx.compile(bounds={T: 9}, backend=backend)
+    exe.execute()
+    state, expected = np.array([1.0, 2.0, 3.0]), {}
+    for k in range(8):
+        state = state * 0.5 + rewards(k)
+        expected[(k,)] = state
+    assert_values(out, expected)
+    if backend != "reference":  # the interpreter runs op by op, without groups
+        group = next(g for g in exe.groups.values() if s.node.id in g.members)
+        assert nxt.node.id in group.members
+        assert exe.stats["leaked_points"] == 0
+
+
+def test_bool_assigned_to_an_int_placeholder_is_cast(backend):
+    # as PyTorch's `x[...] = mask` does: True is 1, False 0, in the placeholder's dtype (SPEC: PyTorch semantics)
+    ctx = trl.Context(dims="t")
+    (t,) = ctx.dims
+    (T,) = ctx.bounds
+    with ctx:
+        s = trl.placeholder((3,), "int32", domain=(t,))
+        s[0] = trl.tensor(np.array([1, 2, 3], np.int32))
+        s[t + 1] = s[t] > 1
+        out = collect(s)
+    run(ctx, {T: 3}, backend)
+    assert_values(out, {(0,): [1, 2, 3], (1,): [0, 1, 1], (2,): [0, 0, 0]})
+    assert all(v.dtype == np.int32 for v in out.values())
