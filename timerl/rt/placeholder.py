@@ -99,8 +99,8 @@ def assign(target: RT, key: Any, value: Any) -> None:
 
 def _conform(value: RT, expected: TensorType, location: str) -> RT:
     """The right-hand side in the placeholder's dtype and shape, as PyTorch's ``x[...] = value`` casts: floats to
-    another float, integers and bools to any dtype (True is 1); a float into an integer or bool placeholder is a
-    `ShapeError` (it would truncate silently). Then broadcast to the placeholder's shape."""
+    another float, int64, int32 and bool to any dtype (True is 1); anything else (a float into an integer or bool
+    placeholder: it would truncate silently) is a `ShapeError`. Then broadcast to the placeholder's shape."""
     if value.dtype != expected.dtype:
         if is_float(value.dtype) and is_float(expected.dtype) or value.dtype in ("int64", "int32", "bool"):
             value = F.astype(value, expected.dtype)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from timerl.errors import DomainError, user_location
+from timerl.errors import DomainError, ShapeError, user_location
 from timerl.pdg.graph import IndexItem, Point, Range
 from timerl.rt import context
 from timerl.rt import functional as F
@@ -29,6 +29,25 @@ def _binary(name: str, reverse: bool = False) -> Callable:
     return lambda self, other: F.apply(name, self, other)
 
 
+def _logical(name: str, symbol: str) -> Callable:
+    """``&`` and ``|`` are logical: on bool operands only (PyTorch's are bitwise on integers, which would give
+    other values: ``2 | True`` is 3 there; a logical or gives True)."""
+
+    def apply(self, other):
+        _check_bool(self, symbol)
+        _check_bool(other, symbol)
+        return F.apply(name, self, other)
+
+    return apply
+
+
+def _check_bool(value: Any, symbol: str) -> None:
+    dtype = value.dtype if isinstance(value, TensorView) else None if isinstance(value, bool) else np.asarray(value).dtype
+    if dtype is not None and str(dtype) != "bool":
+        raise ShapeError(f"{user_location()}: '{symbol}' is a logical operator here and takes bool tensors, got "
+                         f"{dtype} (compare first, e.g. x != 0, or use an arithmetic op for bits)")
+
+
 class RecurrentTensor(TensorView):
     __slots__ = ()
 
@@ -41,9 +60,11 @@ class RecurrentTensor(TensorView):
     __lt__, __le__, __gt__, __ge__ = _binary("lt"), _binary("le"), _binary("gt"), _binary("ge")
     __eq__, __ne__ = _binary("eq"), _binary("ne")  # type: ignore[assignment]
     __hash__ = object.__hash__  # ``==`` builds an op, so hashing stays by identity
-    __and__, __or__ = _binary("logical_and"), _binary("logical_or")
+    __and__, __or__ = _logical("logical_and", "&"), _logical("logical_or", "|")
+    __rand__, __ror__ = _logical("logical_and", "&"), _logical("logical_or", "|")
 
     def __invert__(self) -> RecurrentTensor:
+        _check_bool(self, "~")
         return F.apply("logical_not", self)
 
     def __neg__(self) -> RecurrentTensor:
