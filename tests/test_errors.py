@@ -116,6 +116,21 @@ def test_shape_errors_name_the_line(mistake):
             SHAPE_MISTAKES[mistake](x)
 
 
+def test_logical_operators_take_bool_tensors():
+    # `|` is logical on RTs: an int32 operand would silently become bool (PyTorch's `|` is bitwise there)
+    ctx, t, _T = time_context()
+    with ctx:
+        edges = trl.tensor(np.array([1, 0, 2], np.int32))
+        mask = edges > 0
+        with raises(trl.ShapeError, None, "'|'", "int32"):
+            edges | mask
+        with raises(trl.ShapeError, None, "'&'", "int32"):
+            mask & edges
+        with raises(trl.ShapeError, None, "'~'", "int32"):
+            ~edges
+        assert (mask | (edges == 2)).dtype == "bool" and (True & mask).dtype == "bool"
+
+
 def test_shape_error_assigning_to_placeholder():
     ctx, t, _T = time_context()
     with ctx:
