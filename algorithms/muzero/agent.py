@@ -59,6 +59,10 @@ class MuZeroConfig:
     per-game work is the rest) and the larger workloads, which play 2-3 rounds in 15 s, sample twice the games."""
     simulations: int = 16
     max_depth: int = 4
+    search: str = "puct"
+    """The search (`SearchConfig.search`): "puct" (MuZero's: actions drawn from the visit counts at the temperature,
+    the visit distribution as the policy target) or "gumbel" (Gumbel MuZero's: the search's action, Gumbel noise at
+    the root in place of Dirichlet noise and temperature, the improved policy as the policy target)."""
     min_q_range: float = 1.0
     """`SearchConfig.min_q_range` in self-play, in reward units (REWARD_SCALE = 100 is the best saving, so 1% of it):
     with mctx's 1e-8, the untrained networks' near-equal Q values (differences of 0.004) were stretched to [0, 1],
@@ -132,7 +136,7 @@ class _Run:
         self.layout = Layout.of(initial)
         self.weights = self.layout.pack(initial)
         search_config = SearchConfig(num_simulations=config.simulations, max_depth=config.max_depth,
-                                     min_q_range=config.min_q_range)
+                                     min_q_range=config.min_q_range, search=config.search)
         started = time.perf_counter()
         self.program = SearchProgram(self.layout, config.games, search_config, config.search_backend)
         self.program.run(self.weights, np.zeros((config.games, FEATURES), np.float32),

@@ -47,6 +47,8 @@ VARIANTS = {
     # search without learning: the same search, self-play and learner computation at a learning rate of 0, so
     # every search uses the initial random networks
     "muzero_nolearn": MuZeroConfig(learner=LearnerConfig(lr=0.0)),
+    # Gumbel MuZero's search (`MuZeroConfig.search`), to compare with the pUCT default
+    "muzero_gumbel": MuZeroConfig(search="gumbel"),
 }
 
 

@@ -2,22 +2,25 @@
 
 `SearchProgram` is the timerl program of one batched search: the representation and prediction networks at
 the root, `mcts.search` over the simulation dimension with the dynamics and prediction networks
-inside, and sinks for the root visit counts and the root's search value. Its inputs (the flat weights, the
+inside, and sinks for the root visit counts and the root's search value (and, under Gumbel MuZero,
+``SearchConfig.search = "gumbel"``, the root's improved policy and chosen action). Its inputs (the flat weights, the
 games' features, legal masks and Dirichlet draws) are sources that read the host's current values, so the
 program is compiled once and executed once per move of the batch.
 
 `SelfPlay` is the host side (the irregular part: games of different lengths, Drop-backup rewinds): it keeps
 B games, advances each to its next decision (a buffer with more than one legal action; a forced move is
 played at once and its reward added to the decision's), searches all B at once, and plays each game's action
-drawn from its visit counts with a temperature (MuZero: pi(a) ~ N(a)^(1/T)). Dirichlet noise and the action
-draws come from a NumPy generator seeded per `SelfPlay`, since a compiled program's own draws repeat at every
-execution. Games run with Drop-backup, rewinding to the offending group's opening (`backup_point="group"`,
+drawn from its visit counts with a temperature (MuZero: pi(a) ~ N(a)^(1/T)); under Gumbel MuZero each game plays
+the search's action (the Gumbel draws are the exploration; the greedy games search without them) and learns the
+improved policy. Dirichlet or Gumbel noise and the action draws come from a NumPy generator seeded per
+`SelfPlay`, since a compiled program's own draws repeat at every execution. Games run with Drop-backup, rewinding to the offending group's opening (`backup_point="group"`,
 as every baseline of `algorithms.mmap` plays; see game.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
@@ -27,9 +30,18 @@ from algorithms.mmap.baselines.policies import greedy_action
 from algorithms.mmap.game import MMapGame
 from algorithms.mmap.problem import Problem
 from algorithms.muzero.features import FEATURES, Encoder
-from algorithms.muzero.mcts import Root, SearchConfig, Step, search_root
+from algorithms.muzero.mcts import Root, SearchConfig, Step, gumbel_search_root, search_root
 from algorithms.muzero.networks import ACTIONS, Layout, Networks
 from algorithms.muzero.support import REWARD_SCALE, scalar_of
+
+
+class Searched(NamedTuple):
+    """One batched search's outcome per game."""
+
+    visits: np.ndarray  # (B, A) root visit counts
+    value: np.ndarray  # (B,) root search value
+    policy: np.ndarray  # (B, A) the policy target: the visit distribution (pUCT), the improved policy (gumbel)
+    action: np.ndarray | None  # (B,) the action to play (gumbel); None: drawn from the visits (pUCT, `choose`)
 
 
 class SearchProgram:
@@ -61,7 +73,13 @@ class SearchProgram:
                 return Step(scalar_of(reward), next_policy, scalar_of(next_value), following)
 
             root = Root(policy, scalar_of(value), state)
-            visits, root_value = search_root(root, recurrent_fn, invalid, noise, config, s, noise_fraction)
+            if config.search == "gumbel":  # ``noise``: Gumbel draws, scaled per game by ``noise_fraction``
+                outcome = gumbel_search_root(root, recurrent_fn, invalid, noise, config, s, noise_fraction)
+                visits, root_value = outcome.visits, outcome.value
+                outcome.policy.sink(self._output("policy"))
+                outcome.action.sink(self._output("action"))
+            else:
+                visits, root_value = search_root(root, recurrent_fn, invalid, noise, config, s, noise_fraction)
             visits.sink(self._output("visits"))
             root_value.sink(self._output("value"))
         self.executable = ctx.compile(bounds={S: config.num_simulations}, backend=backend)
@@ -74,10 +92,19 @@ class SearchProgram:
 
     def run(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
             exact: int = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0):
-        """(root visit counts (B, A), root search values (B,)); ``noise`` None searches without noise, and so do
-        the first ``exact`` games. ``seed`` (B, A): a distribution over actions per game (e.g. one-hot on a
-        baseline's move) that the root's prior mixes in with ``seed_weight``, before the noise; None: none."""
-        fraction = np.full((self.batch, 1), 0.0 if noise is None else self.config.dirichlet_fraction, np.float32)
+        """(root visit counts (B, A), root search values (B,)): `search`'s first two."""
+        searched = self.search(weights, features, legal, noise, exact, seed, seed_weight)
+        return searched.visits, searched.value
+
+    def search(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
+               exact: int = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0) -> Searched:
+        """The search of B games. ``noise`` (B, A): Dirichlet draws (pUCT) or standard Gumbel draws (gumbel); None
+        searches without noise, and so do the first ``exact`` games. ``seed`` (B, A): a distribution over actions
+        per game (e.g. one-hot on a baseline's move) that the root's prior mixes in with ``seed_weight``, before
+        the noise; None: none."""
+        gumbel = self.config.search == "gumbel"
+        scale = 1.0 if gumbel else self.config.dirichlet_fraction
+        fraction = np.full((self.batch, 1), 0.0 if noise is None else scale, np.float32)
         fraction[:exact] = 0.0
         self.inputs.update(weights=weights.astype(np.float32), features=features.astype(np.float32),
                            invalid=~legal, noise=np.zeros(legal.shape, np.float32) if noise is None else
@@ -85,7 +112,10 @@ class SearchProgram:
                            seed=np.zeros(legal.shape, np.float32) if seed is None else seed.astype(np.float32),
                            seed_weight=np.full((self.batch, 1), 0.0 if seed is None else seed_weight, np.float32))
         self.executable.execute()
-        return self.outputs["visits"], self.outputs["value"]
+        visits = self.outputs["visits"]
+        if gumbel:
+            return Searched(visits, self.outputs["value"], self.outputs["policy"], self.outputs["action"])
+        return Searched(visits, self.outputs["value"], visits / np.maximum(visits.sum(-1, keepdims=True), 1.0), None)
 
 
 @dataclasses.dataclass
@@ -148,16 +178,18 @@ class SelfPlay:
             rows = np.zeros(batch, dtype=np.int64)  # each row of the batch: its game's place in `live`
             rows[live] = np.arange(len(live))
             features, legal = features[rows], legal[rows]
-            noise = (self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch) if self.noise
-                     else None)
+            noise = self._noise(batch) if self.noise else None
             seeds = None
             if self.seed_weight > 0:
                 seeds = np.stack([greedy_seed(games[k]) for k in live])[rows]
-            visits, values = self.program.run(weights, features, legal, noise, exact=greedy_games, seed=seeds,
-                                              seed_weight=self.seed_weight)
+            searched = self.program.search(weights, features, legal, noise, exact=greedy_games, seed=seeds,
+                                           seed_weight=self.seed_weight)
             self.searches += 1
-            actions = choose(visits[live], legal[live],
-                             np.array([0.0 if k < greedy_games else temperature for k in live]), self.rng)
+            if searched.action is not None:
+                actions = searched.action[live]
+            else:
+                actions = choose(searched.visits[live], legal[live],
+                                 np.array([0.0 if k < greedy_games else temperature for k in live]), self.rng)
             for k, action in zip(live, actions.tolist()):
                 trajectory, game = trajectories[k], games[k]
                 if trajectory.rewards:
@@ -166,8 +198,8 @@ class SelfPlay:
                 trajectory.features.append(features[k])
                 trajectory.legal.append(legal[k])
                 trajectory.actions.append(action)
-                trajectory.policies.append(visits[k] / visits[k].sum())
-                trajectory.values.append(float(values[k]))
+                trajectory.policies.append(searched.policy[k])
+                trajectory.values.append(float(searched.value[k]))
                 if seeds is not None:
                     trajectory.seeds.append(seeds[k])
                 trajectory.rewards.append(game.play(action) * self.reward_scale)
@@ -175,6 +207,12 @@ class SelfPlay:
         for trajectory in trajectories:
             trajectory.total_reward = trajectory.game.total_reward
         return trajectories
+
+    def _noise(self, batch: int) -> np.ndarray:
+        """The root's noise draws for a search: Dirichlet (pUCT) or standard Gumbel (gumbel)."""
+        if self.program.config.search == "gumbel":
+            return self.rng.gumbel(size=(batch, ACTIONS))
+        return self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch)
 
     def _forced_moves(self, game: MMapGame, trajectory: Trajectory) -> float:
         reward = 0.0

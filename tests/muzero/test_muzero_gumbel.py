@@ -12,7 +12,17 @@ import pytest
 from mctx._src import seq_halving
 
 import timerl as trl
+from algorithms.mmap.baselines.policies import greedy_action
+from algorithms.mmap.baselines.result import new_game
+from algorithms.mmap.check import check_mapping
+from algorithms.mmap.mapping import mapping_records
+from algorithms.mmap.problem import build_problem
+from algorithms.mmap.synthetic import synthetic_instance
 from algorithms.muzero.mcts import Root, SearchConfig, considered_visits, gumbel_outcome, gumbel_search_root, search
+from algorithms.muzero.networks import Layout, init_weights
+from algorithms.muzero.replay import Replay
+from algorithms.muzero.selfplay import SearchProgram, SelfPlay
+from test_muzero_learning import SIZES
 from test_muzero_mcts import ACTIONS, fixed_network, fixed_recurrent_fn, random_root
 
 
@@ -120,3 +130,55 @@ def test_gumbel_search_root_on_jax_matches_mctx():
 def test_search_config_rejects_unknown_search():
     with pytest.raises(ValueError, match="puct"):
         SearchConfig(search="alphazero")
+
+
+# ---------------------------------------------------------------------------------------- self-play with it
+def gumbel_program(simulations: int, max_depth: int):
+    weights = init_weights(SIZES, 0)
+    layout = Layout.of(weights)
+    config = SearchConfig(num_simulations=simulations, max_depth=max_depth, search="gumbel")
+    return SearchProgram(layout, batch=2, config=config), layout.pack(weights)
+
+
+def test_gumbel_selfplay_plays_the_search_action_and_keeps_the_improved_policy():
+    """Self-play under Gumbel MuZero: legal complete games whose greedy (noise-free) game plays, at every decision,
+    the action of the program's own noise-free search on that position, and keeps its improved policy (a
+    distribution over the legal actions) as the policy target; Reanalyse stores the same targets."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
+    program, weights = gumbel_program(6, 2)
+    trajectories = SelfPlay(problem, program, seed=0).play(weights, temperature=1.0, greedy_games=1)
+    assert len(trajectories) == 2
+    for trajectory in trajectories:
+        assert trajectory.game.done and trajectory.game.feasible
+        check_mapping(problem, mapping_records(trajectory.game))
+        for legal, policy, action in zip(trajectory.legal, trajectory.policies, trajectory.actions):
+            assert legal.sum() > 1 and legal[action]
+            np.testing.assert_allclose(policy.sum(), 1.0, rtol=1e-5)
+            assert (policy[~legal] < 1e-6).all()
+    greedy = trajectories[0]
+    replay = Replay()
+    replay.add(greedy)
+    replay.reanalyse_game(program, weights, 0)
+    for u, (features, legal) in enumerate(zip(greedy.features, greedy.legal)):
+        searched = program.search(weights, np.stack([features] * 2), np.stack([legal] * 2), None)
+        assert searched.action[0] == greedy.actions[u]
+        np.testing.assert_allclose(greedy.policies[u], searched.policy[0], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(replay.games[0]["policies"][u], searched.policy[0], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(replay.games[0]["values"][u], searched.value[0], rtol=1e-5, atol=1e-6)
+
+
+def test_gumbel_seeded_root_plays_the_greedy_policy():
+    """The root's prior all seed (`seed_weight` 1: the other actions' logits at log(tiny)), one simulation and no
+    Gumbel noise: the one simulation visits the seed's move (its score g + logits + sigma(completed Q) is the
+    others' plus ~87, more than sigma's range, 5 before any visit), which is then the most visited and the action, so the greedy
+    game is the greedy one-step policy's game."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
+    program, weights = gumbel_program(1, 1)
+    (seeded,) = SelfPlay(problem, program, seed=0, noise=False, seed_weight=1.0).play(weights, 0.0, greedy_games=1,
+                                                                                     count=1)
+    game = new_game(problem)
+    expected = []
+    while not game.done:
+        expected.append(greedy_action(game))
+        game.play(expected[-1])
+    assert seeded.played == expected and seeded.total_reward == game.total_reward
