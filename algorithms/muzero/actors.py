@@ -22,10 +22,11 @@ from algorithms.muzero.selfplay import SearchProgram, SelfPlay, Trajectory
 
 class Actor:
     def __init__(self, problem: Problem, layout: Layout, games: int, config: SearchConfig, backend: str, seed: int,
-                 index: int, program: SearchProgram | None = None, seed_weight: float = 0.0):
+                 index: int, program: SearchProgram | None = None, seed_weight: float = 0.0,
+                 gumbel_temperature: bool = False):
         program = program if program is not None else SearchProgram(layout, games, config, backend)
         self.selfplay = SelfPlay(problem, program, seed=seed if index == 0 else np.random.SeedSequence([seed, index]),
-                                 seed_weight=seed_weight)
+                                 seed_weight=seed_weight, gumbel_temperature=gumbel_temperature)
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool, greedy_games: int,
              count: int | None = None) -> list[Trajectory]:
@@ -41,9 +42,9 @@ class Actors:
 
     def __init__(self, problem: Problem, layout: Layout, games: int, config: SearchConfig, backend: str = "torch",
                  seed: int = 0, workers: int = 1, use_ray: bool = False, program: SearchProgram | None = None,
-                 seed_weight: float = 0.0):
+                 seed_weight: float = 0.0, gumbel_temperature: bool = False):
         """``program``: a compiled search program of ``games`` games that a single local actor may use;
-        ``seed_weight``: `SelfPlay`'s."""
+        ``seed_weight``, ``gumbel_temperature``: `SelfPlay`'s."""
         if not 1 <= workers <= games:
             raise ValueError(f"workers must be between 1 and the games per round ({games}), got {workers}")
         shares = [games // workers + (k < games % workers) for k in range(workers)]
@@ -51,11 +52,13 @@ class Actors:
         if use_ray:
             local_ray.start(workers)
             remote = ray.remote(num_cpus=1)(Actor)
-            self.actors = [remote.remote(problem, layout, share, config, backend, seed, k, None, seed_weight)
+            self.actors = [remote.remote(problem, layout, share, config, backend, seed, k, None, seed_weight,
+                                          gumbel_temperature)
                            for k, share in enumerate(shares)]
         else:
             reuse = program if workers == 1 and program is not None and program.batch == games else None
-            self.actors = [Actor(problem, layout, share, config, backend, seed, k, reuse, seed_weight)
+            self.actors = [Actor(problem, layout, share, config, backend, seed, k, reuse, seed_weight,
+                                 gumbel_temperature)
                            for k, share in enumerate(shares)]
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool = True,

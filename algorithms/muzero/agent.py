@@ -63,6 +63,9 @@ class MuZeroConfig:
     """The search (`SearchConfig.search`): "puct" (MuZero's: actions drawn from the visit counts at the temperature,
     the visit distribution as the policy target) or "gumbel" (Gumbel MuZero's: the search's action, Gumbel noise at
     the root in place of Dirichlet noise and temperature, the improved policy as the policy target)."""
+    gumbel_temperature: bool = False
+    """Under "gumbel": the root's Gumbel draws scaled by the temperature schedule (1.0 -> 0.2), so the round's
+    sampled games move towards the search's own choice as the budget runs out (`SelfPlay.gumbel_temperature`)."""
     min_q_range: float = 1.0
     """`SearchConfig.min_q_range` in self-play, in reward units (REWARD_SCALE = 100 is the best saving, so 1% of it):
     with mctx's 1e-8, the untrained networks' near-equal Q values (differences of 0.004) were stretched to [0, 1],
@@ -143,7 +146,7 @@ class _Run:
                          np.ones((config.games, ACTIONS), bool), None)  # compiles jax's scans: outside the budget
         self.actors = Actors(problem, self.layout, config.games, search_config, config.search_backend, config.seed,
                              config.workers, use_ray=config.workers > 1, program=self.program,
-                             seed_weight=config.seed_weight)
+                             seed_weight=config.seed_weight, gumbel_temperature=config.gumbel_temperature)
         self.compile_seconds = time.perf_counter() - started  # the learner's compile is added by `feed`
         self.iterations = config.learner_steps(seconds)
         self.replay = Replay(unroll=config.learner.unroll, n_step=config.n_step, discount=search_config.discount)

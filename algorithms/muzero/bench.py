@@ -49,6 +49,7 @@ VARIANTS = {
     "muzero_nolearn": MuZeroConfig(learner=LearnerConfig(lr=0.0)),
     # Gumbel MuZero's search (`MuZeroConfig.search`), to compare with the pUCT default
     "muzero_gumbel": MuZeroConfig(search="gumbel"),
+    "muzero_gumbel_t": MuZeroConfig(search="gumbel", gumbel_temperature=True),  # its draws scaled by temperature
 }
 
 

@@ -1,8 +1,8 @@
 """Replay buffer, K-step unroll targets with n-step values, and Reanalyse (MuZero; MuZero Reanalyse).
 
 Targets for a position t and unroll step k = 0..K (position u = t + k of a game of T decisions):
-- policy: the search's policy at u (its visit distribution; Gumbel MuZero's improved policy) (masked out past the end of the game), learned over u's legal
-  actions (`legal`; all past the end);
+- policy: the search's policy at u (its visit distribution; Gumbel MuZero's improved policy), masked out past the
+  end of the game, learned over u's legal actions (`legal`; all past the end);
 - value:  z_u = sum_{j < n, u + j < T} discount^j r_{u + j} + discount^n v_{u + n} (v: the root search value,
   0 past the end: the game is over), two-hot over the support; 0 past the end;
 - reward: r_{t + k} for k < K (0 past the end), two-hot; actions past the end are drawn uniformly.

@@ -13,8 +13,9 @@ played at once and its reward added to the decision's), searches all B at once, 
 drawn from its visit counts with a temperature (MuZero: pi(a) ~ N(a)^(1/T)); under Gumbel MuZero each game plays
 the search's action (the Gumbel draws are the exploration; the greedy games search without them) and learns the
 improved policy. Dirichlet or Gumbel noise and the action draws come from a NumPy generator seeded per
-`SelfPlay`, since a compiled program's own draws repeat at every execution. Games run with Drop-backup, rewinding to the offending group's opening (`backup_point="group"`,
-as every baseline of `algorithms.mmap` plays; see game.py).
+`SelfPlay`, since a compiled program's own draws repeat at every execution. Games run with Drop-backup, rewinding
+to the offending group's opening (`backup_point="group"`, as every baseline of `algorithms.mmap` plays; see
+game.py).
 """
 
 from __future__ import annotations
@@ -145,9 +146,12 @@ def greedy_seed(game: MMapGame) -> np.ndarray:
 
 class SelfPlay:
     def __init__(self, problem: Problem, program: SearchProgram, seed: int = 0, noise: bool = True,
-                 seed_weight: float = 0.0):
-        """``seed_weight``: how much of the root's prior is the greedy policy's move (`greedy_seed`), 0 for none."""
+                 seed_weight: float = 0.0, gumbel_temperature: bool = False):
+        """``seed_weight``: how much of the root's prior is the greedy policy's move (`greedy_seed`), 0 for none;
+        ``gumbel_temperature``: under Gumbel MuZero, the root's Gumbel draws scaled by `play`'s temperature (as
+        argmax(T g + logits) draws from softmax(logits / T)); False: unscaled (the paper's)."""
         self.problem, self.program, self.noise, self.seed_weight = problem, program, noise, seed_weight
+        self.gumbel_temperature = gumbel_temperature
         self.encoder = Encoder(problem)
         self.rng = np.random.default_rng(seed)
         self.reward_scale = REWARD_SCALE / max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
@@ -178,7 +182,7 @@ class SelfPlay:
             rows = np.zeros(batch, dtype=np.int64)  # each row of the batch: its game's place in `live`
             rows[live] = np.arange(len(live))
             features, legal = features[rows], legal[rows]
-            noise = self._noise(batch) if self.noise else None
+            noise = self._noise(batch, temperature) if self.noise else None
             seeds = None
             if self.seed_weight > 0:
                 seeds = np.stack([greedy_seed(games[k]) for k in live])[rows]
@@ -208,10 +212,10 @@ class SelfPlay:
             trajectory.total_reward = trajectory.game.total_reward
         return trajectories
 
-    def _noise(self, batch: int) -> np.ndarray:
-        """The root's noise draws for a search: Dirichlet (pUCT) or standard Gumbel (gumbel)."""
+    def _noise(self, batch: int, temperature: float) -> np.ndarray:
+        """The root's noise draws for a search: Dirichlet (pUCT) or Gumbel (gumbel; `gumbel_temperature`)."""
         if self.program.config.search == "gumbel":
-            return self.rng.gumbel(size=(batch, ACTIONS))
+            return self.rng.gumbel(size=(batch, ACTIONS)) * (temperature if self.gumbel_temperature else 1.0)
         return self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch)
 
     def _forced_moves(self, game: MMapGame, trajectory: Trajectory) -> float:

@@ -170,8 +170,8 @@ def test_gumbel_selfplay_plays_the_search_action_and_keeps_the_improved_policy()
 def test_gumbel_seeded_root_plays_the_greedy_policy():
     """The root's prior all seed (`seed_weight` 1: the other actions' logits at log(tiny)), one simulation and no
     Gumbel noise: the one simulation visits the seed's move (its score g + logits + sigma(completed Q) is the
-    others' plus ~87, more than sigma's range, 5 before any visit), which is then the most visited and the action, so the greedy
-    game is the greedy one-step policy's game."""
+    others' plus ~87, more than sigma's range, 5 before any visit), which is then the most visited and the action,
+    so the greedy game is the greedy one-step policy's game."""
     problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
     program, weights = gumbel_program(1, 1)
     (seeded,) = SelfPlay(problem, program, seed=0, noise=False, seed_weight=1.0).play(weights, 0.0, greedy_games=1,
