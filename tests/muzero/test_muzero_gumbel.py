@@ -182,3 +182,15 @@ def test_gumbel_seeded_root_plays_the_greedy_policy():
         expected.append(greedy_action(game))
         game.play(expected[-1])
     assert seeded.played == expected and seeded.total_reward == game.total_reward
+
+
+def test_gumbel_temperature_zero_plays_the_noise_free_search():
+    """`gumbel_temperature`: the Gumbel draws scaled by the temperature, so at temperature 0 every game of a noisy
+    round plays the noise-free search's game (the round's greedy game); unscaled draws explore."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
+    program, weights = gumbel_program(4, 2)
+    scaled = SelfPlay(problem, program, seed=0, gumbel_temperature=True).play(weights, 0.0, greedy_games=1)
+    assert scaled[1].played == scaled[0].played
+    np.testing.assert_allclose(np.stack(scaled[1].policies), np.stack(scaled[0].policies), rtol=1e-5, atol=1e-7)
+    rounds = [SelfPlay(problem, program, seed=seed).play(weights, 0.0, greedy_games=1)[1] for seed in range(4)]
+    assert any(game.played != scaled[0].played for game in rounds)
