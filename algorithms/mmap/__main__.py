@@ -20,7 +20,8 @@ def main(argv=None) -> None:
     bench.add_argument("--workloads", nargs="*", help="workload names (default: all parsed workloads)")
     bench.add_argument("--budget", type=int, default=None, help="episodes' worth of game moves per agent")
     bench.add_argument("--agents", nargs="*", default=list(AGENTS), choices=list(EVERY_AGENT),
-                       help="default: the baselines; add muzero, muzero_nosearch, muzero_nolearn, muzero_gumbel(_t)")
+                       help="default: the baselines; add muzero, muzero_nosearch, muzero_nolearn, muzero_puct, "
+                            "muzero_gumbel_t")
     bench.add_argument("--seconds", type=float, default=None,
                        help="budget as CPU time per agent and workload (random play's moves in S CPU seconds)")
     bench.add_argument("--curves", default=None, help="PNG of the learning agents' curves")

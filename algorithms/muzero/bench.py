@@ -41,14 +41,14 @@ class LearnedResult(Result):
 
 VARIANTS = {
     "muzero": MuZeroConfig(),
-    # paper Fig. 7, learning without search: one simulation per move, so the move is the prior's pUCT choice
-    # (plus the root's Dirichlet noise) and the policy target that choice; value and reward learning unchanged
+    # paper Fig. 7, learning without search: one simulation per move, so the move is the root's Gumbel-top-1
+    # sample of the prior (pUCT: the prior's choice plus Dirichlet noise); value and reward learning unchanged
     "muzero_nosearch": MuZeroConfig(simulations=1),
     # search without learning: the same search, self-play and learner computation at a learning rate of 0, so
     # every search uses the initial random networks
     "muzero_nolearn": MuZeroConfig(learner=LearnerConfig(lr=0.0)),
-    # Gumbel MuZero's search (`MuZeroConfig.search`), to compare with the pUCT default
-    "muzero_gumbel": MuZeroConfig(search="gumbel"),
+    # MuZero's pUCT search (`MuZeroConfig.search`; the default is Gumbel MuZero's)
+    "muzero_puct": MuZeroConfig(search="puct"),
     "muzero_gumbel_t": MuZeroConfig(search="gumbel", gumbel_temperature=True),  # its draws scaled by temperature
 }
 
