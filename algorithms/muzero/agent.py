@@ -37,8 +37,7 @@ import numpy as np
 
 from algorithms.mmap.baselines.heuristic import heuristic_play
 from algorithms.mmap.baselines.result import Result, result_of
-from algorithms.mmap.problem import Problem, with_copy_setup
-from algorithms.mmap.simulator import DmaSpec
+from algorithms.mmap.problem import Problem
 from algorithms.muzero.actors import Actors
 from algorithms.muzero.features import FEATURES
 from algorithms.muzero.learner import LearnerConfig, train
@@ -95,15 +94,6 @@ class MuZeroConfig:
     0.455 on mlp_sgd (0.8: 0.403; 0.5 with 16 games a round: 0.412) and 0.548 on autoencoder_momentum, where the
     unseeded agent found 0.465 and 0.492; the rounds' mean return rose from 0.26-0.28 / 0.30-0.35 to 0.32-0.39 /
     0.42-0.51."""
-
-    copy_setup_seconds: float = DmaSpec().latency_seconds
-    """MuZero's games charge every copy this DMA setup time on top of its bytes (`problem.with_copy_setup`: the
-    copy window's supply must cover both, as a measured copy time would), so the agent makes no copy whose window
-    is too short for the DMA to start in time; the rewards stay the cost model's. 0 plays the bytes-only demands of
-    `costmodel` (the other agents' game). Why: with bytes-only demands the greedy seed's copies get one-instruction
-    windows (the latest start with enough supply), each of which stalls by about the setup time in the simulator:
-    on dqn_update_adam 118 of its 119 copies, 4.1 us of stalls, simulated speedup over the heuristic 0.974 at a
-    cost-model speedup of 1.073; with the setup (0.5 us, `DmaSpec.latency_seconds`) 1.030 / 1.030."""
 
     def learner_steps(self, seconds: float) -> int:
         if self.iterations is not None:
@@ -215,9 +205,11 @@ class _Run:
 
 def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
                 config: MuZeroConfig | None = None) -> Outcome:
+    """MuZero on ``problem`` as given: the game is the caller's choice, as for every agent of `algorithms.mmap`
+    (the bench's default is the setup game, `algorithms.mmap.bench.game_problem`; until the tenth session this
+    function applied the copy setup itself, `MuZeroConfig.copy_setup_seconds`, while the other agents played the
+    bytes-only game)."""
     config = dataclasses.replace(config or MuZeroConfig(), seed=seed)
-    if config.copy_setup_seconds:
-        problem = with_copy_setup(problem, config.copy_setup_seconds)
     run = _Run(problem, config, seconds)
     train(run.weights, run.layout, config.learner, run.iterations, run.feed, run.publish, config.backend, seed)
     if run.elapsed() + run.round_cost() <= seconds:  # the final round only where the budget has room for it
