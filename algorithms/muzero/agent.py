@@ -57,6 +57,9 @@ class MuZeroConfig:
     """Games per self-play round, searched as one batch. 16, not 8: a search of 16 games costs about what one of 8
     does (mlp_sgd, jax: 2.1 ms for 8 or 32 games), so a round of 16 games costs about 1.3x one of 8 (the host's
     per-game work is the rest) and the larger workloads, which play 2-3 rounds in 15 s, sample twice the games."""
+    rows: int | None = None
+    """Search rows (the search program's batch); None: `games`. Fewer rows than games: a row whose game ends starts
+    the round's next game (`SelfPlay.play`), so the searches stay full until the round's last games end."""
     simulations: int = 16
     max_depth: int = 4
     min_q_range: float = 1.0
@@ -134,12 +137,13 @@ class _Run:
         search_config = SearchConfig(num_simulations=config.simulations, max_depth=config.max_depth,
                                      min_q_range=config.min_q_range)
         started = time.perf_counter()
-        self.program = SearchProgram(self.layout, config.games, search_config, config.search_backend)
-        self.program.run(self.weights, np.zeros((config.games, FEATURES), np.float32),
-                         np.ones((config.games, ACTIONS), bool), None)  # compiles jax's scans: outside the budget
+        rows = config.games if config.rows is None else config.rows
+        self.program = SearchProgram(self.layout, rows, search_config, config.search_backend)
+        self.program.run(self.weights, np.zeros((rows, FEATURES), np.float32),
+                         np.ones((rows, ACTIONS), bool), None)  # compiles jax's scans: outside the budget
         self.actors = Actors(problem, self.layout, config.games, search_config, config.search_backend, config.seed,
                              config.workers, use_ray=config.workers > 1, program=self.program,
-                             seed_weight=config.seed_weight)
+                             seed_weight=config.seed_weight, rows=rows)
         self.compile_seconds = time.perf_counter() - started  # the learner's compile is added by `feed`
         self.iterations = config.learner_steps(seconds)
         self.replay = Replay(unroll=config.learner.unroll, n_step=config.n_step, discount=search_config.discount)
