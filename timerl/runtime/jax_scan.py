@@ -75,7 +75,6 @@ class ScannedLoop:
         self.group_of, self.deciding = analysis.group_of, analysis.deciding
         self.compiled: dict = {}  # (outcome, count) -> one segment's function, its reads
         self.runs_compiled: dict = {}  # (a run's (outcome, count)s, its reads' slots, constants) -> one jitted function
-        self.zeros: tuple | None = None
         self.plans: dict = {}
         self.runs = 0
         self.schedules: dict = {}  # (deciding counters, start, stop) -> (segments, frees' iterations)
@@ -108,7 +107,7 @@ class ScannedLoop:
             raise TimeRLError(f"internal error: a compiled loop read {missing}, never stored (a scheduling bug)")
         self.runs += 1
         rows_of = tuple(tuple(self._stacked(keys, output) for keys, output in reads) for reads in plan.sliced)
-        stacks, founds = plan.function(plan.traced_prefixes, plan.firsts, self._initial_carry(), loaded, rows_of)
+        stacks, founds = plan.function(plan.traced, loaded, rows_of)
         for (outcome, first), found in zip(plan.outcomes, founds):
             if found is not None:
                 self._raise_first(outcome, plan.prefixes, first, found)
@@ -164,8 +163,8 @@ class ScannedLoop:
                           if self.graph.nodes[key[0]].category is CONST)
         fixed = {slot for slot, _ in constants}
         passed = tuple(load for load, slot in loads.items() if slot not in fixed)
-        function, stored = self._whole_run(shape, arguments, constants)
         prefixes = [tuple(s.prefix(*outer)) for s in self.statements]  # (outer coordinates..., origin)
+        function, stored = self._whole_run(shape, arguments, constants, tuple(len(prefix) for prefix in prefixes))
         prefix_of = {m: prefix for s, prefix in zip(self.statements, prefixes) for m in s.stored}
         slope = self.slope
         stored_in = [set(self._stored(outcome)) for outcome, _, _ in segments]
@@ -190,8 +189,9 @@ class ScannedLoop:
         return RunPlan(
             checked=tuple(checked), hoisted=self._hoisted_points(self.hoisted, outer, start, stop),
             loads=passed, arguments=arguments, sliced=tuple(sliced), function=function,
-            traced_prefixes=tuple(tuple(np.int64(c) for c in prefix) for prefix in prefixes), prefixes=prefixes,
-            firsts=tuple(np.int64(first) for _, first, _ in segments),
+            traced=self.backend.from_numpy(np.array([c for prefix in prefixes for c in prefix] +
+                                                    [first for _, first, _ in segments], dtype=np.int64)),
+            prefixes=prefixes,
             outcomes=tuple((outcome, first) for outcome, first, _ in segments), stores=tuple(stores),
             after=self._hoisted_points(self.after, outer, start, stop),
             frees=tuple((keys, outputs, count) for (_, outputs, count), keys in freed.items()))
@@ -238,14 +238,6 @@ class ScannedLoop:
         *before, origin = prefixes[self.statements.index(statement)]
         point = tuple(before) + (self.slope * (first + k) + origin,)
         raise_violation(member, point, np.asarray(found[1])[k])
-
-    def _initial_carry(self) -> tuple:
-        """The carry before the first iteration: zeros, made once (jax arrays are immutable)."""
-        if self.zeros is None:
-            xp = self.backend.xp
-            outputs = [self.graph.nodes[p].outputs[o] for p, o in self.carried]
-            self.zeros = tuple(xp.zeros(tuple(output.shape), output.dtype) for output in outputs)
-        return self.zeros
 
     def _executed(self, outcome: tuple) -> list[Statement]:
         return [s for s in self.statements if s.guard is None or outcome[s.guard]]
@@ -317,16 +309,19 @@ class ScannedLoop:
         self.plans[shape] = ok or None
         return self.plans[shape]
 
-    def _whole_run(self, shape: tuple, arguments: tuple, constants: tuple) -> tuple[Callable, list[int]]:
-        """A run's segments, ``shape`` their (outcome, count)s in order, as one jitted function ``(prefixes,
-        each segment's first iteration, carry, the loaded invariants, each segment's sliced rows) -> (each stored
-        member's rows over the whole run, in the order of its points, each segment's checks)`` (not the last
-        carry: nothing reads it, and each of its arrays would be one more output buffer per call):
-        one XLA call per run, the segments' rows joined inside it. ``arguments``: per segment, its invariants'
-        slots among the run's invariants; ``constants``: (slot, constant member) for those that are the program's
-        constants, traced as constants, the others are the loaded invariants in slot order. Also the stored
-        members in the order of the stacks. Compiled once per (shape, arguments, constants)."""
-        cache_key = (shape, arguments, constants)
+    def _whole_run(self, shape: tuple, arguments: tuple, constants: tuple,
+                   lengths: tuple) -> tuple[Callable, list[int]]:
+        """A run's segments, ``shape`` their (outcome, count)s in order, as one jitted function ``(counters, the
+        loaded invariants, each segment's sliced rows) -> (each stored member's rows over the whole run, in the
+        order of its points, each segment's checks)`` (not the last carry: nothing reads it, and each of its arrays
+        would be one more output buffer per call): one XLA call per run, the segments' rows joined inside it.
+        ``counters``: one int64 vector, every statement's prefix (``lengths``: their lengths) then each segment's
+        first iteration (one argument, not one per number: each argument costs the call its conversion); the carry
+        starts as zeros made inside. ``arguments``: per segment, its invariants' slots among the run's invariants;
+        ``constants``: (slot, constant member) for those that are the program's constants, traced as constants,
+        the others are the loaded invariants in slot order. Also the stored members in the order of the stacks.
+        Compiled once per (shape, arguments, constants, lengths)."""
+        cache_key = (shape, arguments, constants, lengths)
         found = self.runs_compiled.get(cache_key)
         if found is not None:
             return found
@@ -341,7 +336,15 @@ class ScannedLoop:
         fixed = {slot: np.asarray(self.graph.nodes[member].attrs["value"]) for slot, member in constants}
         passed = [slot for slot in range(slots) if slot not in fixed]
 
-        def run(prefixes, firsts, carry, loaded, sliced):
+        carried = [self.graph.nodes[p].outputs[o] for p, o in self.carried]
+
+        def run(counters, loaded, sliced):
+            prefixes, at = [], 0
+            for length in lengths:
+                prefixes.append(tuple(counters[at + k] for k in range(length)))
+                at += length
+            firsts = [counters[at + k] for k in range(len(segments))]
+            carry = tuple(xp.zeros(tuple(output.shape), output.dtype) for output in carried)
             table: list[Any] = [None] * slots
             for slot, value in zip(passed, loaded):
                 table[slot] = value
@@ -350,7 +353,7 @@ class ScannedLoop:
             pieces: dict[int, list] = {}
             founds = []
             for segment, first, reads, rows_of, position in zip(segments, firsts, arguments, sliced, where):
-                carry, rows, found = segment(prefixes, first, carry, tuple(table[k] for k in reads), rows_of)
+                carry, rows, found = segment(tuple(prefixes), first, carry, tuple(table[k] for k in reads), rows_of)
                 founds.append(found)
                 for member, k in position.items():
                     pieces.setdefault(member, []).append(rows[k])
