@@ -186,15 +186,19 @@ class ScannedLoop:
             points = [tuple(where(*outer, c)) for c in iterations]
             for part in parts:
                 freed.setdefault(part, []).extend((part[0], point) for point in points)
+        # whole points (every output) leave the pool in one call; points losing some outputs, one call per part
+        whole = [key for (_, outputs, _), keys in freed.items() if outputs is None for key in keys]
+        frees = ((whole, None, 0),) if whole else ()
+        frees += tuple((keys, outputs, count) for (_, outputs, count), keys in freed.items() if outputs is not None)
         return RunPlan(
-            checked=tuple(checked), hoisted=self._hoisted_points(self.hoisted, outer, start, stop),
+            checked=tuple(dict.fromkeys(checked)), hoisted=self._hoisted_points(self.hoisted, outer, start, stop),
             loads=passed, arguments=arguments, sliced=tuple(sliced), function=function,
             traced=self.backend.from_numpy(np.array([c for prefix in prefixes for c in prefix] +
                                                     [first for _, first, _ in segments], dtype=np.int64)),
             prefixes=prefixes,
             outcomes=tuple((outcome, first) for outcome, first, _ in segments), stores=tuple(stores),
             after=self._hoisted_points(self.after, outer, start, stop),
-            frees=tuple((keys, outputs, count) for (_, outputs, count), keys in freed.items()))
+            frees=frees)
 
     @staticmethod
     def _hoisted_points(statements: list, outer: tuple, start: int, stop: int) -> tuple:
