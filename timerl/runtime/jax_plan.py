@@ -194,7 +194,10 @@ class JaxGroupLowering(GroupLowering):
             exec(compile("\n".join(lines), f"<timerl jax group G{group.id}>", "exec"), namespace)  # noqa: S102
             return namespace["fused"]
 
-        self.ns[f"F{group.id}"] = shared(key, build, self.backend.jit)
+        function = shared(key, build, self.backend.jit)
+        # without arguments (constants and their functions only) the results are the same at every call: computed
+        # at the first (in the program's session), kept (jax arrays are immutable)
+        self.ns[f"F{group.id}"] = function if externals else _once(function)
         targets = "".join(f"v{m.id}_0, " for m in results) or "_"
         call = f"F{group.id}({', '.join(externals)})"
         if not checks:
@@ -212,3 +215,14 @@ class JaxGroupLowering(GroupLowering):
                 outside.update(e.producer for e in member.inputs)
         return outside & fused
 
+
+def _once(function: Callable[[], Any]) -> Callable[[], Any]:
+    """``function()``'s result, computed at the first call and returned at every later one."""
+    kept: list = []
+
+    def call() -> Any:
+        if not kept:
+            kept.append(function())
+        return kept[0]
+
+    return call
