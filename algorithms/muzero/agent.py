@@ -53,13 +53,12 @@ FIRST_TEMPERATURE, FINAL_TEMPERATURE = 1.0, 0.2  # visit-count temperature over 
 
 @dataclasses.dataclass(frozen=True)
 class MuZeroConfig:
-    games: int = 16
-    """Games per self-play round, searched as one batch. 16, not 8: a search of 16 games costs about what one of 8
-    does (mlp_sgd, jax: 2.1 ms for 8 or 32 games), so a round of 16 games costs about 1.3x one of 8 (the host's
-    per-game work is the rest) and the larger workloads, which play 2-3 rounds in 15 s, sample twice the games."""
+    games: int | None = None
+    """Games per self-play round; None: by the workload's size (`round_shape`)."""
     rows: int | None = None
-    """Search rows (the search program's batch); None: `games`. Fewer rows than games: a row whose game ends starts
-    the round's next game (`SelfPlay.play`), so the searches stay full until the round's last games end."""
+    """Search rows (the search program's batch); None: `games`, or by the workload's size where `games` is None.
+    Fewer rows than games: a row whose game ends starts the round's next game (`SelfPlay.play`), so the searches
+    stay full until the round's last games end."""
     simulations: int = 16
     max_depth: int = 4
     min_q_range: float = 1.0
@@ -108,6 +107,18 @@ class MuZeroConfig:
     on dqn_update_adam 118 of its 119 copies, 4.1 us of stalls, simulated speedup over the heuristic 0.974 at a
     cost-model speedup of 1.073; with the setup (0.5 us, `DmaSpec.latency_seconds`) 1.030 / 1.030."""
 
+    def round_shape(self, problem: Problem) -> tuple[int, int]:
+        """(search rows, games per round). Chosen by measurement (tenth session, README "Tenth session,
+        throughput": one round of untrained self-play per cell, games per CPU s, jax search): up to 150 buffers
+        32 rows and 64 games (transformer_decode: 16x16 19.2, 32x32 37.6, 32x64 52.7, 64x64 49.3, 64x128 44.5),
+        above 64 rows and 64 games (cnn_sgd: 16x16 9.3, 16x32 14.1, 32x32 15.3, 32x64 16.8, 64x64 19.0, 64x128 20.6
+        at twice the round's cost). A search of 64 rows costs about twice one of 16 (2.7 against 1.3 ms), the host
+        the rest, per game and move."""
+        if self.games is not None:
+            return (self.games if self.rows is None else self.rows), self.games
+        rows = 32 if problem.num_buffers <= 150 else 64
+        return (rows if self.rows is None else self.rows), 64
+
     def learner_steps(self, seconds: float) -> int:
         if self.iterations is not None:
             return self.iterations
@@ -137,11 +148,11 @@ class _Run:
         search_config = SearchConfig(num_simulations=config.simulations, max_depth=config.max_depth,
                                      min_q_range=config.min_q_range)
         started = time.perf_counter()
-        rows = config.games if config.rows is None else config.rows
+        rows, games = config.round_shape(problem)
         self.program = SearchProgram(self.layout, rows, search_config, config.search_backend)
         self.program.run(self.weights, np.zeros((rows, FEATURES), np.float32),
                          np.ones((rows, ACTIONS), bool), None)  # compiles jax's scans: outside the budget
-        self.actors = Actors(problem, self.layout, config.games, search_config, config.search_backend, config.seed,
+        self.actors = Actors(problem, self.layout, games, search_config, config.search_backend, config.seed,
                              config.workers, use_ray=config.workers > 1, program=self.program,
                              seed_weight=config.seed_weight, rows=rows)
         self.compile_seconds = time.perf_counter() - started  # the learner's compile is added by `feed`
