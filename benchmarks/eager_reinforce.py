@@ -13,11 +13,13 @@ from algorithms.reinforce import PATCH_FEATURES
 
 def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma: float = 0.99, lr: float = 1e-2,
                 seed: int = 0, n_step: int | None = None, env_name: str = "CartPole-v1",
-                env_options: dict | None = None, hidden: int = 64, seconds: list | None = None) -> float:
+                env_options: dict | None = None, hidden: int = 64, seconds: list | None = None,
+                cpu_seconds: list | None = None) -> float:
     """REINFORCE (Monte Carlo, or n-step returns truncated at the window's end) with masked returns and a
     batch-mean baseline; returns the mean seconds per iteration, and appends each iteration's seconds to
-    ``seconds`` when given. Image observations (3 x H x W) go through a
-    convolution with kernel and stride H / 8 and 4 channels (`algorithms.reinforce`'s patch embedding) first."""
+    ``seconds`` when given (and its CPU seconds, `time.process_time`, to ``cpu_seconds``). Image observations
+    (3 x H x W) go through a convolution with kernel and stride H / 8 and 4 channels (`algorithms.reinforce`'s
+    patch embedding) first."""
     torch.manual_seed(seed)
     envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_name, **(env_options or {})) for _ in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
@@ -36,7 +38,7 @@ def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma
     obs, _ = envs.reset(seed=seed)
     started = time.perf_counter()
     for _ in range(iterations):
-        iteration_started = time.perf_counter()
+        iteration_started, iteration_cpu = time.perf_counter(), time.process_time()
         log_probs, rewards, ends = [], [], []
         for _ in range(steps):
             dist = torch.distributions.Categorical(logits=policy(torch.as_tensor(obs, dtype=torch.float32)))
@@ -64,4 +66,6 @@ def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma
         optimizer.step()
         if seconds is not None:
             seconds.append(time.perf_counter() - iteration_started)
+        if cpu_seconds is not None:
+            cpu_seconds.append(time.process_time() - iteration_cpu)
     return (time.perf_counter() - started) / iterations

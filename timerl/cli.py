@@ -58,12 +58,30 @@ def _warm_up_and_rest(curve: list[dict]) -> tuple[float, float]:
     return sum(seconds[:WARM_UP]), statistics.median(seconds[WARM_UP:])
 
 
-def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_steps: tuple) -> None:
-    """timerl torch and jax against the eager PyTorch REINFORCE, measured in this run: the median seconds of
-    ``iterations`` iterations on each side, after warm-up. Torch runs single-threaded on both sides: with small
-    tensors, intra-op threads only add synchronisation (and spin when the cores are shared). Eager is timed
-    before and after the torch rows (the faster median counts), and jax runs last, so that XLA's compile
-    threads do not slow the other rows down."""
+ROUNDS = 3  # REINFORCE's rounds: in each, eager and every timerl variant run in turn (`bench_reinforce`)
+
+
+def _after_first(rows: list[dict], iterations: int) -> tuple[list[float], list[float]]:
+    """The wall and CPU seconds of the last run's iterations but its first, from ``rows`` (a learning curve to which
+    each run appended ``iterations`` rows, or eager's iterations as rows): a run's first iteration also counts what
+    happened since the previous row (the other implementations' runs in between), or builds eager's optimizer
+    state."""
+    last = rows[len(rows) - iterations + 1:]
+    return [row["iteration_seconds"] for row in last], [row["iteration_cpu_seconds"] for row in last]
+
+
+def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_steps: tuple,
+                    rounds: int = ROUNDS) -> None:
+    """timerl torch and jax against the eager PyTorch REINFORCE, measured side by side in this run. Each timerl
+    variant is compiled and run once (``iterations`` iterations: the warm-up, which pays jax's XLA compiles),
+    then ``rounds`` rounds follow, each one eager run and one `execute()` of every variant's executable, in turn,
+    ``iterations`` iterations each: every row sees the load of the same seconds (rows measured one after another
+    each took in the load of their own minute: the ninth session's jax rows, measured last, ran 0.105-0.130 s per
+    iteration inside the bench against 0.075-0.089 s alone). A row's seconds per iteration is the median over
+    its rounds of the iterations after each round's first (eager's first builds its networks' optimizer state; a
+    re-executed program's first row also counts the time since its previous run), wall time and CPU time
+    (`time.process_time`, which a loaded machine inflates less). Torch runs single-threaded on both sides: with
+    small tensors, intra-op threads only add synchronisation (and spin when the cores are shared)."""
     import torch
 
     from algorithms.reinforce import train
@@ -75,48 +93,53 @@ def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_st
     # without a memory budget: it trades batching for memory that follows n, not T)
     variants = (("timerl torch", "torch", {}), ("timerl torch (no vectorize)", "torch", {"vectorize": False}),
                 ("timerl torch (running sums)", "torch", {"incrementalize": True}), ("timerl jax", "jax", {}))
-    eager: dict = {}
     rows: dict = {}
-
-    def timerl_row(case: tuple, backend: str, options: dict) -> tuple:
+    for case in cases:
         n_step, num_envs, steps = case
-        stats: dict = {}
-        curve = train("CartPole-v1", iterations=iterations + WARM_UP, num_envs=num_envs, steps=steps, n_step=n_step,
-                      backend=backend, compile_options=options, stats=stats)
-        first, per_iteration = _warm_up_and_rest(curve)
-        return stats["compile_seconds"], first, per_iteration, stats["peak_device_bytes"]
-
-    def eager_time(case: tuple) -> float:
-        n_step, num_envs, steps = case
+        samples: dict = {name: ([], []) for name in ("eager PyTorch",) + tuple(name for name, _, _ in variants)}
+        compiled: dict = {}
+        for name, backend, options in variants:
+            stats: dict = {}
+            curve = train("CartPole-v1", iterations=iterations, num_envs=num_envs, steps=steps, n_step=n_step,
+                          backend=backend, compile_options=options, stats=stats)
+            first = sum(row["iteration_seconds"] for row in curve[:WARM_UP])
+            compiled[name] = (curve, stats["executable"])
+            rows[case, name] = (stats["compile_seconds"], first, stats["peak_device_bytes"])
         eager_reinforce.train_eager(iterations=1, num_envs=num_envs, steps=steps, n_step=n_step)  # warm-up
-        seconds: list[float] = []
-        eager_reinforce.train_eager(iterations=iterations, num_envs=num_envs, steps=steps, n_step=n_step,
-                                    seconds=seconds)
-        return statistics.median(seconds)
-
-    for case in cases:
-        eager[case] = eager_time(case)
-        for name, backend, options in variants[:-1]:
-            rows[case, name] = timerl_row(case, backend, options)
-        eager[case] = min(eager[case], eager_time(case))
-    for case in cases:
-        name, backend, options = variants[-1]
-        rows[case, name] = timerl_row(case, backend, options)
-    print(f"Seconds per iteration: the median of {iterations} timed iterations on each side, after warm-up "
-          f"iterations (eager: 1; timerl: {WARM_UP}, the first iterations column). Eager runs before and after the "
-          "torch rows; the faster median counts.")
+        for _ in range(rounds):
+            seconds, cpu_seconds = [], []
+            eager_reinforce.train_eager(iterations=iterations, num_envs=num_envs, steps=steps, n_step=n_step,
+                                        seconds=seconds, cpu_seconds=cpu_seconds)
+            eager_rows = [{"iteration_seconds": w, "iteration_cpu_seconds": c} for w, c in zip(seconds, cpu_seconds)]
+            runs = [("eager PyTorch", eager_rows)]
+            for name, _, _ in variants:
+                curve, executable = compiled[name]
+                executable.execute()  # the sink appends this run's rows to the same curve
+                runs.append((name, curve))
+            for name, run_rows in runs:
+                wall, cpu = _after_first(run_rows, iterations)
+                samples[name][0].extend(wall)
+                samples[name][1].extend(cpu)
+        medians = {name: (statistics.median(wall), statistics.median(cpu)) for name, (wall, cpu) in samples.items()}
+        rows[case] = medians
+    print(f"Seconds per iteration: the median over {rounds} rounds of {iterations - 1} iterations each (after each "
+          "round's first), eager and every timerl variant in turn in each round; timerl's warm-up run before them "
+          f"({iterations} iterations, its first {WARM_UP}: the first iterations column). CPU: the same iterations' "
+          "process time.")
     print()
     print("| returns | envs x steps | implementation | compile s | first iterations s | median s / iteration | "
-          "vs eager | peak device bytes |")
-    print("|---|---|---|---|---|---|---|---|")
+          "vs eager | CPU vs eager | peak device bytes |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for case in cases:
         n_step, num_envs, steps = case
         label = f"| {'Monte Carlo' if n_step is None else f'{n_step}-step'} | {num_envs} x {steps} |"
-        print(f"{label} eager PyTorch | - | - | {eager[case]:.3f} | 1.00x | - |")
+        eager_wall, eager_cpu = rows[case]["eager PyTorch"]
+        print(f"{label} eager PyTorch | - | - | {eager_wall:.3f} | 1.00x | 1.00x | - |")
         for name, _, _ in variants:
-            compile_seconds, first, per_iteration, peak = rows[case, name]
-            print(f"{label} {name} | {compile_seconds:.2f} | {first:.2f} | {per_iteration:.3f} | "
-                  f"{per_iteration / eager[case]:.2f}x | {peak} |")
+            compile_seconds, first, peak = rows[case, name]
+            wall, cpu = rows[case][name]
+            print(f"{label} {name} | {compile_seconds:.2f} | {first:.2f} | {wall:.3f} | {wall / eager_wall:.2f}x | "
+                  f"{cpu / eager_cpu:.2f}x | {peak} |")
 
 
 PASS_ROWS = {  # the switches that can change each backend's REINFORCE (`timerl.options.CompileOptions`)

@@ -16,7 +16,9 @@ evaluation at 500 and 5,000 evaluations, each test case with each op's most like
 paper's 5,000 / 50,000 are scaled by 1/10 because our graphs are small: on them BRKGA-5K mostly already
 finds what BRKGA-30K finds, while 500 evaluations leave gaps of up to 19% (as 5,000 do on the paper's
 graphs of hundreds of ops). ``--transfer`` adds the
-six smallest MMapGame workloads (59-153 ops) as a second test set, never trained on. ``diagnose`` prints
+six smallest MMapGame workloads (59-153 ops) as a second test set, never trained on. ``--ops LO HI`` sets the
+synthetic graphs' sizes, ``--test-ops LO HI`` the test graphs' alone (drawn separately; train and valid
+unchanged, so a policy trained on small graphs is tested on larger ones). ``diagnose`` prints
 what known proposals gain (`diagnose.py`)."""
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--on", choices=("test", "valid"), default="test",
                      help="the split to evaluate on (choose settings on valid, report test)")
     run.add_argument("--variants", type=int, default=2, help="noisy variants per topology")
+    run.add_argument("--ops", type=int, nargs=2, default=(12, 28), metavar=("LO", "HI"),
+                     help="ops per synthetic graph, every split")
+    run.add_argument("--test-ops", type=int, nargs=2, default=None, metavar=("LO", "HI"),
+                     help="ops per test graph, drawn separately (a size-transfer test; train / valid unchanged)")
     run.add_argument("--imitate", type=int, default=600,
                      help="behaviour-cloning iterations of the heuristic proposal before REINFORCE (0: none)")
     run.add_argument("--imitation-lr", type=float, default=1e-2)
@@ -80,6 +86,10 @@ def main(argv: list[str] | None = None) -> None:
     check.add_argument("--seeds", type=int, default=3)
     check.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    for flag in ("ops", "test_ops"):
+        low_high = getattr(args, flag, None)
+        if low_high is not None and not 2 <= low_high[0] <= low_high[1]:
+            parser.error(f"--{flag.replace('_', '-')} {low_high[0]} {low_high[1]}: need 2 <= LO <= HI")
     if args.command == "diagnose":
         test = data.splits(train=48, valid=10, test=args.test_topologies, seed=args.seed).test
         for kind in args.objectives:
@@ -87,7 +97,8 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     splits = data.splits(train=args.train_topologies, valid=args.valid_topologies, test=args.test_topologies,
-                         variants=args.variants, seed=args.seed)
+                         variants=args.variants, ops=tuple(args.ops), seed=args.seed,
+                         test_ops=None if args.test_ops is None else tuple(args.test_ops))
     held_out = splits.test if args.on == "test" else splits.valid
     print(f"{len(splits.train)} training and {len(held_out)} {args.on} graphs x {args.eval_seeds} seeds "
           f"({args.train_topologies} / {args.valid_topologies} / {args.test_topologies} topologies)")

@@ -5,6 +5,7 @@ import pytest
 
 from algorithms.mmap.workloads import load_workload
 from algorithms.regal import data
+from algorithms.regal.__main__ import main as regal_main
 from algorithms.regal.workloads import SMALL, from_workload
 from algorithms.regal.perfmodel import chromosome_length, evaluate
 
@@ -52,3 +53,34 @@ def test_mmap_workloads_become_graphs():
             assert set(np.flatnonzero(graph.producer == op)) == set(instruction.outputs)
         # every op after the instructions is a zero-runtime parameter producing one undefined tensor
         assert (graph.runtimes[workload.num_instructions:] == 0).all()
+
+
+@pytest.mark.parametrize("ops", [(12, 28), (40, 80)])
+def test_graph_sizes_stay_in_the_range(ops):
+    graphs = data.generate(9, 1, ops, seed=4)
+    sizes = [g.num_ops for g in graphs]
+    assert all(ops[0] <= n <= ops[1] for n in sizes)
+    assert max(sizes) - min(sizes) >= (ops[1] - ops[0]) // 3  # drawn across the range, not one size
+    assert all(g.num_tensors == g.num_ops for g in graphs)  # one output per op
+
+
+def test_bad_size_range():
+    with pytest.raises(ValueError, match="graph sizes"):
+        data.generate(2, 1, (30, 20))
+
+
+def test_larger_test_split_keeps_train_and_valid():
+    plain = data.splits(train=4, valid=2, test=2, variants=1, seed=3)
+    larger = data.splits(train=4, valid=2, test=2, variants=1, seed=3, test_ops=(60, 70))
+    assert [g.name for g in larger.train] == [g.name for g in plain.train]
+    assert [g.name for g in larger.valid] == [g.name for g in plain.valid]
+    assert all(60 <= g.num_ops <= 70 for g in larger.test) and len(larger.test) == 2
+    seen = {g.topology for g in plain.train + plain.valid + plain.test}
+    assert not seen & {g.topology for g in larger.test}
+
+
+@pytest.mark.parametrize("flag", ["--ops", "--test-ops"])
+def test_bench_rejects_a_bad_size_range(flag, capsys):
+    with pytest.raises(SystemExit):
+        regal_main(["bench", flag, "30", "20"])
+    assert f"{flag} 30 20: need 2 <= LO <= HI" in capsys.readouterr().err
