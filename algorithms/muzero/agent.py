@@ -108,16 +108,16 @@ class MuZeroConfig:
     cost-model speedup of 1.073; with the setup (0.5 us, `DmaSpec.latency_seconds`) 1.030 / 1.030."""
 
     def round_shape(self, problem: Problem) -> tuple[int, int]:
-        """(search rows, games per round). Chosen by measurement (tenth session, README "Tenth session,
-        throughput": one round of untrained self-play per cell, games per CPU s, jax search): up to 150 buffers
-        32 rows and 64 games (transformer_decode: 16x16 19.2, 32x32 37.6, 32x64 52.7, 64x64 49.3, 64x128 44.5),
-        above 64 rows and 64 games (cnn_sgd: 16x16 9.3, 16x32 14.1, 32x32 15.3, 32x64 16.8, 64x64 19.0, 64x128 20.6
-        at twice the round's cost). A search of 64 rows costs about twice one of 16 (2.7 against 1.3 ms), the host
-        the rest, per game and move."""
+        """(search rows, games per round). Chosen by measurement (README "Tenth session, throughput"): 32 rows
+        always; 64 games a round (rows refilled) up to 150 buffers, 32 above. One round of untrained self-play,
+        games per CPU s (rows x games): transformer_decode 16x16 19.2, 32x32 37.6, 32x64 52.7, 64x64 49.3;
+        cnn_sgd 9.3, 15.3, 16.8, 19.0; diffusion_sample 5.3, 8.4, 9.5, 10.5. On the larger workloads a round of
+        64 games costs 3.4-6.1 CPU s, so a 15 s budget fits 1-4 of them and ends with a third of it unused
+        (bench, 64x64: rnn_cond_scan_sgd 1 round, 5.7 s; diffusion_sample 1 round, 5.4 s); at 32x32 it plays more
+        games in all (96 against 64 on both, dqn_update_adam 320 against 192)."""
         if self.games is not None:
             return (self.games if self.rows is None else self.rows), self.games
-        rows = 32 if problem.num_buffers <= 150 else 64
-        return (rows if self.rows is None else self.rows), 64
+        return (32 if self.rows is None else self.rows), (64 if problem.num_buffers <= 150 else 32)
 
     def learner_steps(self, seconds: float) -> int:
         if self.iterations is not None:
