@@ -75,8 +75,9 @@ class SearchProgram:
     def run(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
             exact: int | np.ndarray = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0):
         """(root visit counts (B, A), root search values (B,)); ``noise`` None searches without noise, and so do
-        the first ``exact`` games (or the rows where ``exact``, a (B,) bool mask, holds). ``seed`` (B, A): a distribution over actions per game (e.g. one-hot on a
-        baseline's move) that the root's prior mixes in with ``seed_weight``, before the noise; None: none."""
+        the first ``exact`` games (or the rows where ``exact``, a (B,) bool mask, holds). ``seed`` (B, A): a
+        distribution over actions per game (e.g. one-hot on a baseline's move) that the root's prior mixes in with
+        ``seed_weight``, before the noise; None: none."""
         fraction = np.full((self.batch, 1), 0.0 if noise is None else self.config.dirichlet_fraction, np.float32)
         if isinstance(exact, np.ndarray):
             fraction[exact] = 0.0
