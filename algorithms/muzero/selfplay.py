@@ -7,8 +7,9 @@ games' features, legal masks and Dirichlet draws) are sources that read the host
 program is compiled once and executed once per move of the batch.
 
 `SelfPlay` is the host side (the irregular part: games of different lengths, Drop-backup rewinds): it keeps
-B games, advances each to its next decision (a buffer with more than one legal action; a forced move is
-played at once and its reward added to the decision's), searches all B at once, and plays each game's action
+B games (one per search row; a row whose game ends starts the round's next game), advances each to its next
+decision (a buffer with more than one legal action; a forced move is played at once and its reward added to the
+decision's), searches all B at once, and plays each game's action
 drawn from its visit counts with a temperature (MuZero: pi(a) ~ N(a)^(1/T)). Dirichlet noise and the action
 draws come from a NumPy generator seeded per `SelfPlay`, since a compiled program's own draws repeat at every
 execution. Games run with Drop-backup, rewinding to the offending group's opening (`backup_point="group"`,
