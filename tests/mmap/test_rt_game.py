@@ -33,12 +33,12 @@ def traces_for(problem, drop_backup, max_moves):
     return [numpy_trace(problem, POLICIES[name](problem, seed), drop_backup, max_moves) for name, seed in PLAYERS]
 
 
-def replay_traces(problem, traces, drop_backup, backend):
+def replay_traces(problem, traces, drop_backup, backend, **options):
     moves = max(len(trace["action"]) for trace in traces)
     actions = np.zeros((len(traces), moves), dtype=np.int64)
     for game, trace in enumerate(traces):
         actions[game, :len(trace["action"])] = trace["action"]
-    return replay(problem, actions, backend=backend, drop_backup=drop_backup)
+    return replay(problem, actions, backend=backend, drop_backup=drop_backup, **options)
 
 
 def assert_same_play(traces, got):
@@ -81,6 +81,14 @@ def test_rt_game_matches_numpy_game_compiled(compiled_backend, drop_backup):
     problem = build_problem(WHOLE)
     traces = traces_for(problem, drop_backup, None)
     assert_same_play(traces, replay_traces(problem, traces, drop_backup, compiled_backend))
+
+
+@pytest.mark.parametrize("backend", ["reference", "torch"])
+def test_rt_game_with_wide_tables_matches_numpy_game(backend):
+    """The int32 layout of records and copy edges (`GameTables(wide=True)`, for TorchInductor) plays the same."""
+    problem = build_problem(WHOLE)
+    traces = traces_for(problem, True, None)
+    assert_same_play(traces, replay_traces(problem, traces, True, backend, wide=True))
 
 
 def test_policy_inside_an_rt_program_over_iterations_and_moves():

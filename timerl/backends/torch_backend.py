@@ -227,8 +227,10 @@ class InductorFunction:
             # as one placeholder, and the compiled code would read it for both arguments at every later call
             distinct = _distinct(inputs)
             graph = make_fx(flat, tracing_mode="fake")(*distinct)
-            # one compile at a time needs no pool of compiling worker processes (slower to start on a small machine)
-            with torch._inductor.config.patch(compile_threads=1):
+            # one compile at a time needs no pool of compiling worker processes (slower to start on a small machine);
+            # no checks of the inputs' sizes, strides and alignment at every call: the layout key above is what
+            # selects this code (the RT MMapGame's move: ~100 checks a move)
+            with torch._inductor.config.patch(compile_threads=1, **_UNCHECKED):
                 compiled = torch._inductor.compile(graph, distinct)
         except Exception as error:  # noqa: BLE001 (any failure to trace or compile: the function runs as it is)
             self.failures.append(f"{type(error).__name__}: {error}")
@@ -237,6 +239,9 @@ class InductorFunction:
                           RuntimeWarning, stacklevel=2)
             return None, None
         return compiled, structure[-1]
+
+
+_UNCHECKED = {"size_asserts": False, "alignment_asserts": False}
 
 
 def _distinct(inputs: tuple) -> list:

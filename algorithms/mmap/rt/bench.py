@@ -30,8 +30,11 @@ def measure(workload: str, games: int, moves: int, backend: str, drop_backup: bo
     ctx = trl.Context(dims="m")
     (m,), (bound,) = ctx.dims, ctx.bounds
     finals = []
+    # TorchInductor's layout (GameTables: int32 records and edges) where it compiles the move
+    wide = backend == "torch" and options is not None and options.compile_groups
     with ctx:
-        played = play(GameTables(game_arrays(problem)), games, uniform_legal, move_dim=m, drop_backup=drop_backup)
+        played = play(GameTables(game_arrays(problem), wide=wide), games, uniform_legal, move_dim=m,
+                      drop_backup=drop_backup)
         with ctx.when(m == bound - 1):
             # read on the host: a run ends when its games' returns are there (jax dispatches asynchronously)
             played.after.total.sink(lambda point, value: finals.append(np.asarray(value)))

@@ -99,7 +99,7 @@ def initial_state(tables: GameTables, num_games: int, drop_backup: bool) -> Stat
     records = F.zeros((games, 2, tables.num_buffers), tables.record_dtype)  # none counts before position 0
     book = F.expand(F.unsqueeze(tables.book, 0), (games, tables.layout.size))
     sums = F.expand(tables.supply_sums, (games, times + 1))
-    edges = F.zeros((games, times), "bool")
+    edges = F.zeros((games, times), tables.edge_dtype)
     position = F.zeros((games,), "int64")
     done = F.zeros((games,), "bool")
     total = F.zeros((games,), "float64")

@@ -84,17 +84,18 @@ def uniform_legal(state: State):
 
 
 def replay(problem: Problem, actions: np.ndarray, backend: str = "reference", drop_backup: bool = False,
-           **options) -> dict:
+           wide: bool = False, **options) -> dict:
     """Play `actions` (games x moves, int) through the RT game; returns per-move NumPy arrays (moves x games
     x ...): legal (mask before the move), copy and no_copy (the candidates, rules.Plan), reward, placement
-    (start, end, column), position, done, feasible, total, supply and edges (after the move)."""
+    (start, end, column), position, done, feasible, total, supply and edges (after the move). `wide`: the
+    tables' int32 layout (`GameTables`)."""
     actions = np.asarray(actions, dtype=np.int64)
     games, moves = actions.shape
     ctx = trl.Context(dims="m")
     (m,), (bound,) = ctx.dims, ctx.bounds
     trace: dict = {}
     with ctx:
-        tables = GameTables(game_arrays(problem))
+        tables = GameTables(game_arrays(problem), wide=wide)
         given = trl.source(lambda point: actions[:, point["m"]], shape=(games,), dtype="int64", domain=(m,))
         played = play(tables, games, lambda state: given, move_dim=m, drop_backup=drop_backup)
         outputs = {"legal": played.state.plan.legal, "copy": played.state.plan.copy,

@@ -146,7 +146,10 @@ def lowest_free_columns(tables: GameTables, records, position, first, own_group,
     counts = F.apply("bincount", F.reshape(events, (-1,)), F.reshape(F.cat([weight, -weight], 1), (-1,)),
                      size=games * tables.bins)
     counts = F.reshape(counts, (games, tables.bins))
-    packed = block_cumsum(F.astype(counts, exact))  # (G, bins): blocked(c) of every interval, packed
+    if tables.wide:  # one pass of integer adds per game (torch's cumsum; inductor calls it as it is)
+        packed = F.astype(F.cumsum(counts, 1), exact)
+    else:
+        packed = block_cumsum(F.astype(counts, exact))  # (G, bins): blocked(c) of every interval, packed
     found = []
     for interval in range(k):
         # this interval's blocked(c) is digit `interval` of packed(c): the top digit is 0 where packed(c) is
@@ -207,7 +210,7 @@ def copy_bound(tables: GameTables, sums, edges, live_start, target, live_end, de
     times, horizon = tables.times, tables.num_times
     out = per_game(is_output)
     mirrored = F.where(out, horizon - 1 - times, times)  # (G, T): greater is nearer the target
-    used = (edges & (times >= per_game(F.where(is_output, target + 1, live_start)))
+    used = (F.astype(edges, "bool") & (times >= per_game(F.where(is_output, target + 1, live_start)))
             & (times <= per_game(F.where(is_output, live_end - 1, target - 2))))
     nearest_used = F.max(F.where(used, mirrored, -1), dim=1)  # mirrored, -1 if none
     first = F.where(is_output, target + 1, F.maximum(live_start, nearest_used + 1))
@@ -237,7 +240,8 @@ def consume(tables: GameTables, sums, edges, first, last, demand, is_output, act
     taken = F.where(inside, per_game(flat), sums - per_game(demand))
     sums = F.where((points > per_game(first)) & per_game(active), taken, sums)
     times = tables.times
-    edges = edges | ((times >= per_game(first)) & (times < per_game(last)) & per_game(active))
+    marked = F.astype(edges, "bool") | ((times >= per_game(first)) & (times < per_game(last)) & per_game(active))
+    edges = F.astype(marked, edges.dtype)  # bool, or int32 in the wide tables
     return sums, edges
 
 

@@ -146,9 +146,16 @@ def buffer_rows(arrays: GameArrays, layout: BookLayout) -> np.ndarray:
 
 
 class GameTables:
-    """The arrays as constant RTs (created in the active context), plus index ranges the rules compare with."""
+    """The arrays as constant RTs (created in the active context), plus index ranges the rules compare with.
 
-    def __init__(self, arrays: GameArrays):
+    `wide`: the layout for torch with `CompileOptions.compile_groups`. The state's records and copy edges are
+    int32 rather than the narrowest types (int16 records, bool edges): TorchInductor's C++ loops (torch 2.13)
+    vectorize neither int16 nor bool arrays, and the loops over records and edges ran scalar (side by side in
+    one process, 256 games, load ~10: 39,510 -> 56,164 moves per CPU second, median of 4). XLA packs the
+    narrow types well (jax: neutral to 5% slower wide), so they stay the default. And the free-block query's
+    cumulative count is torch's integer cumsum (`rules.lowest_free_columns`), not XLA's blocked matmuls."""
+
+    def __init__(self, arrays: GameArrays, wide: bool = False):
         self.arrays = arrays
         self.num_buffers, self.num_times = arrays.num_buffers, arrays.num_times
         self.num_columns, self.num_groups = arrays.num_columns, arrays.num_groups
@@ -156,7 +163,10 @@ class GameTables:
         self.layout = book_layout(arrays)
         # the records' values (times in [-1, num_times], columns in [-1, num_columns)) in the narrowest integer
         # type that holds them: the free-block query reads every record at every move, so its bytes are its cost
-        self.record_dtype = "int16" if max(arrays.num_times, arrays.num_columns) < 2 ** 15 else "int32"
+        narrow = not wide and max(arrays.num_times, arrays.num_columns) < 2 ** 15
+        self.record_dtype = "int16" if narrow else "int32"
+        self.edge_dtype = "int32" if wide else "bool"
+        self.wide = wide
         # int32 (offsets, flags, times, buffers and sums of slot bits all fit): a move reads and writes the book
         # of every game several times (Drop-backup's snapshot and rewind), so its bytes count
         self.book = F.tensor(initial_book(arrays, self.layout), dtype="int32")
