@@ -52,10 +52,12 @@ FIRST_TEMPERATURE, FINAL_TEMPERATURE = 1.0, 0.2  # visit-count temperature over 
 
 @dataclasses.dataclass(frozen=True)
 class MuZeroConfig:
-    games: int = 16
-    """Games per self-play round, searched as one batch. 16, not 8: a search of 16 games costs about what one of 8
-    does (mlp_sgd, jax: 2.1 ms for 8 or 32 games), so a round of 16 games costs about 1.3x one of 8 (the host's
-    per-game work is the rest) and the larger workloads, which play 2-3 rounds in 15 s, sample twice the games."""
+    games: int | None = None
+    """Games per self-play round; None: by the workload's size (`round_shape`)."""
+    rows: int | None = None
+    """Search rows (the search program's batch); None: `games`, or by the workload's size where `games` is None.
+    Fewer rows than games: a row whose game ends starts the round's next game (`SelfPlay.play`), so the searches
+    stay full until the round's last games end."""
     simulations: int = 16
     max_depth: int = 4
     min_q_range: float = 1.0
@@ -95,6 +97,18 @@ class MuZeroConfig:
     unseeded agent found 0.465 and 0.492; the rounds' mean return rose from 0.26-0.28 / 0.30-0.35 to 0.32-0.39 /
     0.42-0.51."""
 
+    def round_shape(self, problem: Problem) -> tuple[int, int]:
+        """(search rows, games per round). Chosen by measurement (README "Tenth session, throughput"): 32 rows
+        always; 64 games a round (rows refilled) up to 150 buffers, 32 above. One round of untrained self-play,
+        games per CPU s (rows x games): transformer_decode 16x16 19.2, 32x32 37.6, 32x64 52.7, 64x64 49.3;
+        cnn_sgd 9.3, 15.3, 16.8, 19.0; diffusion_sample 5.3, 8.4, 9.5, 10.5. On the larger workloads a round of
+        64 games costs 3.4-6.1 CPU s, so a 15 s budget fits 1-4 of them and ends with a third of it unused
+        (bench, 64x64: rnn_cond_scan_sgd 1 round, 5.7 s; diffusion_sample 1 round, 5.4 s); at 32x32 it plays more
+        games in all (96 against 64 on both, dqn_update_adam 320 against 192)."""
+        if self.games is not None:
+            return (self.games if self.rows is None else self.rows), self.games
+        return (32 if self.rows is None else self.rows), (64 if problem.num_buffers <= 150 else 32)
+
     def learner_steps(self, seconds: float) -> int:
         if self.iterations is not None:
             return self.iterations
@@ -124,12 +138,13 @@ class _Run:
         search_config = SearchConfig(num_simulations=config.simulations, max_depth=config.max_depth,
                                      min_q_range=config.min_q_range)
         started = time.perf_counter()
-        self.program = SearchProgram(self.layout, config.games, search_config, config.search_backend)
-        self.program.run(self.weights, np.zeros((config.games, FEATURES), np.float32),
-                         np.ones((config.games, ACTIONS), bool), None)  # compiles jax's scans: outside the budget
-        self.actors = Actors(problem, self.layout, config.games, search_config, config.search_backend, config.seed,
+        rows, games = config.round_shape(problem)
+        self.program = SearchProgram(self.layout, rows, search_config, config.search_backend)
+        self.program.run(self.weights, np.zeros((rows, FEATURES), np.float32),
+                         np.ones((rows, ACTIONS), bool), None)  # compiles jax's scans: outside the budget
+        self.actors = Actors(problem, self.layout, games, search_config, config.search_backend, config.seed,
                              config.workers, use_ray=config.workers > 1, program=self.program,
-                             seed_weight=config.seed_weight)
+                             seed_weight=config.seed_weight, rows=rows)
         self.compile_seconds = time.perf_counter() - started  # the learner's compile is added by `feed`
         self.iterations = config.learner_steps(seconds)
         self.replay = Replay(unroll=config.learner.unroll, n_step=config.n_step, discount=search_config.discount)

@@ -7,8 +7,9 @@ games' features, legal masks and Dirichlet draws) are sources that read the host
 program is compiled once and executed once per move of the batch.
 
 `SelfPlay` is the host side (the irregular part: games of different lengths, Drop-backup rewinds): it keeps
-B games, advances each to its next decision (a buffer with more than one legal action; a forced move is
-played at once and its reward added to the decision's), searches all B at once, and plays each game's action
+B games (one per search row; a row whose game ends starts the round's next game), advances each to its next
+decision (a buffer with more than one legal action; a forced move is played at once and its reward added to the
+decision's), searches all B at once, and plays each game's action
 drawn from its visit counts with a temperature (MuZero: pi(a) ~ N(a)^(1/T)). Dirichlet noise and the action
 draws come from a NumPy generator seeded per `SelfPlay`, since a compiled program's own draws repeat at every
 execution. Games run with Drop-backup, rewinding to the offending group's opening (`backup_point="group"`,
@@ -73,12 +74,16 @@ class SearchProgram:
         return lambda point, value: self.outputs.__setitem__(name, np.asarray(value).copy())
 
     def run(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
-            exact: int = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0):
+            exact: int | np.ndarray = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0):
         """(root visit counts (B, A), root search values (B,)); ``noise`` None searches without noise, and so do
-        the first ``exact`` games. ``seed`` (B, A): a distribution over actions per game (e.g. one-hot on a
-        baseline's move) that the root's prior mixes in with ``seed_weight``, before the noise; None: none."""
+        the first ``exact`` games (or the rows where ``exact``, a (B,) bool mask, holds). ``seed`` (B, A): a
+        distribution over actions per game (e.g. one-hot on a baseline's move) that the root's prior mixes in with
+        ``seed_weight``, before the noise; None: none."""
         fraction = np.full((self.batch, 1), 0.0 if noise is None else self.config.dirichlet_fraction, np.float32)
-        fraction[:exact] = 0.0
+        if isinstance(exact, np.ndarray):
+            fraction[exact] = 0.0
+        else:
+            fraction[:exact] = 0.0
         self.inputs.update(weights=weights.astype(np.float32), features=features.astype(np.float32),
                            invalid=~legal, noise=np.zeros(legal.shape, np.float32) if noise is None else
                            noise.astype(np.float32), noise_fraction=fraction,
@@ -128,30 +133,41 @@ class SelfPlay:
         self.rng = np.random.default_rng(seed)
         self.reward_scale = REWARD_SCALE / max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.searches = 0
+        self.live_rows = 0  # rows of those searches that held a live game (the rest repeat one)
 
     def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0,
              count: int | None = None) -> list[Trajectory]:
-        """``count`` (B when None) complete games; temperature 0 plays the most visited action, as do the first
-        `greedy_games`, which are searched without noise (each round then plays the current networks' own choice).
-        Rows of the search batch without a live game repeat a live game's features (encoded once)."""
+        """``count`` (B when None) complete games, in the order they start; temperature 0 plays the most visited
+        action, as do the first `greedy_games` games, which are searched without noise (each round then plays the
+        current networks' own choice). The B rows of the search batch start the first B games; a row whose game
+        ends starts the next one while fewer than ``count`` have started, so every search is full until the last
+        games end (Drop-backup makes games of different lengths). Rows without a live game repeat a live game's
+        features (encoded once). With ``count`` <= B no row is refilled: the games of one batch, as before."""
         batch = self.program.batch
         count = batch if count is None else count
-        games = [MMapGame(self.problem, drop_backup=True, backup_point="group") for _ in range(count)]
-        trajectories = [Trajectory(game=game) for game in games]
-        pending = [0.0] * count  # rewards of forced moves since the last decision
-        last_moves: list[dict] = [{} for _ in range(count)]  # per game: position -> the last action played there
+        trajectories: list[Trajectory] = []
+        pending: list[float] = []  # per game: rewards of forced moves since its last decision
+        last_moves: list[dict] = []  # per game: position -> the last action played there (`replay_backups`)
+        row_game = [-1] * batch  # each row's game (its place in `trajectories`), -1: none
+        for row in range(min(batch, count)):
+            row_game[row] = self._start(trajectories, pending, last_moves)
         while True:
-            for k, game in enumerate(games):
-                pending[k] += self._forced_moves(game, trajectories[k], last_moves[k])
-            live = [k for k, game in enumerate(games) if not game.done]
-            for k, game in enumerate(games):
-                if game.done and pending[k]:
-                    if trajectories[k].rewards:
-                        trajectories[k].rewards[-1] += pending[k]
+            for row in range(batch):
+                k = row_game[row]
+                while k >= 0:
+                    trajectory = trajectories[k]
+                    pending[k] += self._forced_moves(trajectory.game, trajectory, last_moves[k])
+                    if not trajectory.game.done:
+                        break
+                    if pending[k] and trajectory.rewards:
+                        trajectory.rewards[-1] += pending[k]
                     pending[k] = 0.0
+                    k = row_game[row] = self._start(trajectories, pending, last_moves) if len(trajectories) < count else -1
+            live = [row for row in range(batch) if row_game[row] >= 0]
             if not live:
                 break
-            features, legal = self.encoder.encode_many([games[k] for k in live])
+            games = [trajectories[row_game[row]].game for row in live]
+            features, legal = self.encoder.encode_many(games)
             rows = np.zeros(batch, dtype=np.int64)  # each row of the batch: its game's place in `live`
             rows[live] = np.arange(len(live))
             features, legal = features[rows], legal[rows]
@@ -159,30 +175,40 @@ class SelfPlay:
                      else None)
             seeds = None
             if self.seed_weight > 0:
-                seeds = np.stack([greedy_seed(games[k]) for k in live])[rows]
-            visits, values = self.program.run(weights, features, legal, noise, exact=greedy_games, seed=seeds,
+                seeds = np.stack([greedy_seed(game) for game in games])[rows]
+            greedy = np.array([0 <= row_game[row] < greedy_games for row in range(batch)])
+            visits, values = self.program.run(weights, features, legal, noise, exact=greedy, seed=seeds,
                                               seed_weight=self.seed_weight)
             self.searches += 1
-            actions = choose(visits[live], legal[live],
-                             np.array([0.0 if k < greedy_games else temperature for k in live]), self.rng)
-            for k, action in zip(live, actions.tolist()):
-                trajectory, game = trajectories[k], games[k]
+            self.live_rows += len(live)
+            actions = choose(visits[live], legal[live], np.where(greedy[live], 0.0, temperature), self.rng)
+            for row, action in zip(live, actions.tolist()):
+                k = row_game[row]
+                trajectory = trajectories[k]
                 if trajectory.rewards:
                     trajectory.rewards[-1] += pending[k]
                 pending[k] = 0.0
-                trajectory.features.append(features[k])
-                trajectory.legal.append(legal[k])
+                trajectory.features.append(features[row])
+                trajectory.legal.append(legal[row])
                 trajectory.actions.append(action)
-                trajectory.policies.append(visits[k] / visits[k].sum())
-                trajectory.values.append(float(values[k]))
+                trajectory.policies.append(visits[row] / visits[row].sum())
+                trajectory.values.append(float(values[row]))
                 if seeds is not None:
-                    trajectory.seeds.append(seeds[k])
-                last_moves[k][game.position] = action
-                trajectory.rewards.append(game.play(action) * self.reward_scale)
+                    trajectory.seeds.append(seeds[row])
+                last_moves[k][trajectory.game.position] = action
+                trajectory.rewards.append(trajectory.game.play(action) * self.reward_scale)
                 trajectory.played.append(action)
         for trajectory in trajectories:
             trajectory.total_reward = trajectory.game.total_reward
         return trajectories
+
+    def _start(self, trajectories: list[Trajectory], pending: list[float], last_moves: list[dict]) -> int:
+        """A new game, appended (with its pending reward and its map of position -> the last action played
+        there); its place."""
+        trajectories.append(Trajectory(game=MMapGame(self.problem, drop_backup=True, backup_point="group")))
+        pending.append(0.0)
+        last_moves.append({})
+        return len(trajectories) - 1
 
     def _forced_moves(self, game: MMapGame, trajectory: Trajectory, last_moves: dict) -> float:
         """Play the moves that need no search: those with one legal action, and (`replay_backups`) a position
