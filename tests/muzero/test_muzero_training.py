@@ -17,7 +17,8 @@ import dataclasses
 import numpy as np
 
 from algorithms.mmap.check import check_mapping
-from algorithms.mmap.problem import build_problem
+from algorithms.mmap.bench import COPY_SETUP_SECONDS
+from algorithms.mmap.problem import build_problem, with_copy_setup
 from algorithms.mmap.synthetic import synthetic_instance
 from algorithms.muzero.agent import MuZeroConfig, muzero_play
 from algorithms.muzero.learner import LearnerConfig
@@ -36,7 +37,8 @@ def late_mean(curve: list) -> float:
 
 
 def test_trained_agents_reward_rises_above_the_no_learning_ablation():
-    problem = build_problem(synthetic_instance(seed=1, num_instructions=16))
+    # the setup game, which `muzero_play` applied itself when the margins were chosen (the bench's game now)
+    problem = with_copy_setup(build_problem(synthetic_instance(seed=1, num_instructions=16)), COPY_SETUP_SECONDS)
     trained = muzero_play(problem, seed=0, seconds=1e9, config=CONFIG)
     untrained = muzero_play(problem, seed=0, seconds=1e9,
                             config=dataclasses.replace(CONFIG, learner=LearnerConfig(lr=0.0)))
