@@ -18,9 +18,17 @@ def main(argv=None) -> None:
 
     bench = commands.add_parser("bench", help="run every baseline on every workload, print Markdown tables")
     bench.add_argument("--workloads", nargs="*", help="workload names (default: all parsed workloads)")
+    bench.add_argument("--suite", choices=("small", "large"), default=None,
+                       help="bench.WORKLOADS (8 of 131-256 buffers) or bench.LARGE_WORKLOADS (8 of 301-5,597)")
+    bench.add_argument("--bytes-only", action="store_true",
+                       help="every agent plays the bytes-only game (default: the setup game, a DMA setup time in "
+                            "every copy's demand; bench.game_problem)")
+    bench.add_argument("--scale-seconds", action="store_true",
+                       help="the budget grows with the workload: seconds x buffers / 300, at least seconds")
     bench.add_argument("--budget", type=int, default=None, help="episodes' worth of game moves per agent")
     bench.add_argument("--agents", nargs="*", default=list(AGENTS), choices=list(EVERY_AGENT),
-                       help="default: the baselines; add muzero, muzero_nosearch, muzero_nolearn")
+                       help="default: the baselines; add muzero, muzero_nosearch, muzero_nolearn, muzero_puct, "
+                            "muzero_gumbel_t")
     bench.add_argument("--seconds", type=float, default=None,
                        help="budget as CPU time per agent and workload (random play's moves in S CPU seconds)")
     bench.add_argument("--curves", default=None, help="PNG of the learning agents' curves")
@@ -43,10 +51,12 @@ def main(argv=None) -> None:
     if args.command == "workloads":
         print(workload_table())
     elif args.command == "bench":
-        from algorithms.mmap.bench import DEFAULT_BUDGET, markdown, run_bench
+        from algorithms.mmap.bench import COPY_SETUP_SECONDS, DEFAULT_BUDGET, SUITES, markdown, run_bench
 
-        reports = run_bench(args.workloads, args.budget or DEFAULT_BUDGET, args.seed, args.agents, args.jobs,
-                            EVERY_AGENT, args.seconds)
+        names = (args.workloads or []) + list(SUITES[args.suite] if args.suite else ())
+        reports = run_bench(names or None, args.budget or DEFAULT_BUDGET, args.seed, args.agents, args.jobs,
+                            EVERY_AGENT, args.seconds, 0.0 if args.bytes_only else COPY_SETUP_SECONDS,
+                            args.scale_seconds)
         if args.json:
             with open(args.json, "w") as handle:
                 json.dump([dataclasses.asdict(report) for report in reports], handle, indent=1)

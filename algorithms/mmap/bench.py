@@ -20,6 +20,19 @@ wall clock would count other jobs' time). Moves replayed after a
 Drop-backup rewind count too; on workloads with long alias groups one game can take 20-35x its buffers.
 Speed is measured first, one workload at a time, so that it is one core's speed; the agents then run in
 `jobs` processes.
+
+The game: every agent plays the same one, by default the *setup game* (`game_problem`): each copy's demand is
+the DMA's setup time (`DmaSpec.latency_seconds`, 0.5 us) plus its bytes over the bandwidth
+(`problem.with_copy_setup`), the game whose rewards agree with the simulator (a copy whose window covers its
+demand does not stall there). Benefits, supplies and latency tables are unchanged, so rewards and cost-model
+latencies are the paper's; a mapping of the setup game is valid in the bytes-only game too. ``copy_setup_seconds``
+0 (the CLI's `--bytes-only`) plays the bytes-only game of `costmodel.demand_picoseconds`, as before the tenth
+session. Every mapping is checked in the game it was played in.
+
+Sizes: `WORKLOADS` are the eight of 131-256 buffers of the ninth session's table; `LARGE_WORKLOADS` eight of
+301-5,597 buffers (paper Table 2 spans 300-9,888), where a budget that grows with the workload
+(`scaled_seconds`: ``seconds`` x buffers / `SCALE_BUFFERS`, at least ``seconds``) is the fair one: a game is
+as many moves as buffers, so a fixed budget would buy a large workload's agents fewer games.
 """
 
 from __future__ import annotations
@@ -36,12 +49,34 @@ from algorithms.mmap.check import check_mapping
 from algorithms.mmap.game import MMapGame
 from algorithms.mmap.instance import available_workload_names
 from algorithms.mmap.mapping import mapping_records
-from algorithms.mmap.problem import Problem, build_problem
+from algorithms.mmap.problem import Problem, build_problem, with_copy_setup
 from algorithms.mmap.simulator import DmaSpec, simulate_mapping
 
 DEFAULT_BUDGET = 100
 CORRELATION_GAMES = 24
 FALLBACK_WORKLOADS = ("synthetic_0_100", "synthetic_1_300", "synthetic_2_1000")
+COPY_SETUP_SECONDS = DmaSpec().latency_seconds
+"""The setup game's DMA setup time per copy: the simulator's (module docstring)."""
+WORKLOADS = ("autoencoder_momentum", "transformer_decode", "mlp_sgd", "cnn_sgd", "rnn_cond_scan_sgd",
+             "dqn_update_adam", "gru_scan_sgd", "diffusion_sample")
+LARGE_WORKLOADS = ("lstm_scan_adam", "neural_ode_adam", "lstm_lm_adam", "muzero_adam", "wavenet_adam",
+                   "vit_tiny_adam", "alphatensor_adam", "resnet_bottleneck_adam")
+SUITES = {"small": WORKLOADS, "large": LARGE_WORKLOADS}
+SCALE_BUFFERS = 300
+"""`scaled_seconds`: a workload of this many buffers (or fewer) gets the base budget."""
+
+
+def game_problem(name, copy_setup_seconds: float = COPY_SETUP_SECONDS) -> Problem:
+    """The problem every agent plays on workload ``name``: the setup game (module docstring), or with
+    ``copy_setup_seconds`` 0 the bytes-only game."""
+    problem = build_problem(name)
+    return with_copy_setup(problem, copy_setup_seconds) if copy_setup_seconds else problem
+
+
+def scaled_seconds(seconds: float, buffers: int) -> float:
+    """The budget of a workload of ``buffers`` buffers: ``seconds`` x buffers / `SCALE_BUFFERS`, at least
+    ``seconds`` (the same number of games' worth of moves on every workload above `SCALE_BUFFERS`)."""
+    return seconds * max(1.0, buffers / SCALE_BUFFERS)
 
 
 @dataclass(frozen=True)
@@ -66,6 +101,10 @@ class WorkloadReport:
     simulated_all_slow: float
     correlation: float
     """Pearson correlation of return and simulated speedup over random games (nan if all games tie)."""
+    copy_setup_seconds: float = COPY_SETUP_SECONDS
+    """The game every agent played (`game_problem`): 0 is the bytes-only game."""
+    budget_seconds: float | None = None
+    """The budget in CPU seconds of random play when the bench ran with ``seconds`` (scaled or not), else None."""
 
 
 def moves_per_second(problem: Problem, seconds: float = 1.0, seed: int = 0, clock=time.perf_counter) -> float:
@@ -83,10 +122,12 @@ def moves_per_second(problem: Problem, seconds: float = 1.0, seed: int = 0, cloc
 
 
 def score_agents(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS),
-                 registry: dict | None = None, moves: int | None = None) -> dict:
-    """Every agent's best game on one workload, each mapping checked. ``registry``: agent name -> agent (default
-    the baselines' `AGENTS`); ``moves``: the budget in game moves (default ``budget`` x buffers)."""
-    problem = build_problem(name)
+                 registry: dict | None = None, moves: int | None = None,
+                 copy_setup_seconds: float = COPY_SETUP_SECONDS) -> dict:
+    """Every agent's best game on one workload, all in one game (`game_problem`), each mapping checked there.
+    ``registry``: agent name -> agent (default the baselines' `AGENTS`); ``moves``: the budget in game moves
+    (default ``budget`` x buffers)."""
+    problem = game_problem(name, copy_setup_seconds)
     registry = AGENTS if registry is None else registry
     moves = budget * problem.num_buffers if moves is None else moves
     scores = {}
@@ -101,10 +142,11 @@ def score_agents(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=
 
 
 def score_workload(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS),
-                   registry: dict | None = None, moves: int | None = None) -> tuple:
-    """(every agent's score, the reward-latency correlation) on one workload."""
-    return (score_agents(name, budget, seed, agents, registry, moves),
-            reward_latency_correlation(build_problem(name), seed=seed))
+                   registry: dict | None = None, moves: int | None = None,
+                   copy_setup_seconds: float = COPY_SETUP_SECONDS) -> tuple:
+    """(every agent's score, the reward-latency correlation of the game's random play) on one workload."""
+    return (score_agents(name, budget, seed, agents, registry, moves, copy_setup_seconds),
+            reward_latency_correlation(game_problem(name, copy_setup_seconds), seed=seed))
 
 
 def reward_latency_correlation(problem: Problem, games: int = CORRELATION_GAMES, seed: int = 0,
@@ -134,29 +176,40 @@ def reward_latency_correlation(problem: Problem, games: int = CORRELATION_GAMES,
     return float(np.corrcoef(returns, speedups)[0, 1])
 
 
-def bench_workload(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS)) -> WorkloadReport:
-    return _report(name, moves_per_second(build_problem(name), seed=seed), *score_workload(name, budget, seed, agents))
+def bench_workload(name: str, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS),
+                   copy_setup_seconds: float = COPY_SETUP_SECONDS) -> WorkloadReport:
+    speed = moves_per_second(game_problem(name, copy_setup_seconds), seed=seed)
+    return _report(name, speed, *score_workload(name, budget, seed, agents, copy_setup_seconds=copy_setup_seconds),
+                   copy_setup_seconds)
 
 
 def run_bench(names=None, budget: int = DEFAULT_BUDGET, seed: int = 0, agents=tuple(AGENTS), jobs: int = 2,
-              registry: dict | None = None, seconds: float | None = None) -> list:
-    """Every agent on every workload (`jobs` workloads at a time); ``seconds``: the budget as CPU seconds of
-    random play (moves per CPU second of this process: on a shared machine the wall clock counts other jobs'
-    time) instead of ``budget`` episodes (module docstring)."""
+              registry: dict | None = None, seconds: float | None = None,
+              copy_setup_seconds: float = COPY_SETUP_SECONDS, scale: bool = False) -> list:
+    """Every agent on every workload (`jobs` workloads at a time), all in one game (`game_problem`); ``seconds``:
+    the budget as CPU seconds of random play (moves per CPU second of this process: on a shared machine the wall
+    clock counts other jobs' time) instead of ``budget`` episodes, with ``scale`` `scaled_seconds` of it
+    (module docstring)."""
     names = list(names or available_workload_names() or FALLBACK_WORKLOADS)
-    speeds = {name: moves_per_second(build_problem(name), seed=seed, clock=time.process_time) for name in names}
-    moves = {name: None if seconds is None else int(seconds * speeds[name]) for name in names}
+    problems = {name: game_problem(name, copy_setup_seconds) for name in names}
+    speeds = {name: moves_per_second(problems[name], seed=seed, clock=time.process_time) for name in names}
+    budgets = {name: None if seconds is None else
+               scaled_seconds(seconds, problems[name].num_buffers) if scale else seconds for name in names}
+    moves = {name: None if budgets[name] is None else int(budgets[name] * speeds[name]) for name in names}
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {name: pool.submit(score_workload, name, budget, seed, tuple(agents), registry, moves[name])
-                   for name in names}
-        return [_report(name, speeds[name], *futures[name].result()) for name in names]
+        futures = {name: pool.submit(score_workload, name, budget, seed, tuple(agents), registry, moves[name],
+                                     copy_setup_seconds) for name in names}
+        return [_report(name, speeds[name], *futures[name].result(), copy_setup_seconds, budgets[name])
+                for name in names]
 
 
-def _report(name: str, speed: float, scores: dict, correlation: float) -> WorkloadReport:
+def _report(name: str, speed: float, scores: dict, correlation: float,
+            copy_setup_seconds: float = COPY_SETUP_SECONDS, budget_seconds: float | None = None) -> WorkloadReport:
     problem = build_problem(name)
     return WorkloadReport(name, problem.num_buffers, speed, problem.latency_all_slow,
                           problem.latency_all_slow - problem.latency_all_fast, scores,
-                          simulate_mapping(problem, None).latency_us, correlation)
+                          simulate_mapping(problem, None).latency_us, correlation, copy_setup_seconds,
+                          budget_seconds)
 
 
 def markdown(reports: list, agents=tuple(AGENTS), reference: str = "heuristic") -> str:
@@ -165,7 +218,13 @@ def markdown(reports: list, agents=tuple(AGENTS), reference: str = "heuristic") 
     reward_head = " | ".join(f"{a} reward" for a in agents)
     speed_head = " | ".join(f"{a} vs {reference}" for a in searchers)
     slow_head = " | ".join(f"{a} vs all-slow" for a in agents)
+    setups = sorted({report.copy_setup_seconds for report in reports})
+    game = ("the bytes-only game (copy demand: bytes / bandwidth)" if setups == [0] else
+            "the setup game (copy demand: DMA setup " + " / ".join(f"{s * 1e6:g}" for s in setups)
+            + " us + bytes / bandwidth)")
     lines = [
+        f"Every agent played {game}.",
+        "",
         "Rewards (fraction of the largest possible latency saving) and speed:",
         "",
         f"| workload | buffers | steps/s | {reward_head} |",
@@ -188,10 +247,12 @@ def markdown(reports: list, agents=tuple(AGENTS), reference: str = "heuristic") 
                                 for a in searchers)
             slow = " | ".join(f"{getattr(report, all_slow) / getattr(report.scores[a], field):.4f}" for a in agents)
             lines.append(f"| {report.name} | {versus} | {slow} |" + (f" {report.correlation:.3f} |" if extra else ""))
-    lines += ["", "Seconds each agent took:", "", "| workload | " + " | ".join(agents) + " |",
-              "|" + "---|" * (1 + len(agents))]
+    lines += ["", "Seconds each agent took (CPU; budget: the CPU seconds of random play that its moves took):", "",
+              "| workload | budget | " + " | ".join(agents) + " |", "|" + "---|" * (2 + len(agents))]
     for report in reports:
-        lines.append(f"| {report.name} | " + " | ".join(f"{report.scores[a].seconds:.0f}" for a in agents) + " |")
+        budget = "moves" if report.budget_seconds is None else f"{report.budget_seconds:.0f}"
+        lines.append(f"| {report.name} | {budget} | "
+                     + " | ".join(f"{report.scores[a].seconds:.0f}" for a in agents) + " |")
     if reports and reference in agents:
         for label, field in (("cost model", "latency"), ("simulated", "simulated")):
             speedups = {a: np.array([_speedup(r, reference, a, field) for r in reports]) for a in searchers}

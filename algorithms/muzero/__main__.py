@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from algorithms.mmap.bench import COPY_SETUP_SECONDS
 from algorithms.muzero.agent import MuZeroConfig
 from algorithms.muzero.bench import SMALL_WORKLOADS, bench_workload, markdown
 
@@ -20,11 +21,14 @@ def main(argv=None) -> None:
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--out", default="muzero_bench", help="prefix of the JSON and PNG files")
     bench.add_argument("--workers", type=int, default=1, help="self-play actors; more than one run on local Ray")
+    bench.add_argument("--bytes-only", action="store_true",
+                       help="play the bytes-only game (default: the setup game, algorithms.mmap.bench.game_problem)")
     args = parser.parse_args(argv)
     rows = []
     config = MuZeroConfig(workers=args.workers)
     for name in args.workloads:
-        rows.append(bench_workload(name, args.seconds, args.seed, config))
+        setup = 0.0 if args.bytes_only else COPY_SETUP_SECONDS
+        rows.append(bench_workload(name, args.seconds, args.seed, config, setup))
         print(markdown(rows[-1:]), flush=True)
         with open(f"{args.out}.json", "w") as handle:
             json.dump(rows, handle, indent=1)

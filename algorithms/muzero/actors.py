@@ -1,6 +1,7 @@
 """Self-play actors: the games of a round split over `workers` actors, each with its own compiled search program.
 
-Actor ``k`` plays its share of the round's games (the first ``games % workers`` actors one more) with a NumPy
+Actor ``k`` plays its share of the round's games (the first ``games % workers`` actors one more) on its share of
+the search rows (likewise; a row whose game ends starts the actor's next game: `SelfPlay.play`) with a NumPy
 generator seeded from (seed, k) (actor 0 from the seed alone, so one actor plays exactly what `SelfPlay` alone
 plays); only actor 0 plays the round's greedy games. The round's trajectories are the actors' in actor order, so
 a run gives the same games whether its actors run one after another in this process (``ray=False``) or at the
@@ -21,11 +22,12 @@ from algorithms.muzero.selfplay import SearchProgram, SelfPlay, Trajectory
 
 
 class Actor:
-    def __init__(self, problem: Problem, layout: Layout, games: int, config: SearchConfig, backend: str, seed: int,
-                 index: int, program: SearchProgram | None = None, seed_weight: float = 0.0):
-        program = program if program is not None else SearchProgram(layout, games, config, backend)
+    def __init__(self, problem: Problem, layout: Layout, rows: int, config: SearchConfig, backend: str, seed: int,
+                 index: int, program: SearchProgram | None = None, seed_weight: float = 0.0,
+                 gumbel_temperature: bool = False):
+        program = program if program is not None else SearchProgram(layout, rows, config, backend)
         self.selfplay = SelfPlay(problem, program, seed=seed if index == 0 else np.random.SeedSequence([seed, index]),
-                                 seed_weight=seed_weight)
+                                 seed_weight=seed_weight, gumbel_temperature=gumbel_temperature)
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool, greedy_games: int,
              count: int | None = None) -> list[Trajectory]:
@@ -35,40 +37,49 @@ class Actor:
     def searches(self) -> int:
         return self.selfplay.searches
 
+    def live_rows(self) -> int:
+        return self.selfplay.live_rows
+
 
 class Actors:
     """`workers` actors playing one round's ``games`` games together (module docstring)."""
 
     def __init__(self, problem: Problem, layout: Layout, games: int, config: SearchConfig, backend: str = "torch",
                  seed: int = 0, workers: int = 1, use_ray: bool = False, program: SearchProgram | None = None,
-                 seed_weight: float = 0.0):
-        """``program``: a compiled search program of ``games`` games that a single local actor may use;
-        ``seed_weight``: `SelfPlay`'s."""
-        if not 1 <= workers <= games:
-            raise ValueError(f"workers must be between 1 and the games per round ({games}), got {workers}")
-        shares = [games // workers + (k < games % workers) for k in range(workers)]
+                 seed_weight: float = 0.0, rows: int | None = None, gumbel_temperature: bool = False):
+        """``rows``: search rows of all actors together (``games`` when None; fewer rows than games refill them);
+        ``program``: a compiled search program of ``rows`` rows that a single local actor may use;
+        ``seed_weight``, ``gumbel_temperature``: `SelfPlay`'s."""
+        rows = games if rows is None else rows
+        if not 1 <= workers <= min(games, rows):
+            raise ValueError(f"workers must be between 1 and the games per round and search rows "
+                             f"({min(games, rows)}), got {workers}")
+        self.shares = [games // workers + (k < games % workers) for k in range(workers)]
+        row_shares = [rows // workers + (k < rows % workers) for k in range(workers)]
         self.use_ray = use_ray
         if use_ray:
             local_ray.start(workers)
             remote = ray.remote(num_cpus=1)(Actor)
-            self.actors = [remote.remote(problem, layout, share, config, backend, seed, k, None, seed_weight)
-                           for k, share in enumerate(shares)]
+            self.actors = [remote.remote(problem, layout, share, config, backend, seed, k, None, seed_weight,
+                                          gumbel_temperature)
+                           for k, share in enumerate(row_shares)]
         else:
-            reuse = program if workers == 1 and program is not None and program.batch == games else None
-            self.actors = [Actor(problem, layout, share, config, backend, seed, k, reuse, seed_weight)
-                           for k, share in enumerate(shares)]
+            reuse = program if workers == 1 and program is not None and program.batch == rows else None
+            self.actors = [Actor(problem, layout, share, config, backend, seed, k, reuse, seed_weight,
+                                 gumbel_temperature)
+                           for k, share in enumerate(row_shares)]
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool = True,
              greedy_games: int = 0) -> list[Trajectory]:
         """One round: every actor's games, in actor order; actor 0 plays the greedy ones."""
         if self.use_ray:
             shared = ray.put(weights)
-            pending = [actor.play.remote(shared, temperature, noise, greedy_games if k == 0 else 0)
-                       for k, actor in enumerate(self.actors)]
+            pending = [actor.play.remote(shared, temperature, noise, greedy_games if k == 0 else 0, share)
+                       for k, (actor, share) in enumerate(zip(self.actors, self.shares))]
             rounds = ray.get(pending)
         else:
-            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0)
-                      for k, actor in enumerate(self.actors)]
+            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0, share)
+                      for k, (actor, share) in enumerate(zip(self.actors, self.shares))]
         return [trajectory for games in rounds for trajectory in games]
 
     def play_greedy(self, weights: np.ndarray) -> Trajectory:
@@ -86,3 +97,10 @@ class Actors:
         if self.use_ray:
             return sum(ray.get([actor.searches.remote() for actor in self.actors]))
         return sum(actor.searches() for actor in self.actors)
+
+    @property
+    def live_rows(self) -> int:
+        """Rows of those searches that held a live game."""
+        if self.use_ray:
+            return sum(ray.get([actor.live_rows.remote() for actor in self.actors]))
+        return sum(actor.live_rows() for actor in self.actors)

@@ -8,7 +8,8 @@ after a final round with the last weights (where the budget has room for it): it
 `games` - 1 sampled ones at the schedule's last temperature (the sampled rows of the batch cost the search nothing
 more: a search of 8 games takes about as long as one of 1).
 
-Temperature: 1.0 at the start, linearly down to 0.2 at the end of the budget (Table 6: 1.0 -> 0.2); the first
+Temperature (pUCT; Gumbel MuZero plays its search's action, `MuZeroConfig.search`): 1.0 at the start, linearly
+down to 0.2 at the end of the budget (Table 6: 1.0 -> 0.2); the first
 game of every round plays the most visited action (it costs no extra search: it is one row of the batch), since
 the result is the best game found.
 
@@ -37,8 +38,7 @@ import numpy as np
 
 from algorithms.mmap.baselines.heuristic import heuristic_play
 from algorithms.mmap.baselines.result import Result, result_of
-from algorithms.mmap.problem import Problem, with_copy_setup
-from algorithms.mmap.simulator import DmaSpec
+from algorithms.mmap.problem import Problem
 from algorithms.muzero.actors import Actors
 from algorithms.muzero.features import FEATURES
 from algorithms.muzero.learner import LearnerConfig, train
@@ -53,12 +53,23 @@ FIRST_TEMPERATURE, FINAL_TEMPERATURE = 1.0, 0.2  # visit-count temperature over 
 
 @dataclasses.dataclass(frozen=True)
 class MuZeroConfig:
-    games: int = 16
-    """Games per self-play round, searched as one batch. 16, not 8: a search of 16 games costs about what one of 8
-    does (mlp_sgd, jax: 2.1 ms for 8 or 32 games), so a round of 16 games costs about 1.3x one of 8 (the host's
-    per-game work is the rest) and the larger workloads, which play 2-3 rounds in 15 s, sample twice the games."""
+    games: int | None = None
+    """Games per self-play round; None: by the workload's size (`round_shape`)."""
+    rows: int | None = None
+    """Search rows (the search program's batch); None: `games`, or by the workload's size where `games` is None.
+    Fewer rows than games: a row whose game ends starts the round's next game (`SelfPlay.play`), so the searches
+    stay full until the round's last games end."""
     simulations: int = 16
     max_depth: int = 4
+    search: str = "gumbel"
+    """The search (`SearchConfig.search`): "puct" (MuZero's: actions drawn from the visit counts at the temperature,
+    the visit distribution as the policy target) or "gumbel" (Gumbel MuZero's: the search's action, Gumbel noise at
+    the root in place of Dirichlet noise and temperature, the improved policy as the policy target). Gumbel: at 15
+    CPU s its reward was above pUCT's on average over the bench's 8 workloads at seeds 0 and 1 (0.419 / 0.426
+    against 0.409 / 0.415; per workload 6 higher, 6 lower, 4 equal; README, "Tenth session")."""
+    gumbel_temperature: bool = False
+    """Under "gumbel": the root's Gumbel draws scaled by the temperature schedule (1.0 -> 0.2), so the round's
+    sampled games move towards the search's own choice as the budget runs out (`SelfPlay.gumbel_temperature`)."""
     min_q_range: float = 1.0
     """`SearchConfig.min_q_range` in self-play, in reward units (REWARD_SCALE = 100 is the best saving, so 1% of it):
     with mctx's 1e-8, the untrained networks' near-equal Q values (differences of 0.004) were stretched to [0, 1],
@@ -96,14 +107,17 @@ class MuZeroConfig:
     unseeded agent found 0.465 and 0.492; the rounds' mean return rose from 0.26-0.28 / 0.30-0.35 to 0.32-0.39 /
     0.42-0.51."""
 
-    copy_setup_seconds: float = DmaSpec().latency_seconds
-    """MuZero's games charge every copy this DMA setup time on top of its bytes (`problem.with_copy_setup`: the
-    copy window's supply must cover both, as a measured copy time would), so the agent makes no copy whose window
-    is too short for the DMA to start in time; the rewards stay the cost model's. 0 plays the bytes-only demands of
-    `costmodel` (the other agents' game). Why: with bytes-only demands the greedy seed's copies get one-instruction
-    windows (the latest start with enough supply), each of which stalls by about the setup time in the simulator:
-    on dqn_update_adam 118 of its 119 copies, 4.1 us of stalls, simulated speedup over the heuristic 0.974 at a
-    cost-model speedup of 1.073; with the setup (0.5 us, `DmaSpec.latency_seconds`) 1.030 / 1.030."""
+    def round_shape(self, problem: Problem) -> tuple[int, int]:
+        """(search rows, games per round). Chosen by measurement (README "Tenth session, throughput"): 32 rows
+        always; 64 games a round (rows refilled) up to 150 buffers, 32 above. One round of untrained self-play,
+        games per CPU s (rows x games): transformer_decode 16x16 19.2, 32x32 37.6, 32x64 52.7, 64x64 49.3;
+        cnn_sgd 9.3, 15.3, 16.8, 19.0; diffusion_sample 5.3, 8.4, 9.5, 10.5. On the larger workloads a round of
+        64 games costs 3.4-6.1 CPU s, so a 15 s budget fits 1-4 of them and ends with a third of it unused
+        (bench, 64x64: rnn_cond_scan_sgd 1 round, 5.7 s; diffusion_sample 1 round, 5.4 s); at 32x32 it plays more
+        games in all (96 against 64 on both, dqn_update_adam 320 against 192)."""
+        if self.games is not None:
+            return (self.games if self.rows is None else self.rows), self.games
+        return (32 if self.rows is None else self.rows), (64 if problem.num_buffers <= 150 else 32)
 
     def learner_steps(self, seconds: float) -> int:
         if self.iterations is not None:
@@ -132,14 +146,15 @@ class _Run:
         self.layout = Layout.of(initial)
         self.weights = self.layout.pack(initial)
         search_config = SearchConfig(num_simulations=config.simulations, max_depth=config.max_depth,
-                                     min_q_range=config.min_q_range)
+                                     min_q_range=config.min_q_range, search=config.search)
         started = time.perf_counter()
-        self.program = SearchProgram(self.layout, config.games, search_config, config.search_backend)
-        self.program.run(self.weights, np.zeros((config.games, FEATURES), np.float32),
-                         np.ones((config.games, ACTIONS), bool), None)  # compiles jax's scans: outside the budget
-        self.actors = Actors(problem, self.layout, config.games, search_config, config.search_backend, config.seed,
+        rows, games = config.round_shape(problem)
+        self.program = SearchProgram(self.layout, rows, search_config, config.search_backend)
+        self.program.run(self.weights, np.zeros((rows, FEATURES), np.float32),
+                         np.ones((rows, ACTIONS), bool), None)  # compiles jax's scans: outside the budget
+        self.actors = Actors(problem, self.layout, games, search_config, config.search_backend, config.seed,
                              config.workers, use_ray=config.workers > 1, program=self.program,
-                             seed_weight=config.seed_weight)
+                             seed_weight=config.seed_weight, rows=rows, gumbel_temperature=config.gumbel_temperature)
         self.compile_seconds = time.perf_counter() - started  # the learner's compile is added by `feed`
         self.iterations = config.learner_steps(seconds)
         self.replay = Replay(unroll=config.learner.unroll, n_step=config.n_step, discount=search_config.discount)
@@ -215,9 +230,11 @@ class _Run:
 
 def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
                 config: MuZeroConfig | None = None) -> Outcome:
+    """MuZero on ``problem`` as given: the game is the caller's choice, as for every agent of `algorithms.mmap`
+    (the bench's default is the setup game, `algorithms.mmap.bench.game_problem`; until the tenth session this
+    function applied the copy setup itself, `MuZeroConfig.copy_setup_seconds`, while the other agents played the
+    bytes-only game)."""
     config = dataclasses.replace(config or MuZeroConfig(), seed=seed)
-    if config.copy_setup_seconds:
-        problem = with_copy_setup(problem, config.copy_setup_seconds)
     run = _Run(problem, config, seconds)
     train(run.weights, run.layout, config.learner, run.iterations, run.feed, run.publish, config.backend, seed)
     if run.elapsed() + run.round_cost() <= seconds:  # the final round only where the budget has room for it

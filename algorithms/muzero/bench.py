@@ -5,7 +5,8 @@ Per workload: the heuristic (one pass; the production-compiler stand-in), ES wit
 process's CPU time, the compiles of its two programs outside it (`agent.muzero_play`). CPU time because the
 machine is shared: wall clock would count other jobs' time. Every mapping is checked by `check.check_mapping`.
 Reported: reward as a fraction of the largest possible saving, speedup latency(heuristic) / latency(agent), and
-the paper's "prod" speedup (best of agent and heuristic, Table 3).
+the paper's "prod" speedup (best of agent and heuristic, Table 3). All three play one game: the setup game by
+default (`algorithms.mmap.bench.game_problem`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import time
 import numpy as np
 
 from algorithms.mmap.baselines import AGENTS, Result
-from algorithms.mmap.bench import moves_per_second
+from algorithms.mmap.bench import COPY_SETUP_SECONDS, game_problem, moves_per_second
 from algorithms.mmap.check import check_mapping
-from algorithms.mmap.problem import Problem, build_problem
+from algorithms.mmap.problem import Problem
 from algorithms.muzero.agent import MuZeroConfig, muzero_play
 from algorithms.muzero.learner import LearnerConfig
 
@@ -41,12 +42,15 @@ class LearnedResult(Result):
 
 VARIANTS = {
     "muzero": MuZeroConfig(),
-    # paper Fig. 7, learning without search: one simulation per move, so the move is the prior's pUCT choice
-    # (plus the root's Dirichlet noise) and the policy target that choice; value and reward learning unchanged
+    # paper Fig. 7, learning without search: one simulation per move, so the move is the root's Gumbel-top-1
+    # sample of the prior (pUCT: the prior's choice plus Dirichlet noise); value and reward learning unchanged
     "muzero_nosearch": MuZeroConfig(simulations=1),
     # search without learning: the same search, self-play and learner computation at a learning rate of 0, so
     # every search uses the initial random networks
     "muzero_nolearn": MuZeroConfig(learner=LearnerConfig(lr=0.0)),
+    # MuZero's pUCT search (`MuZeroConfig.search`; the default is Gumbel MuZero's)
+    "muzero_puct": MuZeroConfig(search="puct"),
+    "muzero_gumbel_t": MuZeroConfig(search="gumbel", gumbel_temperature=True),  # its draws scaled by temperature
 }
 
 
@@ -68,11 +72,15 @@ def budget_seconds(problem: Problem, moves: int, seed: int = 0) -> float:
 MUZERO_AGENTS = {name: functools.partial(play_variant, name) for name in VARIANTS}
 
 
-def bench_workload(name: str, seconds: float, seed: int = 0, config: MuZeroConfig | None = None) -> dict:
-    problem = build_problem(name)
+def bench_workload(name: str, seconds: float, seed: int = 0, config: MuZeroConfig | None = None,
+                   copy_setup_seconds: float = COPY_SETUP_SECONDS) -> dict:
+    """Heuristic, ES and MuZero on workload ``name``, all in one game (`algorithms.mmap.bench.game_problem`: the
+    setup game by default, the bytes-only game with ``copy_setup_seconds`` 0)."""
+    problem = game_problem(name, copy_setup_seconds)
     saving = problem.latency_all_slow - problem.latency_all_fast
     budget = int(seconds * moves_per_second(problem, seed=seed, clock=time.process_time))
-    row = {"workload": name, "buffers": problem.num_buffers, "seconds": seconds}
+    row = {"workload": name, "buffers": problem.num_buffers, "seconds": seconds,
+           "copy_setup_seconds": copy_setup_seconds}
     for agent in ("heuristic", "es"):
         start = time.perf_counter()
         result = AGENTS[agent](problem, seed=seed, budget=budget)

@@ -16,7 +16,7 @@ import numpy as np
 
 import timerl as trl
 from algorithms.mmap.baselines.heuristic import heuristic_play
-from algorithms.mmap.problem import build_problem
+from algorithms.mmap.bench import game_problem
 from algorithms.muzero.learner import LearnerConfig, train
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import ACTIONS, Layout, Networks, Sizes, init_weights
@@ -49,7 +49,7 @@ def main(argv=None) -> None:
     parser.add_argument("--demonstrations", type=int, default=0, help="one-hot copies of the heuristic's game")
     parser.add_argument("--min-q-range", type=float, default=1.0, help="SearchConfig.min_q_range (mctx: 1e-8)")
     args = parser.parse_args(argv)
-    problem = build_problem(args.workload)
+    problem = game_problem(args.workload)  # the bench's game: the setup game
     saving = problem.latency_all_slow - problem.latency_all_fast
     initial = init_weights(Sizes(), 0)
     layout = Layout.of(initial)

@@ -124,9 +124,12 @@ class Encoder:
         offsets = np.arange(-(MAP_TIMES // 2), MAP_TIMES // 2)
         times = np.clip(targets[:, None] + offsets, 0, problem.num_instructions - 1)
         inside = targets[:, None] + offsets == times
-        grids = np.stack([game.occupancy.occupied_rows(row) for game, row in zip(games, times)])
-        grids = self._bins(grids, self.map_edges, MAP_BINS) * inside[:, :, None]
-        occupied = np.stack([game.occupancy.occupied_row(t) for game, t in zip(games, targets)])
+        # the memory maps' packed rows of all games, unpacked and binned at once; the occupancy is the map's
+        # row at the target time (offset 0, always inside)
+        packed = np.stack([game.occupancy.grid[row] for game, row in zip(games, times)])  # (n, times, words)
+        bits = np.unpackbits(packed.view(np.uint8), axis=-1, bitorder="little")[..., :problem.num_columns]
+        grids = self._counts(bits, self.map_edges, MAP_BINS) * inside[:, :, None]
+        occupied = bits[:, MAP_TIMES // 2]
         supply = np.where(inside, np.stack([game.supply[row] for game, row in zip(games, times)]) / self.supply_scale,
                           0.0)
         actions = np.stack([self._actions(game, target).ravel() for game, target in zip(games, targets)])
@@ -134,7 +137,7 @@ class Encoder:
                               *self.group_place[p], game.total_reward / self.return_scale)
                              for game, p in zip(games, positions)])
         features = np.concatenate([rows.reshape(count, -1), grids.reshape(count, -1),
-                                   self._bins(occupied, self.occupancy_edges, OCCUPANCY_BINS), supply, actions,
+                                   self._counts(occupied, self.occupancy_edges, OCCUPANCY_BINS), supply, actions,
                                    progress], axis=1)
         legal = np.array([game.legal_actions() for game in games], dtype=bool).reshape(count, len(ACTION_NAMES))
         return np.clip(features, -10.0, 10.0).astype(np.float32), legal
@@ -155,6 +158,13 @@ class Encoder:
         if edges is None:
             return rows[..., np.arange(bins) * rows.shape[-1] // bins]
         return np.add.reduceat(rows, edges[:-1], axis=-1) / np.diff(edges)
+
+    @staticmethod
+    def _counts(bits: np.ndarray, edges, bins: int) -> np.ndarray:
+        """`_bins` of unpacked 0/1 rows (uint8), summed as integers (the same float64 fractions)."""
+        if bits.shape[-1] == 0 or edges is None:
+            return Encoder._bins(bits.astype(bool), edges, bins)
+        return np.add.reduceat(bits, edges[:-1], axis=-1, dtype=np.int64) / np.diff(edges)
 
     def _actions(self, game, target):
         rows = np.zeros((3, 4))

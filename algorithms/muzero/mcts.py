@@ -26,6 +26,19 @@ one group of small kernels per (simulation, depth) point):
   G = (Z(leaf) - Z(n) + discount^L v) / discount^k, ``value <- (value * visits + G) / (visits + 1)``, one more
   visit, and its chosen child's statistics are refreshed.
 
+With ``SearchConfig.search = "gumbel"`` the selection is Gumbel MuZero's (Danihelka et al., 2022, "Policy
+improvement by planning with Gumbel"), everything else unchanged: at the root, Gumbel-top-k over the prior
+(``g + logits``, the draws ``g`` from the caller) with sequential halving over the simulation budget, which is a
+fixed schedule of the visit count a root action must have to be chosen at simulation ``s`` (`considered_visits`);
+of the actions with that count the one with the largest ``g + logits + sigma(completed Q)`` is visited. At interior
+nodes the deterministic rule: ``argmax_a pi'(a) - N(a) / (1 + sum_b N(b))`` with the improved policy
+``pi' = softmax(logits + sigma(completed Q))``. Completed Q (the paper's Appendix D): a child's Q where visited, else
+the mix of the node's network value and its visited children's Q weighted by the prior; min-max rescaled to [0, 1]
+(dividing by at least ``min_q_range``) and ``sigma(q) = (maxvisit_init + max_b N(b)) * value_scale * q``. The search
+returns the action (of the most visited ones, the largest ``g + logits + sigma(completed Q)``) and the improved
+policy at the root, the policy target (`gumbel_search_root`). The network value of every node is kept
+(``raw_values``), as completed Q needs it.
+
 The trees at ``s`` are placeholders over ``(s,)``: ``tree[s]`` is the tree after simulation ``s``. Dirichlet
 noise (fraction 0.25, alpha 0.03 in the paper's Table 6) is mixed into the root prior; its draws come from
 the caller (a NumPy generator on the host feeds a source), since the engine draws only uniform and normal
@@ -36,6 +49,7 @@ use priors without ties).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -47,6 +61,8 @@ from timerl.rt import functional as F
 RT = trl.RecurrentTensor
 UNVISITED = -1
 NO_PARENT = -1
+SEARCHES = ("puct", "gumbel")
+LOW_LOGIT = -1e9  # Gumbel MuZero's root score floor: an illegal action's logit is the lowest float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +76,20 @@ class SearchConfig:
     dirichlet_fraction: float = 0.25
     dirichlet_alpha: float = 0.03
     min_q_range: float = 1e-8
-    """The smallest range the min-max normalisation of Q divides by (mctx's epsilon by default). Self-play uses
-    1.0 (`MuZeroConfig.min_q_range`): Q differences far below it are not stretched to the full [0, 1]."""
+    """The smallest range the min-max normalisation of Q divides by (mctx's epsilon by default), in both
+    searches. Self-play uses 1.0 (`MuZeroConfig.min_q_range`): Q differences far below it are not stretched to
+    the full [0, 1]."""
+    search: str = "puct"
+    """The selection rule: "puct" (MuZero's) or "gumbel" (Gumbel MuZero's, module docstring)."""
+    max_considered: int = 16
+    """Gumbel: the most root actions sampled (without replacement) for sequential halving (mctx's default)."""
+    value_scale: float = 0.1
+    maxvisit_init: float = 50.0
+    """Gumbel: sigma(q) = (maxvisit_init + max visits) * value_scale * q (the paper's c_visit and c_scale)."""
+
+    def __post_init__(self):
+        if self.search not in SEARCHES:
+            raise ValueError(f"SearchConfig.search must be one of {SEARCHES}, got {self.search!r}")
 
     @property
     def depth(self) -> int:
@@ -97,6 +125,7 @@ class Tree(NamedTuple):
     node_depth: RT  # (B, N) int64: edges from the root, set when the node is expanded
     node_reward_sum: RT  # (B, N) Z(n): sum over the edges from the root to n of discount^(start depth) * reward
     node_decay: RT  # (B, N) discount^depth(n)
+    raw_values: RT  # (B, N) the network's value of the node when it was (last) evaluated
 
     def root_visits(self) -> RT:
         """(B, A) visit counts of the root's children."""
@@ -107,10 +136,66 @@ def search(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: 
            config: SearchConfig, sim: trl.Symbol, noise_fraction: RT | None = None) -> Tree:
     """The tree after the last simulation. ``sim`` is a dimension of the current context bound (when
     compiling) to ``config.num_simulations``. ``invalid_actions`` (B, A) bool; ``noise`` (B, A) Dirichlet
-    draws or None (no noise); ``noise_fraction`` replaces ``config.dirichlet_fraction`` by a tensor (e.g. a
-    source, so one program searches with and without)."""
+    draws (pUCT) or Gumbel draws (gumbel), or None (no noise); ``noise_fraction`` replaces
+    ``config.dirichlet_fraction`` by a tensor (e.g. a source, so one program searches with and without); under
+    gumbel it scales the Gumbel draws (per game, (B, 1); None: 1)."""
     trees = _simulations(root, recurrent_fn, invalid_actions, noise, config, sim, noise_fraction)
     return Tree(*(field[config.num_simulations - 1] for field in trees))
+
+
+class GumbelRoot(NamedTuple):
+    visits: RT  # (B, A) the root's visit counts
+    value: RT  # (B,) the root's search value
+    policy: RT  # (B, A) the improved policy softmax(logits + sigma(completed Q)), illegal actions at 0
+    action: RT  # (B,) int64: the action to play
+
+
+def gumbel_search_root(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: RT, gumbel: RT | None,
+                       config: SearchConfig, sim: trl.Symbol, gumbel_scale: RT | None = None) -> GumbelRoot:
+    """Gumbel MuZero's search (``config.search == "gumbel"``) and its outcome at the root, read from the root's
+    statistics at every simulation (as `search_root`). ``gumbel`` (B, A) standard Gumbel draws or None (none: the
+    search and its action are deterministic), scaled by ``gumbel_scale`` (B, 1) where given."""
+    if config.search != "gumbel":
+        raise ValueError(f"gumbel_search_root needs SearchConfig.search == 'gumbel', got {config.search!r}")
+    trees = _simulations(root, recurrent_fn, invalid_actions, gumbel, config, sim, gumbel_scale)
+    last = config.num_simulations - 1
+    visits = trees.root_visits()[last]
+    qvalues = (trees.children_rewards.spatial[:, 0] + config.discount * trees.children_values.spatial[:, 0])[last]
+    logits = _root_logits(root, invalid_actions, None, config, None)
+    policy, action = gumbel_outcome(visits, qvalues, root.value, logits, _scaled_gumbel(gumbel, gumbel_scale, logits),
+                                    invalid_actions, config)
+    return GumbelRoot(visits, trees.node_values.spatial[:, 0][last], policy, action)
+
+
+def gumbel_outcome(visits: RT, qvalues: RT, raw_value: RT, logits: RT, gumbel: RT, invalid: RT,
+                   config: SearchConfig) -> tuple[RT, RT]:
+    """The improved policy (B, A) and the action (B,) at a root with children ``visits`` and ``qvalues`` (B, A),
+    network value ``raw_value`` (B,), masked prior ``logits`` and scaled ``gumbel`` (B, A): of the most visited
+    actions, the one with the largest ``g + logits + sigma(completed Q)``."""
+    completed = _completed_q(qvalues, visits, raw_value, logits, config)
+    policy = F.softmax(_mask_invalid(logits + completed, invalid), dim=-1)
+    most = visits.max(dim=-1, keepdim=True)
+    score = _considered_score(most, gumbel, logits, completed, visits)
+    return policy, F.where(invalid, float("-inf"), score).argmax(dim=-1)
+
+
+def considered_visits(max_considered: int, simulations: int) -> tuple[int, ...]:
+    """Sequential halving as a schedule: at simulation s, the visit count a root action must have to be visited
+    (of those, the best scored is). The considered actions are visited in turns of one visit each, each phase
+    giving every one of them max(1, floor(n / (ceil(log2 m) * considered))) turns, after which the considered
+    halve (down to 2, not below), until the n simulations are used (the paper's Section 3.2 with mctx's choices:
+    m <= 1 visits one action throughout)."""
+    if max_considered <= 1:
+        return tuple(range(simulations))
+    phases = math.ceil(math.log2(max_considered))
+    schedule: list[int] = []
+    considered, visits = max_considered, 0  # every considered action has ``visits`` at the start of a turn
+    while len(schedule) < simulations:
+        for _ in range(max(1, simulations // (phases * considered))):
+            schedule.extend([visits] * considered)
+            visits += 1
+        considered = max(2, considered // 2)
+    return tuple(schedule[:simulations])
 
 
 def search_root(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_actions: RT, noise: RT | None,
@@ -129,11 +214,7 @@ def _simulations(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_act
     batch, actions = (int(n) for n in root.prior_logits.shape)
     hidden = int(root.embedding.shape[-1])
     nodes = config.num_simulations + 1
-    prior = F.softmax(root.prior_logits, dim=-1)
-    if noise is not None:
-        fraction = config.dirichlet_fraction if noise_fraction is None else noise_fraction
-        prior = prior * (1.0 - fraction) + noise * fraction
-    root_logits = _mask_invalid(F.log(F.maximum(prior, float(np.finfo(np.float32).tiny))), invalid_actions)
+    root_logits = _root_logits(root, invalid_actions, noise, config, noise_fraction)
     initial = _initial_tree(Root(root_logits, root.value, root.embedding), batch, nodes, actions, hidden)
 
     before = _tree_placeholders(batch, nodes, actions, hidden, domain=(sim,))
@@ -142,7 +223,12 @@ def _simulations(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_act
         field_before[0] = field_initial
         field_before[sim + 1] = field_after[sim]
 
-    path = _select(before, invalid_actions, config, nodes, actions)
+    if config.search == "gumbel":
+        chosen = _gumbel_actions(before, invalid_actions, _scaled_gumbel(noise, noise_fraction, root_logits),
+                                 config, nodes)
+    else:
+        chosen = _puct_actions(before, invalid_actions, config, nodes)
+    path = _select(before, chosen, config, nodes, actions)
     simulation = before.node_visits.spatial[:, 0].astype("int64")  # (B,) s + 1: the root gains a visit per simulation
     existing = _at(_rows(before.children_index, path.parent), path.action)
     leaf = F.where(existing == UNVISITED, simulation, existing)
@@ -154,6 +240,24 @@ def _simulations(root: Root, recurrent_fn: Callable[[RT, RT], Step], invalid_act
     return after
 
 
+def _root_logits(root: Root, invalid: RT, noise: RT | None, config: SearchConfig, noise_fraction: RT | None) -> RT:
+    """The root's prior logits, masked: pUCT mixes the Dirichlet ``noise`` into the prior first (as mctx's
+    ``muzero_policy``); Gumbel MuZero masks the logits as they are (its noise enters the root's scores)."""
+    if config.search == "gumbel":
+        return _mask_invalid(root.prior_logits, invalid)
+    prior = F.softmax(root.prior_logits, dim=-1)
+    if noise is not None:
+        fraction = config.dirichlet_fraction if noise_fraction is None else noise_fraction
+        prior = prior * (1.0 - fraction) + noise * fraction
+    return _mask_invalid(F.log(F.maximum(prior, float(np.finfo(np.float32).tiny))), invalid)
+
+
+def _scaled_gumbel(gumbel: RT | None, scale: RT | None, logits: RT) -> RT:
+    if gumbel is None:
+        return F.zeros(tuple(int(d) for d in logits.shape))
+    return gumbel if scale is None else gumbel * scale
+
+
 # ------------------------------------------------------------------------------------------------ the tree
 def _tree_placeholders(batch: int, nodes: int, actions: int, hidden: int, domain) -> Tree:
     per_node, per_edge = (batch, nodes), (batch, nodes, actions)
@@ -163,7 +267,8 @@ def _tree_placeholders(batch: int, nodes: int, actions: int, hidden: int, domain
                 trl.placeholder(per_edge, "float32", domain), trl.placeholder(per_edge, "float32", domain),
                 trl.placeholder(per_edge, "float32", domain),
                 trl.placeholder((batch, nodes, hidden), "float32", domain), trl.placeholder(per_node, "int64", domain),
-                trl.placeholder(per_node, "float32", domain), trl.placeholder(per_node, "float32", domain))
+                trl.placeholder(per_node, "float32", domain), trl.placeholder(per_node, "float32", domain),
+                trl.placeholder(per_node, "float32", domain))
 
 
 def _initial_tree(root: Root, batch: int, nodes: int, actions: int, hidden: int) -> Tree:
@@ -180,7 +285,8 @@ def _initial_tree(root: Root, batch: int, nodes: int, actions: int, hidden: int)
         children_values=zeros_edge, children_visits=zeros_edge, children_rewards=zeros_edge,
         embeddings=F.where(root_node.unsqueeze(-1), root.embedding.unsqueeze(1), F.zeros((batch, nodes, hidden))),
         node_depth=F.full((batch, nodes), 0, "int64"), node_reward_sum=F.zeros((batch, nodes)),
-        node_decay=F.ones((batch, nodes)))
+        node_decay=F.ones((batch, nodes)),
+        raw_values=F.where(root_node, root.value.unsqueeze(-1), F.zeros((batch, nodes))))
 
 
 def _hot(index: RT, size: int) -> RT:
@@ -226,12 +332,11 @@ class Path(NamedTuple):
     decay: RT  # (B, N) discount^depth(n)
 
 
-def _select(tree: Tree, invalid: RT, config: SearchConfig, nodes: int, actions: int) -> Path:
+def _select(tree: Tree, chosen: RT, config: SearchConfig, nodes: int, actions: int) -> Path:
     """The path mctx's selection loop walks, found for all nodes at once (module docstring): from the root, each
-    node's chosen child (itself where that child is unexpanded: the walk stops there); node n is on the path
-    when the walk of depth(n) steps from the root ends at n, which binary lifting finds in ceil(log2(depth))
+    node's ``chosen`` (B, N) child (itself where that child is unexpanded: the walk stops there); node n is on the
+    path when the walk of depth(n) steps from the root ends at n, which binary lifting finds in ceil(log2(depth))
     rounds (the 2^k-step jumps, and each node's walk along the bits of its depth)."""
-    chosen = _puct_actions(tree, invalid, config, nodes)
     batch = int(tree.parents.shape[0])
     node = F.tensor(np.tile(np.arange(nodes), (batch, 1)))
     child = F.where(_hot(chosen, actions), tree.children_index, F.zeros((), "int64")).sum(dim=-1)
@@ -270,6 +375,58 @@ def _normalised_q(qvalues: RT, child_visits: RT, node_value: RT, epsilon: float 
     return (F.where(visited, qvalues, low) - low) / F.maximum(high - low, epsilon)
 
 
+def _gumbel_actions(tree: Tree, invalid: RT, gumbel: RT, config: SearchConfig, nodes: int) -> RT:
+    """(B, N): every node's Gumbel MuZero action, the root's by sequential halving, the others' by the
+    deterministic rule (module docstring)."""
+    visits = tree.children_visits
+    qvalues = tree.children_rewards + config.discount * tree.children_values
+    completed = _completed_q(qvalues, visits, tree.raw_values, tree.children_prior_logits, config)  # (B, N, A)
+    improved = F.softmax(tree.children_prior_logits + completed, dim=-1)
+    interior = (improved - visits / (1.0 + visits.sum(dim=-1, keepdim=True))).argmax(dim=-1)
+    root_visits = visits.spatial[:, 0]
+    schedule = _considered_schedule(invalid, config)  # (B, S)
+    simulation = root_visits.sum(dim=-1).astype("int64")  # (B,) s: every simulation visits one root child
+    considered = _at(schedule, simulation).unsqueeze(-1)
+    score = _considered_score(considered, gumbel, tree.children_prior_logits.spatial[:, 0], completed.spatial[:, 0],
+                              root_visits)
+    root_action = F.where(invalid, float("-inf"), score).argmax(dim=-1)
+    at_root = F.tensor((np.arange(nodes) == 0).reshape(1, nodes))
+    return F.where(at_root, root_action.unsqueeze(-1), interior)
+
+
+def _considered_schedule(invalid: RT, config: SearchConfig) -> RT:
+    """(B, S): `considered_visits` for each search's number of considered actions, min(max_considered, legal)."""
+    actions = int(invalid.shape[-1])
+    table = np.array([considered_visits(min(legal, config.max_considered), config.num_simulations)
+                      for legal in range(actions + 1)], np.float32)  # row: the number of legal actions
+    legal = F.where(invalid, 0, 1).sum(dim=-1)
+    return F.matmul(_hot(legal, actions + 1).astype("float32"), F.tensor(table))
+
+
+def _considered_score(considered: RT, gumbel: RT, logits: RT, completed: RT, visits: RT) -> RT:
+    """``g + logits + sigma(completed Q)`` (floored at LOW_LOGIT) for the actions with ``considered`` visits,
+    -inf for the others."""
+    shifted = logits - logits.max(dim=-1, keepdim=True)
+    score = F.maximum(gumbel + shifted + completed, LOW_LOGIT)
+    return F.where(visits == considered, score, float("-inf"))
+
+
+def _completed_q(qvalues: RT, visits: RT, raw_value: RT, logits: RT, config: SearchConfig) -> RT:
+    """sigma(completed Q) over the last dimension (actions), for any leading dimensions (module docstring): the
+    unvisited children's Q is the mixed value (raw_value + sum_b N(b) * sum_{visited} pi(a) Q(a) / sum_{visited}
+    pi(a)) / (1 + sum_b N(b))."""
+    visited = visits > 0
+    prior = F.maximum(F.softmax(logits, dim=-1), float(np.finfo(np.float32).tiny))
+    total = visits.sum(dim=-1)
+    visited_prior = F.where(visited, prior, 0.0).sum(dim=-1, keepdim=True)
+    weighted = F.where(visited, prior * qvalues / F.where(visited, visited_prior, 1.0), 0.0).sum(dim=-1)
+    mixed = (raw_value + total * weighted) / (total + 1.0)
+    completed = F.where(visited, qvalues, mixed.unsqueeze(-1))
+    low, high = completed.min(dim=-1, keepdim=True), completed.max(dim=-1, keepdim=True)
+    rescaled = (completed - low) / F.maximum(high - low, config.min_q_range)
+    return ((config.maxvisit_init + visits.max(dim=-1)) * config.value_scale).unsqueeze(-1) * rescaled
+
+
 # ----------------------------------------------------------------------------------- expansion and backup
 def _expand(tree: Tree, parent: RT, action: RT, leaf: RT, step: Step, nodes: int, actions: int,
             discount: float) -> Tree:
@@ -285,6 +442,7 @@ def _expand(tree: Tree, parent: RT, action: RT, leaf: RT, step: Step, nodes: int
         node_decay=F.where(leaf_mask, (parent_decay * discount).unsqueeze(-1), tree.node_decay),
         node_visits=F.where(leaf_mask, tree.node_visits + 1.0, tree.node_visits),
         node_values=F.where(leaf_mask, step.value.unsqueeze(-1), tree.node_values),
+        raw_values=F.where(leaf_mask, step.value.unsqueeze(-1), tree.raw_values),
         parents=F.where(leaf_mask, parent.unsqueeze(-1), tree.parents),
         action_from_parent=F.where(leaf_mask, action.unsqueeze(-1), tree.action_from_parent),
         children_index=F.where(edge, leaf.reshape((-1, 1, 1)), tree.children_index),

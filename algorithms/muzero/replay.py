@@ -1,8 +1,8 @@
 """Replay buffer, K-step unroll targets with n-step values, and Reanalyse (MuZero; MuZero Reanalyse).
 
 Targets for a position t and unroll step k = 0..K (position u = t + k of a game of T decisions):
-- policy: the search's visit distribution at u (masked out past the end of the game), learned over u's legal
-  actions (`legal`; all past the end);
+- policy: the search's policy at u (its visit distribution; Gumbel MuZero's improved policy), masked out past the
+  end of the game, learned over u's legal actions (`legal`; all past the end);
 - value:  z_u = sum_{j < n, u + j < T} discount^j r_{u + j} + discount^n v_{u + n} (v: the root search value,
   0 past the end: the game is over), two-hot over the support; 0 past the end;
 - reward: r_{t + k} for k < K (0 past the end), two-hot; actions past the end are drawn uniformly.
@@ -85,11 +85,11 @@ class Replay:
         for start in range(0, length, program.batch):
             rows = np.minimum(np.arange(start, start + program.batch), length - 1)
             seeds = None if game["seeds"] is None else game["seeds"][rows]
-            visits, values = program.run(weights, game["features"][rows], game["legal"][rows], None, seed=seeds,
-                                         seed_weight=seed_weight)
+            searched = program.search(weights, game["features"][rows], game["legal"][rows], None, seed=seeds,
+                                      seed_weight=seed_weight)
             kept = rows[:length - start]
-            game["policies"][kept] = visits[:len(kept)] / visits[:len(kept)].sum(-1, keepdims=True)
-            game["values"][kept] = values[:len(kept)]
+            game["policies"][kept] = searched.policy[:len(kept)]
+            game["values"][kept] = searched.value[:len(kept)]
         game.pop("z", None)
 
     def reanalyse(self, program, weights: np.ndarray, count: int, rng: np.random.Generator,
@@ -106,10 +106,10 @@ class Replay:
             legal = np.stack([self.games[g]["legal"][u] for g, u in picks])
             seeded = seed_weight > 0 and all(self.games[g]["seeds"] is not None for g, _ in picks)
             seeds = np.stack([self.games[g]["seeds"][u] for g, u in picks]) if seeded else None
-            visits, values = program.run(weights, features, legal, None, seed=seeds, seed_weight=seed_weight)
+            searched = program.search(weights, features, legal, None, seed=seeds, seed_weight=seed_weight)
             for k, (g, u) in enumerate(picks):
-                self.games[g]["policies"][u] = visits[k] / visits[k].sum()
-                self.games[g]["values"][u] = values[k]
+                self.games[g]["policies"][u] = searched.policy[k]
+                self.games[g]["values"][u] = searched.value[k]
                 self.games[g].pop("z", None)
             done += program.batch
         return done

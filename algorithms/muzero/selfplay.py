@@ -2,22 +2,26 @@
 
 `SearchProgram` is the timerl program of one batched search: the representation and prediction networks at
 the root, `mcts.search` over the simulation dimension with the dynamics and prediction networks
-inside, and sinks for the root visit counts and the root's search value. Its inputs (the flat weights, the
+inside, and sinks for the root visit counts and the root's search value (and, under Gumbel MuZero,
+``SearchConfig.search = "gumbel"``, the root's improved policy and chosen action). Its inputs (the flat weights, the
 games' features, legal masks and Dirichlet draws) are sources that read the host's current values, so the
 program is compiled once and executed once per move of the batch.
 
 `SelfPlay` is the host side (the irregular part: games of different lengths, Drop-backup rewinds): it keeps
-B games, advances each to its next decision (a buffer with more than one legal action; a forced move is
-played at once and its reward added to the decision's), searches all B at once, and plays each game's action
-drawn from its visit counts with a temperature (MuZero: pi(a) ~ N(a)^(1/T)). Dirichlet noise and the action
-draws come from a NumPy generator seeded per `SelfPlay`, since a compiled program's own draws repeat at every
-execution. Games run with Drop-backup, rewinding to the offending group's opening (`backup_point="group"`,
+B games (one per search row; a row whose game ends starts the round's next game), advances each to its next
+decision (a buffer with more than one legal action; a forced move is played at once and its reward added to the
+decision's), searches all B at once, and plays each game's action drawn from its visit counts with a temperature
+(MuZero: pi(a) ~ N(a)^(1/T)); under Gumbel MuZero each game plays the search's action (the Gumbel draws are the
+exploration; the greedy games search without them) and learns the improved policy. Dirichlet or Gumbel noise and
+the action draws come from a NumPy generator seeded per `SelfPlay`, since a compiled program's own draws repeat at
+every execution. Games run with Drop-backup, rewinding to the offending group's opening (`backup_point="group"`,
 as every baseline of `algorithms.mmap` plays; see game.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
@@ -27,9 +31,18 @@ from algorithms.mmap.baselines.policies import greedy_action
 from algorithms.mmap.game import MMapGame
 from algorithms.mmap.problem import Problem
 from algorithms.muzero.features import FEATURES, Encoder
-from algorithms.muzero.mcts import Root, SearchConfig, Step, search_root
+from algorithms.muzero.mcts import Root, SearchConfig, Step, gumbel_search_root, search_root
 from algorithms.muzero.networks import ACTIONS, Layout, Networks
 from algorithms.muzero.support import REWARD_SCALE, scalar_of
+
+
+class Searched(NamedTuple):
+    """One batched search's outcome per game."""
+
+    visits: np.ndarray  # (B, A) root visit counts
+    value: np.ndarray  # (B,) root search value
+    policy: np.ndarray  # (B, A) the policy target: the visit distribution (pUCT), the improved policy (gumbel)
+    action: np.ndarray | None  # (B,) the action to play (gumbel); None: drawn from the visits (pUCT, `choose`)
 
 
 class SearchProgram:
@@ -61,7 +74,13 @@ class SearchProgram:
                 return Step(scalar_of(reward), next_policy, scalar_of(next_value), following)
 
             root = Root(policy, scalar_of(value), state)
-            visits, root_value = search_root(root, recurrent_fn, invalid, noise, config, s, noise_fraction)
+            if config.search == "gumbel":  # ``noise``: Gumbel draws, scaled per game by ``noise_fraction``
+                outcome = gumbel_search_root(root, recurrent_fn, invalid, noise, config, s, noise_fraction)
+                visits, root_value = outcome.visits, outcome.value
+                outcome.policy.sink(self._output("policy"))
+                outcome.action.sink(self._output("action"))
+            else:
+                visits, root_value = search_root(root, recurrent_fn, invalid, noise, config, s, noise_fraction)
             visits.sink(self._output("visits"))
             root_value.sink(self._output("value"))
         self.executable = ctx.compile(bounds={S: config.num_simulations}, backend=backend)
@@ -73,19 +92,34 @@ class SearchProgram:
         return lambda point, value: self.outputs.__setitem__(name, np.asarray(value).copy())
 
     def run(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
-            exact: int = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0):
-        """(root visit counts (B, A), root search values (B,)); ``noise`` None searches without noise, and so do
-        the first ``exact`` games. ``seed`` (B, A): a distribution over actions per game (e.g. one-hot on a
-        baseline's move) that the root's prior mixes in with ``seed_weight``, before the noise; None: none."""
-        fraction = np.full((self.batch, 1), 0.0 if noise is None else self.config.dirichlet_fraction, np.float32)
-        fraction[:exact] = 0.0
+            exact: int | np.ndarray = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0):
+        """(root visit counts (B, A), root search values (B,)): `search`'s first two."""
+        searched = self.search(weights, features, legal, noise, exact, seed, seed_weight)
+        return searched.visits, searched.value
+
+    def search(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
+               exact: int | np.ndarray = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0) -> Searched:
+        """The search of B games. ``noise`` (B, A): Dirichlet draws (pUCT) or standard Gumbel draws (gumbel); None
+        searches without noise, and so do the first ``exact`` games (or the rows where ``exact``, a (B,) bool mask,
+        holds). ``seed`` (B, A): a distribution over actions per game (e.g. one-hot on a baseline's move) that the
+        root's prior mixes in with ``seed_weight``, before the noise; None: none."""
+        gumbel = self.config.search == "gumbel"
+        scale = 1.0 if gumbel else self.config.dirichlet_fraction
+        fraction = np.full((self.batch, 1), 0.0 if noise is None else scale, np.float32)
+        if isinstance(exact, np.ndarray):
+            fraction[exact] = 0.0
+        else:
+            fraction[:exact] = 0.0
         self.inputs.update(weights=weights.astype(np.float32), features=features.astype(np.float32),
                            invalid=~legal, noise=np.zeros(legal.shape, np.float32) if noise is None else
                            noise.astype(np.float32), noise_fraction=fraction,
                            seed=np.zeros(legal.shape, np.float32) if seed is None else seed.astype(np.float32),
                            seed_weight=np.full((self.batch, 1), 0.0 if seed is None else seed_weight, np.float32))
         self.executable.execute()
-        return self.outputs["visits"], self.outputs["value"]
+        visits = self.outputs["visits"]
+        if gumbel:
+            return Searched(visits, self.outputs["value"], self.outputs["policy"], self.outputs["action"])
+        return Searched(visits, self.outputs["value"], visits / np.maximum(visits.sum(-1, keepdims=True), 1.0), None)
 
 
 @dataclasses.dataclass
@@ -115,74 +149,120 @@ def greedy_seed(game: MMapGame) -> np.ndarray:
 
 class SelfPlay:
     def __init__(self, problem: Problem, program: SearchProgram, seed: int = 0, noise: bool = True,
-                 seed_weight: float = 0.0):
-        """``seed_weight``: how much of the root's prior is the greedy policy's move (`greedy_seed`), 0 for none."""
+                 seed_weight: float = 0.0, replay_backups: bool = True, gumbel_temperature: bool = False):
+        """``seed_weight``: how much of the root's prior is the greedy policy's move (`greedy_seed`), 0 for none;
+        ``replay_backups``: after a Drop-backup rewind, replay each undone move (where still legal) without a
+        search, as forced moves (`_forced_moves`): the rewind drops one alias group and nothing else changes for
+        the moves in between, which the search already chose. Without it a round's searches follow its games'
+        rewinds: on vit_tiny_adam (2,494 buffers) a sampled game plays 27,000-38,000 moves (40-54 rewinds, each
+        replaying hundreds of decisions), the greedy game 5,236; one round of 16 games took 33,067 searches.
+        ``gumbel_temperature``: under Gumbel MuZero, the root's Gumbel draws scaled by `play`'s temperature (as
+        argmax(T g + logits) draws from softmax(logits / T)); False: unscaled (the paper's)."""
         self.problem, self.program, self.noise, self.seed_weight = problem, program, noise, seed_weight
+        self.replay_backups = replay_backups
+        self.gumbel_temperature = gumbel_temperature
         self.encoder = Encoder(problem)
         self.rng = np.random.default_rng(seed)
         self.reward_scale = REWARD_SCALE / max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.searches = 0
+        self.live_rows = 0  # rows of those searches that held a live game (the rest repeat one)
 
     def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0,
              count: int | None = None) -> list[Trajectory]:
-        """``count`` (B when None) complete games; temperature 0 plays the most visited action, as do the first
-        `greedy_games`, which are searched without noise (each round then plays the current networks' own choice).
-        Rows of the search batch without a live game repeat a live game's features (encoded once)."""
+        """``count`` (B when None) complete games, in the order they start; temperature 0 plays the most visited
+        action, as do the first `greedy_games` games, which are searched without noise (each round then plays the
+        current networks' own choice). The B rows of the search batch start the first B games; a row whose game
+        ends starts the next one while fewer than ``count`` have started, so every search is full until the last
+        games end (Drop-backup makes games of different lengths). Rows without a live game repeat a live game's
+        features (encoded once). With ``count`` <= B no row is refilled: the games of one batch, as before."""
         batch = self.program.batch
         count = batch if count is None else count
-        games = [MMapGame(self.problem, drop_backup=True, backup_point="group") for _ in range(count)]
-        trajectories = [Trajectory(game=game) for game in games]
-        pending = [0.0] * count  # rewards of forced moves since the last decision
+        trajectories: list[Trajectory] = []
+        pending: list[float] = []  # per game: rewards of forced moves since its last decision
+        last_moves: list[dict] = []  # per game: position -> the last action played there (`replay_backups`)
+        row_game = [-1] * batch  # each row's game (its place in `trajectories`), -1: none
+        for row in range(min(batch, count)):
+            row_game[row] = self._start(trajectories, pending, last_moves)
         while True:
-            for k, game in enumerate(games):
-                pending[k] += self._forced_moves(game, trajectories[k])
-            live = [k for k, game in enumerate(games) if not game.done]
-            for k, game in enumerate(games):
-                if game.done and pending[k]:
-                    if trajectories[k].rewards:
-                        trajectories[k].rewards[-1] += pending[k]
+            for row in range(batch):
+                k = row_game[row]
+                while k >= 0:
+                    trajectory = trajectories[k]
+                    pending[k] += self._forced_moves(trajectory.game, trajectory, last_moves[k])
+                    if not trajectory.game.done:
+                        break
+                    if pending[k] and trajectory.rewards:
+                        trajectory.rewards[-1] += pending[k]
                     pending[k] = 0.0
+                    k = row_game[row] = self._start(trajectories, pending, last_moves) if len(trajectories) < count else -1
+            live = [row for row in range(batch) if row_game[row] >= 0]
             if not live:
                 break
-            features, legal = self.encoder.encode_many([games[k] for k in live])
+            games = [trajectories[row_game[row]].game for row in live]
+            features, legal = self.encoder.encode_many(games)
             rows = np.zeros(batch, dtype=np.int64)  # each row of the batch: its game's place in `live`
             rows[live] = np.arange(len(live))
             features, legal = features[rows], legal[rows]
-            noise = (self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch) if self.noise
-                     else None)
+            noise = self._noise(batch, temperature) if self.noise else None
             seeds = None
             if self.seed_weight > 0:
-                seeds = np.stack([greedy_seed(games[k]) for k in live])[rows]
-            visits, values = self.program.run(weights, features, legal, noise, exact=greedy_games, seed=seeds,
-                                              seed_weight=self.seed_weight)
+                seeds = np.stack([greedy_seed(game) for game in games])[rows]
+            greedy = np.array([0 <= row_game[row] < greedy_games for row in range(batch)])
+            searched = self.program.search(weights, features, legal, noise, exact=greedy, seed=seeds,
+                                           seed_weight=self.seed_weight)
             self.searches += 1
-            actions = choose(visits[live], legal[live],
-                             np.array([0.0 if k < greedy_games else temperature for k in live]), self.rng)
-            for k, action in zip(live, actions.tolist()):
-                trajectory, game = trajectories[k], games[k]
+            self.live_rows += len(live)
+            if searched.action is not None:
+                actions = searched.action[live]
+            else:
+                actions = choose(searched.visits[live], legal[live], np.where(greedy[live], 0.0, temperature),
+                                 self.rng)
+            for row, action in zip(live, actions.tolist()):
+                k = row_game[row]
+                trajectory = trajectories[k]
                 if trajectory.rewards:
                     trajectory.rewards[-1] += pending[k]
                 pending[k] = 0.0
-                trajectory.features.append(features[k])
-                trajectory.legal.append(legal[k])
+                trajectory.features.append(features[row])
+                trajectory.legal.append(legal[row])
                 trajectory.actions.append(action)
-                trajectory.policies.append(visits[k] / visits[k].sum())
-                trajectory.values.append(float(values[k]))
+                trajectory.policies.append(searched.policy[row])
+                trajectory.values.append(float(searched.value[row]))
                 if seeds is not None:
-                    trajectory.seeds.append(seeds[k])
-                trajectory.rewards.append(game.play(action) * self.reward_scale)
+                    trajectory.seeds.append(seeds[row])
+                last_moves[k][trajectory.game.position] = action
+                trajectory.rewards.append(trajectory.game.play(action) * self.reward_scale)
                 trajectory.played.append(action)
         for trajectory in trajectories:
             trajectory.total_reward = trajectory.game.total_reward
         return trajectories
 
-    def _forced_moves(self, game: MMapGame, trajectory: Trajectory) -> float:
+    def _noise(self, batch: int, temperature: float) -> np.ndarray:
+        """The root's noise draws for a search: Dirichlet (pUCT) or Gumbel (gumbel; `gumbel_temperature`)."""
+        if self.program.config.search == "gumbel":
+            return self.rng.gumbel(size=(batch, ACTIONS)) * (temperature if self.gumbel_temperature else 1.0)
+        return self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch)
+
+    def _start(self, trajectories: list[Trajectory], pending: list[float], last_moves: list[dict]) -> int:
+        """A new game, appended (with its pending reward and its map of position -> the last action played
+        there); its place."""
+        trajectories.append(Trajectory(game=MMapGame(self.problem, drop_backup=True, backup_point="group")))
+        pending.append(0.0)
+        last_moves.append({})
+        return len(trajectories) - 1
+
+    def _forced_moves(self, game: MMapGame, trajectory: Trajectory, last_moves: dict) -> float:
+        """Play the moves that need no search: those with one legal action, and (`replay_backups`) a position
+        that a Drop-backup rewind undid, where the action played there last is still legal; their rewards."""
         reward = 0.0
         while not game.done:
             legal = game.legal_actions()
-            if sum(legal) > 1:
+            action = last_moves.get(game.position, -1) if self.replay_backups else -1
+            if sum(legal) == 1:
+                action = legal.index(True)
+            elif action < 0 or not legal[action]:
                 break
-            action = legal.index(True)
+            last_moves[game.position] = action
             reward += game.play(action) * self.reward_scale
             trajectory.played.append(action)
         return reward

@@ -34,5 +34,6 @@ def test_seconds_budget_curves_and_table(tmp_path):
     out = tmp_path / "curves.png"
     plot_curves(reports, str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert set(MUZERO_AGENTS) == set(VARIANTS) == {"muzero", "muzero_nosearch", "muzero_nolearn"}
+    assert set(MUZERO_AGENTS) == set(VARIANTS) == {"muzero", "muzero_nosearch", "muzero_nolearn", "muzero_puct",
+                                                   "muzero_gumbel_t"}
     assert VARIANTS["muzero_nolearn"].learner.lr == 0.0 and VARIANTS["muzero_nosearch"].simulations == 1

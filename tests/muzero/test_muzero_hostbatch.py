@@ -10,8 +10,15 @@ from algorithms.mmap.baselines.policies import legal_list
 from algorithms.mmap.baselines.result import new_game
 from algorithms.mmap.problem import build_problem, with_copy_setup
 from algorithms.mmap.synthetic import synthetic_instance
+from algorithms.mmap.check import check_mapping
+from algorithms.mmap.mapping import mapping_records
 from algorithms.muzero.features import Encoder
-from algorithms.muzero.selfplay import choose
+from algorithms.muzero.mcts import SearchConfig
+from algorithms.muzero.networks import Layout, Sizes, init_weights
+from algorithms.muzero.selfplay import SearchProgram, SelfPlay, choose
+from algorithms.muzero.support import REWARD_SCALE
+
+SIZES = Sizes(hidden=8, image=4, trunk=8, head=8)
 
 
 def games_along_random_play(problem, count: int, seed: int):
@@ -64,3 +71,44 @@ def test_choose_draws_as_rng_choice_row_by_row():
             expected = int(reference.choice(3, p=weights / weights.sum()))
         assert actions[row] == expected, row
         assert legal[row, actions[row]]
+
+
+def test_refilled_rows_play_whole_games():
+    """A round of more games than search rows (`SelfPlay.play`, ``count`` > B): a row whose game ends starts the
+    next one. Noise-free greedy games are deterministic, so each of 5 played on 2 rows (rows refilled mid-round,
+    beside games of other lengths) is the game one row plays alone; sampled games are legal and complete, their
+    decisions and rewards their own (the rewards sum to the game's return), and every search but the last games'
+    holds a live game in each row (the rows' live count is the decisions made)."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
+    weights = init_weights(SIZES, 0)
+    layout = Layout.of(weights)
+    packed = layout.pack(weights)
+    program = SearchProgram(layout, batch=2, config=SearchConfig(num_simulations=4, max_depth=2))
+    (alone,) = SelfPlay(problem, program, seed=0).play(packed, 0.0, greedy_games=1, count=1)
+    selfplay = SelfPlay(problem, program, seed=3)
+    games = selfplay.play(packed, 1.0, greedy_games=5, count=5)
+    assert len(games) == 5
+    for game in games:
+        assert game.played == alone.played and game.actions == alone.actions
+        np.testing.assert_allclose(game.policies, alone.policies, rtol=1e-6)
+    selfplay = SelfPlay(problem, program, seed=3)
+    games = selfplay.play(packed, 1.0, greedy_games=1, count=7)
+    assert len(games) == 7 and games[0].played == alone.played
+    assert len({tuple(game.played) for game in games}) > 1  # the sampled games differ
+    scale = REWARD_SCALE / (problem.latency_all_slow - problem.latency_all_fast)
+    decisions = 0
+    for trajectory in games:
+        game = trajectory.game
+        assert game.done and game.feasible
+        check_mapping(problem, mapping_records(game))
+        np.testing.assert_allclose(sum(trajectory.rewards), game.total_reward * scale, rtol=1e-6, atol=1e-9)
+        replayed = new_game(problem)
+        for action in trajectory.played:
+            replayed.play(action)
+        assert replayed.total_reward == game.total_reward
+        assert len(trajectory.features) == len(trajectory.actions) == len(trajectory.policies)
+        for features, legal, action in zip(trajectory.features, trajectory.legal, trajectory.actions):
+            assert legal.sum() > 1 and legal[action]
+        decisions += len(trajectory.actions)
+    assert selfplay.live_rows == decisions
+    assert selfplay.searches < decisions  # two rows searched at once

@@ -79,6 +79,7 @@ class Executable:
                                                     self.transient)
         self.prefetchers = lowering.prefetchers
         self.constants = lowering.constants
+        self.constants_moved = False  # into the backend, in the namespace: at the first execution
         # a memory-aware schedule (running sums) keeps what it asked for when its loops run batched: each batched
         # loop runs in chunks of points whose values stay within `CHUNK_BYTES`, as isl's order keeps only a few
         # points of them alive (not on jax, whose compiled statements want one shape; there `scan_loops` runs them)
@@ -116,7 +117,9 @@ class Executable:
         for prefetch in self.prefetchers:
             prefetch.reset(pool.hold)
         with self.backend.session():
-            self.namespace.update({name: self.backend.from_numpy(v) for name, v in self.constants.items()})
+            if not self.constants_moved:  # once (STYLE 14): no kernel writes into a constant's buffer (`FRESH`)
+                self.namespace.update({name: self.backend.from_numpy(v) for name, v in self.constants.items()})
+                self.constants_moved = True
             try:
                 self._program([])
             except DeviceOutOfMemoryError as error:

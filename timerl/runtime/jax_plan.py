@@ -24,8 +24,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+import numpy as np
+
 from timerl.backends.jax_keys import Unhashable, freeze, shared
-from timerl.ops.registry import DRAW
+from timerl.ops.registry import CONST, DRAW
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node, identity_read
 from timerl.runtime import jax_rng
@@ -129,9 +131,11 @@ class JaxGroupLowering(GroupLowering):
 
     def _fused_call(self, group, members: list[Node], fused: set[int], inside: set[int]) -> list[str]:
         """One call of the jitted part: its arguments are the values it reads from outside (a draw reads the
-        point's coordinates), its results the values read outside it."""
+        point's coordinates), its results the values read outside it. The group's constants are constants of the
+        jitted function, not arguments (each argument costs every call its conversion)."""
         graph = self.graph
         externals: dict[str, str] = {}  # expression at the call site -> parameter name
+        constants: dict[int, str] = {}  # a constant member of the group read inside -> its name there
         steps: list[tuple[Node, list[str]]] = []
         local_name = {}  # member id -> name of its value inside the jitted function
         for member in members:
@@ -146,6 +150,9 @@ class JaxGroupLowering(GroupLowering):
                     if edge.producer in fused and identity_read(edge, member, producer):
                         names.append(local_name[edge.producer])
                         continue
+                    if producer.category is CONST and edge.producer in inside and identity_read(edge, member, producer):
+                        names.append(constants.setdefault(edge.producer, f"k{len(constants)}"))
+                        continue
                     if edge.producer in inside and identity_read(edge, member, producer):
                         expression = f"v{edge.producer}_{edge.output}"
                     else:
@@ -157,7 +164,8 @@ class JaxGroupLowering(GroupLowering):
         results = [member for member, _ in steps if member.id in read_outside]
         try:
             key = ("fused", len(externals), tuple((signature(m, self.ns["SEED"]), tuple(names)) for m, names in steps),
-                   tuple(local_name[m.id] for m in results))
+                   tuple(local_name[m.id] for m in results),
+                   tuple((name, signature(graph.nodes[n], self.ns["SEED"])) for n, name in constants.items()))
         except Unhashable:
             key = None
 
@@ -167,6 +175,10 @@ class JaxGroupLowering(GroupLowering):
             kernels = [self._kernel(member) for member, _ in steps]
             namespace = {f"K{k}": kernel for k, kernel in enumerate(kernels)}
             lines = [f"def fused({', '.join(externals.values())}):"]
+            for n, name in constants.items():
+                namespace[f"{name}_value"] = np.asarray(graph.nodes[n].attrs["value"])
+                lines.append(f"    {name} = asarray({name}_value)")
+            namespace["asarray"] = self.backend.xp.asarray
             for k, (member, names) in enumerate(steps):
                 lines.append(f"    y{k} = K{k}({', '.join(names)})")
                 if checked(member):
@@ -182,7 +194,10 @@ class JaxGroupLowering(GroupLowering):
             exec(compile("\n".join(lines), f"<timerl jax group G{group.id}>", "exec"), namespace)  # noqa: S102
             return namespace["fused"]
 
-        self.ns[f"F{group.id}"] = shared(key, build, self.backend.jit)
+        function = shared(key, build, self.backend.jit)
+        # without arguments (constants and their functions only) the results are the same at every call: computed
+        # at the first (in the program's session), kept (jax arrays are immutable)
+        self.ns[f"F{group.id}"] = function if externals else _once(function)
         targets = "".join(f"v{m.id}_0, " for m in results) or "_"
         call = f"F{group.id}({', '.join(externals)})"
         if not checks:
@@ -200,3 +215,14 @@ class JaxGroupLowering(GroupLowering):
                 outside.update(e.producer for e in member.inputs)
         return outside & fused
 
+
+def _once(function: Callable[[], Any]) -> Callable[[], Any]:
+    """``function()``'s result, computed at the first call and returned at every later one."""
+    kept: list = []
+
+    def call() -> Any:
+        if not kept:
+            kept.append(function())
+        return kept[0]
+
+    return call

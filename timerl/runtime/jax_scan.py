@@ -74,8 +74,7 @@ class ScannedLoop:
         self.hoisted, self.after, self.hoisted_members = analysis.hoisted, analysis.after, analysis.hoisted_members
         self.group_of, self.deciding = analysis.group_of, analysis.deciding
         self.compiled: dict = {}  # (outcome, count) -> one segment's function, its reads
-        self.runs_compiled: dict = {}  # a run's (outcome, count)s -> the segments as one jitted function
-        self.zeros: tuple | None = None
+        self.runs_compiled: dict = {}  # (a run's (outcome, count)s, its reads' slots, constants) -> one jitted function
         self.plans: dict = {}
         self.runs = 0
         self.schedules: dict = {}  # (deciding counters, start, stop) -> (segments, frees' iterations)
@@ -103,13 +102,12 @@ class ScannedLoop:
         for function, point in plan.hoisted:
             function(point)
         try:
-            loaded = [pool.load(key)[output] for key, output in plan.loads]
+            loaded = tuple(pool.load(key)[output] for key, output in plan.loads)
         except KeyError as missing:
             raise TimeRLError(f"internal error: a compiled loop read {missing}, never stored (a scheduling bug)")
         self.runs += 1
-        values = tuple(tuple(loaded[k] for k in slots) for slots in plan.arguments)
         rows_of = tuple(tuple(self._stacked(keys, output) for keys, output in reads) for reads in plan.sliced)
-        stacks, founds = plan.function(plan.traced_prefixes, plan.firsts, self._initial_carry(), values, rows_of)
+        stacks, founds = plan.function(plan.traced, loaded, rows_of)
         for (outcome, first), found in zip(plan.outcomes, founds):
             if found is not None:
                 self._raise_first(outcome, plan.prefixes, first, found)
@@ -155,10 +153,18 @@ class ScannedLoop:
                            read.output) for read in self._active_sliced(outcome))
             checked += [key for keys, _ in reads for key in keys]
             sliced.append(reads)
-        function, segment_reads, stored = self._whole_run(shape)
+        segment_reads = [self._compiled(outcome, count)[1] for outcome, count in shape]
         arguments = tuple(tuple(loads[((r.producer, tuple(r.key(*outer))), r.output)] for r in reads)
-                          for reads, _ in segment_reads)
+                          for reads in segment_reads)
+        # a constant's value is the program's, at every point and execution: a constant of the traced function,
+        # not an argument (each argument costs the call its conversion); the other invariants are passed once each
+        # however many segments read them
+        constants = tuple((slot, key[0]) for (key, _), slot in loads.items()
+                          if self.graph.nodes[key[0]].category is CONST)
+        fixed = {slot for slot, _ in constants}
+        passed = tuple(load for load, slot in loads.items() if slot not in fixed)
         prefixes = [tuple(s.prefix(*outer)) for s in self.statements]  # (outer coordinates..., origin)
+        function, stored = self._whole_run(shape, arguments, constants, tuple(len(prefix) for prefix in prefixes))
         prefix_of = {m: prefix for s, prefix in zip(self.statements, prefixes) for m in s.stored}
         slope = self.slope
         stored_in = [set(self._stored(outcome)) for outcome, _, _ in segments]
@@ -180,14 +186,19 @@ class ScannedLoop:
             points = [tuple(where(*outer, c)) for c in iterations]
             for part in parts:
                 freed.setdefault(part, []).extend((part[0], point) for point in points)
+        # whole points (every output) leave the pool in one call; points losing some outputs, one call per part
+        whole = [key for (_, outputs, _), keys in freed.items() if outputs is None for key in keys]
+        frees = ((whole, None, 0),) if whole else ()
+        frees += tuple((keys, outputs, count) for (_, outputs, count), keys in freed.items() if outputs is not None)
         return RunPlan(
-            checked=tuple(checked), hoisted=self._hoisted_points(self.hoisted, outer, start, stop),
-            loads=tuple(loads), arguments=arguments, sliced=tuple(sliced), function=function,
-            traced_prefixes=tuple(tuple(np.int64(c) for c in prefix) for prefix in prefixes), prefixes=prefixes,
-            firsts=tuple(np.int64(first) for _, first, _ in segments),
+            checked=tuple(dict.fromkeys(checked)), hoisted=self._hoisted_points(self.hoisted, outer, start, stop),
+            loads=passed, arguments=arguments, sliced=tuple(sliced), function=function,
+            traced=self.backend.from_numpy(np.array([c for prefix in prefixes for c in prefix] +
+                                                    [first for _, first, _ in segments], dtype=np.int64)),
+            prefixes=prefixes,
             outcomes=tuple((outcome, first) for outcome, first, _ in segments), stores=tuple(stores),
             after=self._hoisted_points(self.after, outer, start, stop),
-            frees=tuple((keys, outputs, count) for (_, outputs, count), keys in freed.items()))
+            frees=frees)
 
     @staticmethod
     def _hoisted_points(statements: list, outer: tuple, start: int, stop: int) -> tuple:
@@ -231,14 +242,6 @@ class ScannedLoop:
         *before, origin = prefixes[self.statements.index(statement)]
         point = tuple(before) + (self.slope * (first + k) + origin,)
         raise_violation(member, point, np.asarray(found[1])[k])
-
-    def _initial_carry(self) -> tuple:
-        """The carry before the first iteration: zeros, made once (jax arrays are immutable)."""
-        if self.zeros is None:
-            xp = self.backend.xp
-            outputs = [self.graph.nodes[p].outputs[o] for p, o in self.carried]
-            self.zeros = tuple(xp.zeros(tuple(output.shape), output.dtype) for output in outputs)
-        return self.zeros
 
     def _executed(self, outcome: tuple) -> list[Statement]:
         return [s for s in self.statements if s.guard is None or outcome[s.guard]]
@@ -310,29 +313,51 @@ class ScannedLoop:
         self.plans[shape] = ok or None
         return self.plans[shape]
 
-    def _whole_run(self, shape: tuple) -> tuple[Callable, list[tuple[list[Read], list[Read]]], list[int]]:
-        """A run's segments, ``shape`` their (outcome, count)s in order, as one jitted function ``(prefixes,
-        each segment's first iteration, carry, each segment's invariants, each one's sliced rows) -> (each stored
-        member's rows over the whole run, in the order of its points, each segment's checks)`` (not the last
-        carry: nothing reads it, and each of its arrays would be one more output buffer per call):
-        one XLA call per run, the segments' rows joined inside it. Also each segment's reads and the stored
-        members in the order of the stacks."""
-        found = self.runs_compiled.get(shape)
+    def _whole_run(self, shape: tuple, arguments: tuple, constants: tuple,
+                   lengths: tuple) -> tuple[Callable, list[int]]:
+        """A run's segments, ``shape`` their (outcome, count)s in order, as one jitted function ``(counters, the
+        loaded invariants, each segment's sliced rows) -> (each stored member's rows over the whole run, in the
+        order of its points, each segment's checks)`` (not the last carry: nothing reads it, and each of its arrays
+        would be one more output buffer per call): one XLA call per run, the segments' rows joined inside it.
+        ``counters``: one int64 vector, every statement's prefix (``lengths``: their lengths) then each segment's
+        first iteration (one argument, not one per number: each argument costs the call its conversion); the carry
+        starts as zeros made inside. ``arguments``: per segment, its invariants' slots among the run's invariants;
+        ``constants``: (slot, constant member) for those that are the program's constants, traced as constants,
+        the others are the loaded invariants in slot order. Also the stored members in the order of the stacks.
+        Compiled once per (shape, arguments, constants, lengths)."""
+        cache_key = (shape, arguments, constants, lengths)
+        found = self.runs_compiled.get(cache_key)
         if found is not None:
             return found
 
         xp, slope = self.backend.xp, self.slope
-        segments = [self._compiled(outcome, count) for outcome, count in shape]
+        segments = [self._compiled(outcome, count)[0] for outcome, count in shape]
         stored: list[int] = []
         for outcome, _ in shape:
             stored += [m for m in self._stored(outcome) if m not in stored]
         where = [{m: k for k, m in enumerate(self._stored(outcome))} for outcome, _ in shape]
+        slots = 1 + max((slot for reads in arguments for slot in reads), default=-1)
+        fixed = {slot: np.asarray(self.graph.nodes[member].attrs["value"]) for slot, member in constants}
+        passed = [slot for slot in range(slots) if slot not in fixed]
 
-        def run(prefixes, firsts, carry, invariants, sliced):
+        carried = [self.graph.nodes[p].outputs[o] for p, o in self.carried]
+
+        def run(counters, loaded, sliced):
+            prefixes, at = [], 0
+            for length in lengths:
+                prefixes.append(tuple(counters[at + k] for k in range(length)))
+                at += length
+            firsts = [counters[at + k] for k in range(len(segments))]
+            carry = tuple(xp.zeros(tuple(output.shape), output.dtype) for output in carried)
+            table: list[Any] = [None] * slots
+            for slot, value in zip(passed, loaded):
+                table[slot] = value
+            for slot, value in fixed.items():
+                table[slot] = xp.asarray(value)
             pieces: dict[int, list] = {}
             founds = []
-            for (segment, _, _), first, values, rows_of, position in zip(segments, firsts, invariants, sliced, where):
-                carry, rows, found = segment(prefixes, first, carry, values, rows_of)
+            for segment, first, reads, rows_of, position in zip(segments, firsts, arguments, sliced, where):
+                carry, rows, found = segment(tuple(prefixes), first, carry, tuple(table[k] for k in reads), rows_of)
                 founds.append(found)
                 for member, k in position.items():
                     pieces.setdefault(member, []).append(rows[k])
@@ -342,7 +367,7 @@ class ScannedLoop:
                 stacks.append(xp.flip(value, axis=0) if slope < 0 else value)
             return tuple(stacks), tuple(founds)
 
-        found = self.runs_compiled[shape] = (self.backend.jit(run), [(a, r) for _, a, r in segments], stored)
+        found = self.runs_compiled[cache_key] = (self.backend.jit(run), stored)
         return found
 
     def _compiled(self, outcome: tuple, count: int) -> tuple[Callable, list[Read], list[Read]]:

@@ -236,9 +236,8 @@ class RunPlan:
     arguments: tuple  # per segment, its invariants' slots in ``loads``
     sliced: tuple  # per segment, per sliced read: (its keys, one per iteration; its output)
     function: Callable  # the run's segments as one jitted function (`jax_scan.ScannedLoop._whole_run`)
-    traced_prefixes: tuple
+    traced: Any  # one int64 vector: every statement's prefix, then each segment's first iteration
     prefixes: list
-    firsts: tuple  # each segment's first iteration, traced
     outcomes: tuple  # each segment's (outcomes, first iteration)
     stores: tuple  # per stored member, in the order of the function's stacks: (member, its points, bytes of one)
     after: tuple  # (statement's function, its point): run after the scans

@@ -281,7 +281,7 @@ class GroupLowering:
     def _evaluation(self, member: Node, args: str, outputs: list[str]) -> list[str]:
         n, ns = member.id, self.ns
         if member.category is CONST:
-            self.constants[f"C{n}"] = np.asarray(member.attrs["value"])  # moved in at each run, in its session
+            self.constants[f"C{n}"] = np.asarray(member.attrs["value"])  # moved in at the first run, in its session
             return [f"{outputs[0]} = C{n}"]
         if member.category is MERGE:
             return [f"{outputs[0]}, = {args}"]
