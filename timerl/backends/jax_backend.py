@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 import numpy as np
@@ -20,8 +21,12 @@ from timerl.ops.registry import OPS
 # step) and took 0.113-0.133 s of CPU against 0.147-0.221 s (alternated processes, load 12).
 # Process-wide, and only before jax makes its CPU client (its first array or device query): set here, when a
 # program first asks for the jax backend (`timerl.backends.get_backend`), it leaves a process that already uses jax
-# as it is.
-jax.config.update("jax_cpu_enable_async_dispatch", False)
+# as it is. The variable JAX_CPU_ENABLE_ASYNC_DISPATCH (true / false; jax's flag name) chooses otherwise, as does
+# `jax.config.update` after importing timerl: programs that chain many calls without reading results back gain from
+# the handover (the RT MMapGame's moves: `algorithms.mmap.rt.bench` turns it on; 217-237k against 185-196k moves/s
+# wall, load < 1).
+jax.config.update("jax_cpu_enable_async_dispatch",
+                  os.environ.get("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false").lower() in ("1", "true", "yes", "on"))
 
 
 @jax.jit
