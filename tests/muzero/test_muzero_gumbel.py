@@ -12,8 +12,6 @@ import pytest
 from mctx._src import seq_halving
 
 import timerl as trl
-from algorithms.mmap.baselines.policies import greedy_action
-from algorithms.mmap.baselines.result import new_game
 from algorithms.mmap.check import check_mapping
 from algorithms.mmap.mapping import mapping_records
 from algorithms.mmap.problem import build_problem
@@ -22,8 +20,8 @@ from algorithms.muzero.mcts import Root, SearchConfig, considered_visits, gumbel
 from algorithms.muzero.networks import Layout, init_weights
 from algorithms.muzero.replay import Replay
 from algorithms.muzero.selfplay import SearchProgram, SelfPlay
-from test_muzero_learning import SIZES
-from test_muzero_mcts import ACTIONS, fixed_network, fixed_recurrent_fn, random_root
+from test_muzero_learning import SIZES, greedy_game
+from test_muzero_mcts import ACTIONS, fixed_network, fixed_recurrent_fn, mctx_output, random_root
 
 
 def mctx_gumbel(seed: int, batch: int) -> np.ndarray:
@@ -33,21 +31,7 @@ def mctx_gumbel(seed: int, batch: int) -> np.ndarray:
 
 
 def run_mctx_gumbel(net, root, config: SearchConfig, seed: int, gumbel_scale: float):
-    logits, value, embedding, invalid = root
-    batch = logits.shape[0]
-
-    def recurrent_fn(params, key, action, state):
-        hidden = jnp.tanh(state @ net["w_state"] + jax.nn.one_hot(action, ACTIONS) @ net["w_action"])
-        output = mctx.RecurrentFnOutput(reward=hidden @ net["w_reward"], discount=jnp.full(batch, config.discount),
-                                        prior_logits=hidden @ net["w_prior"], value=hidden @ net["w_value"])
-        return output, hidden
-
-    output = mctx.gumbel_muzero_policy(
-        None, jax.random.PRNGKey(seed), mctx.RootFnOutput(prior_logits=jnp.asarray(logits), value=jnp.asarray(value),
-                                                          embedding=jnp.asarray(embedding)),
-        recurrent_fn, config.num_simulations, invalid_actions=jnp.asarray(invalid), max_depth=config.max_depth,
-        gumbel_scale=gumbel_scale)
-    return jax.tree.map(np.asarray, output)
+    return mctx_output(mctx.gumbel_muzero_policy, net, root, config, seed, gumbel_scale=gumbel_scale)
 
 
 def run_rt_gumbel(net, root, config: SearchConfig, gumbel, backend="torch"):
@@ -176,12 +160,8 @@ def test_gumbel_seeded_root_plays_the_greedy_policy():
     program, weights = gumbel_program(1, 1)
     (seeded,) = SelfPlay(problem, program, seed=0, noise=False, seed_weight=1.0).play(weights, 0.0, greedy_games=1,
                                                                                      count=1)
-    game = new_game(problem)
-    expected = []
-    while not game.done:
-        expected.append(greedy_action(game))
-        game.play(expected[-1])
-    assert seeded.played == expected and seeded.total_reward == game.total_reward
+    expected, total = greedy_game(problem)
+    assert seeded.played == expected and seeded.total_reward == total
 
 
 def test_gumbel_temperature_zero_plays_the_noise_free_search():

@@ -306,6 +306,16 @@ def test_policy_loss_is_over_legal_actions_by_hand():
     np.testing.assert_allclose(losses[0], np.log(2.0) + 1.5 * np.log(ATOMS), rtol=1e-5)
 
 
+def greedy_game(problem) -> tuple[list[int], float]:
+    """The greedy one-step policy's game (`policies.greedy_action`): its actions and its return."""
+    game = new_game(problem)
+    actions = []
+    while not game.done:
+        actions.append(greedy_action(game))
+        game.play(actions[-1])
+    return actions, game.total_reward
+
+
 def test_seeded_root_plays_the_greedy_policy():
     """With the root's prior all seed (`seed_weight` 1) and one simulation, the one visit goes to the seed's move,
     so the noise-free greedy game is the greedy one-step policy's game (`policies.greedy_action`), played here
@@ -316,12 +326,8 @@ def test_seeded_root_plays_the_greedy_policy():
     program = SearchProgram(layout, batch=2, config=SearchConfig(num_simulations=1, max_depth=1))
     (seeded,) = SelfPlay(problem, program, seed=0, noise=False, seed_weight=1.0).play(layout.pack(weights), 0.0,
                                                                                      greedy_games=1, count=1)
-    game = new_game(problem)
-    expected = []
-    while not game.done:
-        expected.append(greedy_action(game))
-        game.play(expected[-1])
-    assert seeded.played == expected and seeded.total_reward == game.total_reward
+    expected, total = greedy_game(problem)
+    assert seeded.played == expected and seeded.total_reward == total
     assert len(seeded.seeds) == len(seeded.actions) > 0
     assert [int(np.argmax(seed)) for seed in seeded.seeds] == seeded.actions
     replay = Replay()

@@ -58,22 +58,33 @@ def run_rt_search(net, root, config: SearchConfig, noise=None, backend="torch"):
     return tree
 
 
-def run_mctx(net, root, config: SearchConfig, seed: int, noise: bool):
-    logits, value, embedding, invalid = root
-    batch = logits.shape[0]
+def mctx_recurrent_fn(net, batch: int, discount: float):
+    """The fixed network as mctx's recurrent function (the same as `fixed_recurrent_fn`'s RT one)."""
 
     def recurrent_fn(params, key, action, state):
         hidden = jnp.tanh(state @ net["w_state"] + jax.nn.one_hot(action, ACTIONS) @ net["w_action"])
-        output = mctx.RecurrentFnOutput(reward=hidden @ net["w_reward"], discount=jnp.full(batch, config.discount),
+        output = mctx.RecurrentFnOutput(reward=hidden @ net["w_reward"], discount=jnp.full(batch, discount),
                                         prior_logits=hidden @ net["w_prior"], value=hidden @ net["w_value"])
         return output, hidden
 
-    output = mctx.muzero_policy(
+    return recurrent_fn
+
+
+def mctx_output(policy, net, root, config: SearchConfig, seed: int, **options):
+    """mctx's ``policy`` (`muzero_policy`, `gumbel_muzero_policy`) on the fixed network and root, as NumPy."""
+    logits, value, embedding, invalid = root
+    output = policy(
         None, jax.random.PRNGKey(seed), mctx.RootFnOutput(prior_logits=jnp.asarray(logits), value=jnp.asarray(value),
                                                           embedding=jnp.asarray(embedding)),
-        recurrent_fn, config.num_simulations, invalid_actions=jnp.asarray(invalid), max_depth=config.max_depth,
-        dirichlet_fraction=config.dirichlet_fraction if noise else 0.0, dirichlet_alpha=config.dirichlet_alpha)
-    return jax.tree.map(np.asarray, output.search_tree)
+        mctx_recurrent_fn(net, logits.shape[0], config.discount), config.num_simulations,
+        invalid_actions=jnp.asarray(invalid), max_depth=config.max_depth, **options)
+    return jax.tree.map(np.asarray, output)
+
+
+def run_mctx(net, root, config: SearchConfig, seed: int, noise: bool):
+    return mctx_output(mctx.muzero_policy, net, root, config, seed,
+                       dirichlet_fraction=config.dirichlet_fraction if noise else 0.0,
+                       dirichlet_alpha=config.dirichlet_alpha).search_tree
 
 
 def mctx_dirichlet_noise(seed: int, batch: int, alpha: float) -> np.ndarray:
