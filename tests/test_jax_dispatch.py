@@ -1,6 +1,6 @@
-"""timerl's jax backend runs XLA:CPU computations on the calling thread unless the process chose otherwise with the
-variable JAX_CPU_ENABLE_ASYNC_DISPATCH (`timerl/backends/jax_backend.py`): checked in fresh processes, since the setting is process-wide and
-fixed when jax makes its CPU client."""
+"""timerl's jax backend runs XLA:CPU computations on the calling thread unless the process chose otherwise with
+the variable JAX_CPU_ENABLE_ASYNC_DISPATCH (`timerl/backends/jax_backend.py`): checked in fresh processes, since the
+setting is process-wide and fixed when jax makes its CPU client."""
 
 import os
 import subprocess

@@ -194,7 +194,8 @@ class SelfPlay:
                     if pending[k] and trajectory.rewards:
                         trajectory.rewards[-1] += pending[k]
                     pending[k] = 0.0
-                    k = row_game[row] = self._start(trajectories, pending, last_moves) if len(trajectories) < count else -1
+                    started = len(trajectories) < count
+                    k = row_game[row] = self._start(trajectories, pending, last_moves) if started else -1
             live = [row for row in range(batch) if row_game[row] >= 0]
             if not live:
                 break

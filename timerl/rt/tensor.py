@@ -42,7 +42,10 @@ def _logical(name: str, symbol: str) -> Callable:
 
 
 def _check_bool(value: Any, symbol: str) -> None:
-    dtype = value.dtype if isinstance(value, TensorView) else None if isinstance(value, bool) else np.asarray(value).dtype
+    if isinstance(value, TensorView):
+        dtype = value.dtype
+    else:
+        dtype = None if isinstance(value, bool) else np.asarray(value).dtype
     if dtype is not None and str(dtype) != "bool":
         raise ShapeError(f"{user_location()}: '{symbol}' is a logical operator here and takes bool tensors, got "
                          f"{dtype} (compare first, e.g. x != 0, or use an arithmetic op for bits)")
