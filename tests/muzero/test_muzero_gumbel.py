@@ -16,7 +16,8 @@ from algorithms.mmap.check import check_mapping
 from algorithms.mmap.mapping import mapping_records
 from algorithms.mmap.problem import build_problem
 from algorithms.mmap.synthetic import synthetic_instance
-from algorithms.muzero.mcts import Root, SearchConfig, considered_visits, gumbel_outcome, gumbel_search_root, search
+from algorithms.muzero.gumbel import considered_visits, gumbel_outcome
+from algorithms.muzero.mcts import Root, SearchConfig, gumbel_search_root, search
 from algorithms.muzero.networks import Layout, init_weights
 from algorithms.muzero.replay import Replay
 from algorithms.muzero.selfplay import SearchProgram, SelfPlay
