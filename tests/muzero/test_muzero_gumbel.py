@@ -22,7 +22,7 @@ from algorithms.muzero.networks import Layout, init_weights
 from algorithms.muzero.replay import Replay
 from algorithms.muzero.selfplay import SearchProgram, SelfPlay
 from test_muzero_learning import SIZES, greedy_game
-from test_muzero_mcts import ACTIONS, fixed_network, fixed_recurrent_fn, mctx_output, random_root
+from test_muzero_mcts import ACTIONS, fixed_network, fixed_recurrent_fn, mctx_output, random_root, run_search_program
 
 
 def mctx_gumbel(seed: int, batch: int) -> np.ndarray:
@@ -37,24 +37,15 @@ def run_mctx_gumbel(net, root, config: SearchConfig, seed: int, gumbel_scale: fl
 
 def run_rt_gumbel(net, root, config: SearchConfig, gumbel, backend="torch"):
     """The whole tree after the last simulation and the root's improved policy and action computed from it."""
-    logits, value, embedding, invalid = root
-    ctx = trl.Context("s")
-    (s,) = ctx.dims
-    (S,) = ctx.bounds
-    got = {}
-    with ctx:
-        rt_invalid = trl.tensor(invalid)
-        final = search(Root(trl.tensor(logits), trl.tensor(value), trl.tensor(embedding)), fixed_recurrent_fn(net),
-                       rt_invalid, trl.tensor(gumbel), config, s)
+    def build(rt_root, rt_invalid, s):
+        final = search(rt_root, fixed_recurrent_fn(net), rt_invalid, trl.tensor(gumbel), config, s)
         qvalues = final.children_rewards.spatial[:, 0] + config.discount * final.children_values.spatial[:, 0]
         policy, action = gumbel_outcome(final.children_visits.spatial[:, 0], qvalues, final.raw_values.spatial[:, 0],
                                         final.children_prior_logits.spatial[:, 0], trl.tensor(gumbel), rt_invalid,
                                         config)
-        outputs = dict(final._asdict(), policy=policy, action=action)
-        for name, tensor in outputs.items():
-            tensor.sink(lambda point, array, name=name: got.__setitem__(name, np.asarray(array).copy()))
-    ctx.compile(bounds={S: config.num_simulations}, backend=backend).execute()
-    return got
+        return dict(final._asdict(), policy=policy, action=action)
+
+    return run_search_program(root, config, build, backend)
 
 
 @pytest.mark.parametrize("max_considered, simulations", [(1, 5), (2, 7), (3, 16), (3, 50), (16, 40), (5, 3)])

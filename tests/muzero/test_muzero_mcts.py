@@ -42,20 +42,29 @@ def fixed_recurrent_fn(net):
     return recurrent_fn
 
 
-def run_rt_search(net, root, config: SearchConfig, noise=None, backend="torch"):
+def run_search_program(root, config: SearchConfig, build, backend: str) -> dict:
+    """The named outputs ``build(rt_root, rt_invalid, s)`` makes of a search over the simulation dimension ``s``,
+    each read by a sink, after one execution of the compiled program."""
     logits, value, embedding, invalid = root
     ctx = trl.Context("s")
     (s,) = ctx.dims
     (S,) = ctx.bounds
-    tree = {}
-    recurrent_fn = fixed_recurrent_fn(net)
+    got = {}
     with ctx:
-        final = search(Root(trl.tensor(logits), trl.tensor(value), trl.tensor(embedding)), recurrent_fn,
-                       trl.tensor(invalid), None if noise is None else trl.tensor(noise), config, s)
-        for name in final._fields:
-            getattr(final, name).sink(lambda point, array, name=name: tree.__setitem__(name, np.asarray(array).copy()))
+        outputs = build(Root(trl.tensor(logits), trl.tensor(value), trl.tensor(embedding)), trl.tensor(invalid), s)
+        for name, tensor in outputs.items():
+            tensor.sink(lambda point, array, name=name: got.__setitem__(name, np.asarray(array).copy()))
     ctx.compile(bounds={S: config.num_simulations}, backend=backend).execute()
-    return tree
+    return got
+
+
+def run_rt_search(net, root, config: SearchConfig, noise=None, backend="torch"):
+    def build(rt_root, rt_invalid, s):
+        final = search(rt_root, fixed_recurrent_fn(net), rt_invalid, None if noise is None else trl.tensor(noise),
+                       config, s)
+        return final._asdict()
+
+    return run_search_program(root, config, build, backend)
 
 
 def mctx_recurrent_fn(net, batch: int, discount: float):
