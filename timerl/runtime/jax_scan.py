@@ -54,7 +54,7 @@ from timerl.runtime import jax_rng
 from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
 from timerl.runtime.jax_plan import checked
 from timerl.runtime.jax_scan_loop import CARRIED, INVARIANT, LOCAL, SLICED, LoopAnalysis, Read, RunPlan, Statement
-from timerl.runtime.sizes import static_bytes
+from timerl.pdg.sizes import static_bytes
 
 _FALLBACK = object()
 

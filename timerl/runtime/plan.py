@@ -34,7 +34,7 @@ from timerl.runtime.fusions import (buffer_donations, draw_chains, input_dtypes,
                                     tanh_gradients)
 from timerl.runtime.generated import udf_call
 from timerl.runtime.lifetimes import Candidates, free_after_last_use
-from timerl.runtime.sizes import output_bytes, static_bytes
+from timerl.pdg.sizes import output_bytes, static_bytes
 from timerl.runtime.evaluate import bound_kernel, has_symbols, point_kernel
 from timerl.symbolic import TRUE, Symbol
 

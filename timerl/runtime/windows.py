@@ -9,7 +9,7 @@ from timerl.ops.registry import ACCUMULATE, CONST, OPS, SINK, WINDOW_CARRIED, WI
 from timerl.pdg.graph import Graph
 from timerl.runtime.evaluate import has_symbols
 from timerl.runtime.plan import simple_read
-from timerl.runtime.sizes import static_bytes
+from timerl.pdg.sizes import static_bytes
 from timerl.symbolic import TRUE
 
 

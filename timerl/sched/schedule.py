@@ -19,6 +19,7 @@ import islpy as isl
 from timerl.errors import ScheduleError
 from timerl.ops.registry import SINK, UDF
 from timerl.pdg.graph import Graph
+from timerl.pdg.sizes import static_bytes
 from timerl.symbolic import Expr, Symbol, const
 from timerl.sched import ast
 from timerl.sched.demand import Demand, analyze
@@ -121,7 +122,8 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
         if isl_schedule is None:
             raise ScheduleError(_cycle_message(graph, groups, validity.intersect_params(demand.polyhedra.context)))
         if memory_aware:
-            isl_schedule = _memory_aware(isl_schedule, domain, validity, demand.polyhedra.generic_context)
+            isl_schedule = _memory_aware(isl_schedule, domain, validity, demand.polyhedra.generic_context,
+                                         _footprint(graph, groups, group_of))
     phases["isl"] = time.process_time() - clock
     clock = time.process_time()
     context = demand.polyhedra.context
@@ -166,14 +168,15 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
 
 
 def _memory_aware(schedule: isl.Schedule, domain: isl.UnionSet, validity: isl.UnionMap,
-                  context: isl.Set) -> isl.Schedule:
+                  context: isl.Set, footprint: _Footprint) -> isl.Schedule:
     """Below the outermost band (a training iteration ``i``), schedule in three parts, each by isl: the
     statements with fewer dimensions that run before the deepest ones, the deepest ones (a step ``t``), and
     the fewer-dimensional ones that need them (paper §6.3). Solved together, a per-iteration statement that
     reads or feeds every step makes every dependence distance grow with ``T``, and isl stops looking for
     short ones: it puts all of learning after all of acting. Solved apart, learning at step ``t`` runs as
     soon as step ``t + n`` exists, so what lives between them depends on ``n``, not on ``T``.
-    The original schedule is kept when the parts would not respect a dependence."""
+    The original schedule is kept when the parts would not respect a dependence. Within a part, the statements
+    of a loop body run in the order `_order_sequences` chooses by their bytes."""
     root = schedule.get_root()
     if root.n_children() != 1 or root.child(0).get_type() != isl.schedule_node_type.band:
         return schedule
@@ -205,11 +208,98 @@ def _memory_aware(schedule: isl.Schedule, domain: isl.UnionSet, validity: isl.Un
         part = _union_set([s for s in statements if s.get_tuple_name() in names])
         within = inner.intersect_domain(part).intersect_range(part)
         constraints = isl.ScheduleConstraints.on_domain(part).set_context(context)
-        parts.append(constraints.set_validity(within).set_proximity(within).compute_schedule())
+        parts.append(_order_sequences(constraints.set_validity(within).set_proximity(within).compute_schedule(),
+                                      within, footprint))
     result = parts[0]
     for part in parts[1:]:
         result = result.sequence(part)
     return result.insert_partial_schedule(outer)
+
+
+@dataclass(frozen=True)
+class _Footprint:
+    """The bytes `_order_sequences` weighs: per statement, what it stores for other statements at one point
+    and the stored members it reads; per stored member, its bytes at one point (0 where symbolic) and the
+    statements that read it."""
+    stores: dict[str, int]
+    reads: dict[str, set[int]]
+    member_bytes: dict[int, int]
+    readers: dict[int, set[str]]
+
+
+def _footprint(graph: Graph, groups: list[Group], group_of: dict[int, int]) -> _Footprint:
+    member_bytes = {m: static_bytes(graph.nodes[m]) or 0 for g in groups for m in g.freed_later}
+    readers: dict[int, set[str]] = {m: set() for m in member_bytes}
+    reads: dict[str, set[int]] = {f"S{g.id}": set() for g in groups}
+    for node in graph.nodes:
+        for edge in node.inputs if node.id in group_of else ():
+            if edge.producer in member_bytes and group_of[edge.producer] != group_of[node.id]:
+                readers[edge.producer].add(f"S{group_of[node.id]}")
+                reads[f"S{group_of[node.id]}"].add(edge.producer)
+    stores = {f"S{g.id}": sum(member_bytes[m] for m in g.freed_later) for g in groups}
+    return _Footprint(stores, reads, member_bytes, readers)
+
+
+def _order_sequences(schedule: isl.Schedule, validity: isl.UnionMap, footprint: _Footprint) -> isl.Schedule:
+    """Reorder the statements of each sequence of statements (a loop body) that isl left free to order: isl
+    breaks ties between independent statements by their names, so a renumbering of groups could move the
+    largest gradient before the small ones, keeping every other value of the step alive while it is computed
+    (REINFORCE with running sums: +8% peak). Greedily, depth first (`_lightest_first`): among the statements
+    whose predecessors at the same point of the enclosing loops have run, the next one reads what the latest
+    statement produced (a gradient, then its running sum, before the next gradient), then adds the fewest bytes
+    (what it stores less what dies at it: values all of whose readers have run), then stores the fewest, then
+    isl's order. Bytes are per point: batched loops run each statement over the same chunk of points."""
+    def visit(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_type() != isl.schedule_node_type.sequence:
+            return node
+        count = node.n_children()
+        if any(node.child(k).child(0).get_type() != isl.schedule_node_type.leaf for k in range(count)):
+            return node
+        filters = [node.child(k).filter_get_filter() for k in range(count)]
+        names: list[set[str]] = []
+        for selected in filters:
+            names.append(set())
+            selected.foreach_set(lambda s, into=names[-1]: into.add(s.get_tuple_name()))
+        prefix = node.get_prefix_schedule_union_map()
+        together = validity.intersect(prefix.apply_range(prefix.reverse()))
+        sources = [together.intersect_domain(selected) for selected in filters]
+        before = [{j for j in range(count) if j != k and not sources[j].intersect_range(filters[k]).is_empty()}
+                  for k in range(count)]
+        order = _lightest_first(names, before, footprint)
+        if order == list(range(count)):
+            return node
+        ordered = isl.UnionSetList.alloc(node.get_ctx(), count)
+        for k in order:
+            ordered = ordered.add(filters[k])
+        return node.cut().insert_sequence(ordered)
+
+    return schedule.map_schedule_node_bottom_up(visit)
+
+
+def _lightest_first(names: list[set[str]], before: list[set[int]], footprint: _Footprint) -> list[int]:
+    """The order `_order_sequences` chooses for statements ``names`` (a child of a sequence may hold several),
+    ``before[k]``: the children that must run before child ``k``."""
+    order: list[int] = []
+    placed: set[str] = set()
+    left = list(range(len(names)))
+
+    def weight(k: int) -> tuple[int, int, int, int]:
+        latest = max((order.index(j) for j in before[k]), default=-1)
+        stored = sum(footprint.stores.get(s, 0) for s in names[k])
+        done = placed | names[k]
+        read = {m for s in names[k] for m in footprint.reads.get(s, ())}
+        freed = sum(footprint.member_bytes[m] for m in read if footprint.readers[m] <= done)
+        return -latest, stored - freed, stored, k
+
+    while left:
+        ready = [k for k in left if before[k] <= set(order)]
+        if not ready:  # no order within one point (isl's schedule has one; keep it)
+            return list(range(len(names)))
+        chosen = min(ready, key=weight)
+        order.append(chosen)
+        placed |= names[chosen]
+        left.remove(chosen)
+    return order
 
 
 # How far ahead of its reader a scheduled fetch may be issued, in executions of the reading site: the candidates
