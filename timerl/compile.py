@@ -87,7 +87,7 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     scheduled_swaps = swap and device_memory is not None
     result = schedule_graph(graph, resolved, fuse=chosen.fusion, memory_aware=chosen.memory_aware,
                             swaps=scheduled_swaps, per_iteration=chosen.per_iteration_fusion,
-                            split_tails=chosen.distributes(backend))
+                            split_tails=chosen.distributes(backend), absorb_state=chosen.state_fusion)
     schedule = result.schedule  # which of its swaps run is chosen by `Executable`, after lowering
     phases["schedule"] = time.perf_counter() - clock
     phases.update((f"schedule: {step}", seconds) for step, seconds in result.phases.items())  # CPU seconds

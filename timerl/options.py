@@ -56,6 +56,10 @@ class CompileOptions:
     # ---- scheduling (`timerl.sched`) ---------------------------------------------------------------------------
     fusion: bool = True
     """Dataflow groups (paper §5.4): ops on the same points joined by identity reads become one statement."""
+    state_fusion: bool = True
+    """A placeholder that only carries one group's state from one step to the next runs inside that group, at
+    its points (`timerl.sched.group._absorb_own_state`; with ``fusion``): the RT MMapGame's move, 21 -> 13
+    statements."""
     per_iteration_fusion: bool = True
     """Statements that run once per outer iteration (parameters, optimizer state) share one isl statement per
     kind (`timerl.sched.group._fuse_per_iteration`); never together with a memory-aware schedule."""
@@ -137,7 +141,8 @@ SWITCHES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(CompileOpti
 
 # Transformations that ``optimize=False`` turns off (SPEC: "all PDG transformations"); code generation choices
 # (jit_groups, matmul_add, donation, prefetch_draws) and the checks stay as they are.
-TRANSFORMATIONS = ("contributions", "algebra", "cse", "dce", "incrementalize", "fusion", "per_iteration_fusion",
+TRANSFORMATIONS = ("contributions", "algebra", "cse", "dce", "incrementalize", "fusion", "state_fusion",
+                   "per_iteration_fusion",
                    "memory_aware", "vectorize", "distribute", "scan_loops")
 
 # Each preset states only how it differs from the defaults.

@@ -1,5 +1,6 @@
 """Bytes of a node's points, when its shapes are plain ints: what the pool, the lowering and the vectorized
-statements account (`timerl.runtime.memory`)."""
+statements account (`timerl.runtime.memory`), and what the scheduler weighs to order a loop body
+(`timerl.sched.schedule`)."""
 
 from __future__ import annotations
 

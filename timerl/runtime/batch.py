@@ -23,12 +23,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from timerl.pdg.graph import Graph, Node, identity_read
+from timerl.pdg.sizes import output_bytes, static_bytes
 from timerl.ops.batching import batch_rule
 from timerl.ops.registry import ACCUMULATE, CONST, MERGE, SINK
 from timerl.runtime.batch_inputs import accumulated, covered_run, gathered, padded_window, selected
 from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
 from timerl.runtime.fusions import tanh_gradients
-from timerl.pdg.sizes import output_bytes, static_bytes
 from timerl.runtime.window_scans import scan_kernel, scan_rows, window_geometry, window_scan_rules
 from timerl.runtime.windows import masked_reduction, windowed_members
 

@@ -30,11 +30,11 @@ from timerl.backends.jax_keys import Unhashable, freeze, shared
 from timerl.ops.registry import CONST, DRAW
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node, identity_read
+from timerl.pdg.sizes import static_bytes
 from timerl.runtime import jax_rng
 from timerl.ops.registry import OPS
 from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
 from timerl.runtime.plan import GroupLowering
-from timerl.pdg.sizes import static_bytes
 
 def signature(node: Node, seed: int) -> Any:
     """What a member computes, independent of its id: equal signatures, equal kernels. A draw's depends on

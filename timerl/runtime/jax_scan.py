@@ -50,11 +50,11 @@ from timerl.errors import TimeRLError
 from timerl.ops.registry import CONST, DRAW, MERGE
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
+from timerl.pdg.sizes import static_bytes
 from timerl.runtime import jax_rng
 from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
 from timerl.runtime.jax_plan import checked
 from timerl.runtime.jax_scan_loop import CARRIED, INVARIANT, LOCAL, SLICED, LoopAnalysis, Read, RunPlan, Statement
-from timerl.pdg.sizes import static_bytes
 
 _FALLBACK = object()
 

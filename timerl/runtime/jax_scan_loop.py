@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 from timerl.ops.registry import CONST, MERGE
 from timerl.pdg.graph import Node, Point, identity_read
-from timerl.runtime.jax_plan import JaxGroupLowering
 from timerl.pdg.sizes import static_bytes
+from timerl.runtime.jax_plan import JaxGroupLowering
 from timerl.runtime.statements import flatten, freed_parts
 from timerl.runtime.walk import AstInterpreter
 from timerl.sched.peel import pinned_value

@@ -28,13 +28,13 @@ import numpy as np
 from timerl.ops.registry import CONST, DRAW, MERGE, OPS, UDF, Unsupported
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Edge, Graph, Node, Point, identity_read
+from timerl.pdg.sizes import output_bytes, static_bytes
 from timerl.runtime import rng
 from timerl.runtime.draws import DrawPrefetch
 from timerl.runtime.fusions import (buffer_donations, draw_chains, input_dtypes, matmul_adds,
                                     tanh_gradients)
 from timerl.runtime.generated import udf_call
 from timerl.runtime.lifetimes import Candidates, free_after_last_use
-from timerl.pdg.sizes import output_bytes, static_bytes
 from timerl.runtime.evaluate import bound_kernel, has_symbols, point_kernel
 from timerl.symbolic import TRUE, Symbol
 
@@ -181,6 +181,8 @@ class GroupLowering:
                 body.append(f"store(({n}, point), {values}, {size if size is not None else 'None'})")
                 if size is not None:
                     stored_sizes.update({name: output_bytes(member, k) for k, name in enumerate(outputs)})
+            elif member.category is MERGE and self._picks_stored(member, inside):
+                pass  # the buffer of a value the pool holds and counts (a state placeholder fused into its reader)
             elif size is not None:
                 transient_sizes.update({name: output_bytes(member, k) for k, name in enumerate(outputs)})
             else:  # its bytes, taken while it is alive, for the count below
@@ -235,6 +237,13 @@ class GroupLowering:
             else:
                 return None
         return items
+
+    def _picks_stored(self, merge: Node, inside: set[int]) -> bool:
+        """Whether every input of ``merge`` is a point the pool holds (a plain or conditioned point read, none
+        of a value computed in this call): its value is then one of the pool's buffers, not a new one."""
+        return all((simple_read(edge) or _conditioned_point_read(edge))
+                   and not (edge.producer in inside and identity_read(edge, merge, self.graph.nodes[edge.producer]))
+                   for edge in merge.inputs)
 
     def _arguments(self, member: Node, inside: set[int]) -> str:
         """The member's inputs as one Python expression of a list: a local variable for a read inside the group,

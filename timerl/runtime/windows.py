@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 from timerl.ops.registry import ACCUMULATE, CONST, OPS, SINK, WINDOW_CARRIED, WINDOW_REDUCED, Unsupported
 from timerl.pdg.graph import Graph
+from timerl.pdg.sizes import static_bytes
 from timerl.runtime.evaluate import has_symbols
 from timerl.runtime.plan import simple_read
-from timerl.pdg.sizes import static_bytes
 from timerl.symbolic import TRUE
 
 

@@ -46,13 +46,14 @@ def _advances(edge: Edge, consumer: Node, producer: Node) -> bool:
 
 
 def group_nodes(graph: Graph, demand: Demand, fuse: bool = True, per_iteration: bool = True,
-                split_tails: bool = False) -> tuple[list[Group], dict[int, int]]:
+                split_tails: bool = False, absorb_state: bool = True) -> tuple[list[Group], dict[int, int]]:
     """Greedy fusion along identity edges. Two groups merge only when every edge between them is an identity
     edge and no path leads from one to the other through a third group at the same point (that path would
     become a cycle); paths through recurrence edges move to another point and do not count. With
     ``per_iteration`` (with or without ``fuse``), groups that run once per outer iteration also merge with each
     other (`_fuse_per_iteration`). With ``split_tails``, the members of a recurrent group that its recurrence
-    does not need become a group of their own (`_recurrent_tail`)."""
+    does not need become a group of their own (`_recurrent_tail`). With ``absorb_state`` (and ``fuse``), a
+    placeholder that only carries a group's own state joins that group (`_absorb_own_state`)."""
     running = [n.id for n in graph.nodes if n.id in demand.demand and not demand.demand[n.id].is_empty()]
     running_set = set(running)
     parent = {n: n for n in running}
@@ -124,7 +125,8 @@ def group_nodes(graph: Graph, demand: Demand, fuse: bool = True, per_iteration: 
             continue
         if not reaches(a, b) and not reaches(b, a):
             merge(a, b)
-    absorbed = _absorb_own_state(graph, demand, running, points, find, merge, reaches, blocked) if fuse else set()
+    absorbed = (_absorb_own_state(graph, demand, running, points, find, merge, reaches, blocked)
+                if fuse and absorb_state else set())
     if per_iteration:
         _fuse_per_iteration(graph, running, points, find, merge, successors, blocked)
     by_root: dict[int, list[int]] = {}

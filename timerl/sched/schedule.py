@@ -53,7 +53,7 @@ class ScheduleResult:
 
 def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], fuse: bool = True,
                    memory_aware: bool = False, swaps: bool = False, per_iteration: bool = True,
-                   split_tails: bool = False) -> ScheduleResult:
+                   split_tails: bool = False, absorb_state: bool = True) -> ScheduleResult:
     """Schedule dataflow groups (``fuse``: identity-read fusion; ``per_iteration``: statements that run once
     per outer iteration share one, see `timerl.sched.group.group_nodes`); if fusing made isl fail, schedule op
     by op before calling it a cycle.
@@ -61,13 +61,14 @@ def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], fuse: bool = True
     offload and a fetch statement between every two consecutive uses of a point (`Timeline.swap_pairs`);
     which of them run is chosen against the memory budget by `timerl.runtime.dryrun.choose_swaps`.
     ``split_tails``: what a recurrent group's recurrence does not need is a statement of its own
-    (`timerl.sched.group._recurrent_tail`)."""
+    (`timerl.sched.group._recurrent_tail`). ``absorb_state``: a placeholder carrying one group's own state
+    joins that group (`timerl.sched.group._absorb_own_state`, with ``fuse``)."""
     started = time.process_time()
     demand = analyze(graph, bounds)
     phases = {"demand": time.process_time() - started}
     try:
         return _schedule_groups(graph, demand, fuse, started, phases, memory_aware, swaps, per_iteration,
-                                split_tails)
+                                split_tails, absorb_state)
     except ScheduleError:
         if not fuse and not per_iteration:
             raise
@@ -76,10 +77,11 @@ def schedule_graph(graph: Graph, bounds: Mapping[Symbol, int], fuse: bool = True
 
 def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
                      phases: dict[str, float], memory_aware: bool = False, swaps: bool = False,
-                     per_iteration: bool = True, split_tails: bool = False) -> ScheduleResult:
+                     per_iteration: bool = True, split_tails: bool = False,
+                     absorb_state: bool = True) -> ScheduleResult:
     clock = time.process_time()
     groups, group_of = group_nodes(graph, demand, fuse, per_iteration=per_iteration and not memory_aware,
-                                   split_tails=split_tails)
+                                   split_tails=split_tails, absorb_state=absorb_state)
     dependences: list[isl.Map] = []
     readers: dict[int, list[isl.Map]] = {g.id: [] for g in groups}
     output_readers: dict[tuple[int, int], list[isl.Map]] = {}  # (producer, output) -> reads from other groups
