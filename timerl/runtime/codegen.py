@@ -27,6 +27,9 @@ from timerl.runtime.statements import flatten, freed_parts
 from timerl.sched import ast
 
 
+BATCH_POOL_CALLS = True  # A/B switch for measurements: consecutive frees as one `free_many`, stores as one `store_many`
+
+
 class LoopProgram:
     """Generates ``program(counters)`` for a schedule; names it calls live in the executable's namespace."""
 
@@ -37,6 +40,7 @@ class LoopProgram:
         self.ns = self.executable.namespace
         self.lines: list[str] = []
         self.closures = 0
+        self.batch_frees = BATCH_POOL_CALLS
 
     def generate(self, root: ast.AstNode) -> Callable[[list], None]:
         for group_id, function in self.executable.group_functions.items():
@@ -62,8 +66,14 @@ class LoopProgram:
     def _emit(self, node: ast.AstNode, scope: tuple[Symbol, ...], depth: int) -> None:
         pad = "    " * depth
         if isinstance(node, ast.Sequence):
+            frees: list[str] = []  # whole points freed by consecutive deallocations: one `free_many` call
             for child in node.body:
+                if isinstance(child, ast.Deallocate) and self.batch_frees:
+                    frees.extend(self._freed_points(child, pad))
+                    continue
+                self._flush(frees, pad)
                 self._emit(child, scope, depth)
+            self._flush(frees, pad)
         elif isinstance(node, ast.Loop):
             vectorized = self.batched_loop(self.interpreter, node, scope)
             if vectorized is not None:
@@ -99,6 +109,25 @@ class LoopProgram:
         else:  # statements with no plain-Python form: the interpreter's closure
             run = self.interpreter.build(node, scope)
             self.lines.append(f"{pad}{self._closure(run)}([{self._counters(scope)}])")
+
+    def _freed_points(self, node: ast.Deallocate, pad: str) -> list[str]:
+        """The keys a deallocation frees whole, as expressions; what frees only some outputs of a point is
+        emitted as its own `free_outputs` call now (frees of distinct points commute)."""
+        point = _point(node.point)
+        if node.parts is None:
+            return [f"({member}, {point})" for member in self.executable.groups[node.node].freed_later]
+        keys = []
+        for member, outputs, count in freed_parts(node, self.executable.graph):
+            if count == 1:  # its one output: the point goes
+                keys.append(f"({member}, {point})")
+            else:
+                self.lines.append(f"{pad}free_outputs(({member}, {point}), {outputs}, {count})")
+        return keys
+
+    def _flush(self, keys: list[str], pad: str) -> None:
+        if keys:
+            self.lines.append(f"{pad}free_many([{', '.join(keys)}])")
+            keys.clear()
 
     def _closure(self, run: Callable[[list], None]) -> str:
         name = f"X{self.closures}"

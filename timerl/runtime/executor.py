@@ -113,7 +113,8 @@ class Executable:
         self.pool = pool = pool_class(self.device_memory, self.backend, self.swap, blocks)
         pool.describe = self._describe
         self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of,
-                              free=pool.free, free_outputs=pool.free_outputs)
+                              free=pool.free, free_outputs=pool.free_outputs, free_many=pool.free_many,
+                              store_many=pool.store_many)
         for prefetch in self.prefetchers:
             prefetch.reset(pool.hold)
         with self.backend.session():

@@ -96,6 +96,30 @@ class MemoryPool:
             self.peak_device_bytes = self.device_bytes
         self.timeline.add(self.device_bytes, self.host_bytes)
 
+    def store_many(self, point: tuple[int, ...], entries: tuple[tuple[int, tuple[Any, ...], int | None], ...]
+                   ) -> None:
+        """`store` of several members' outputs at one point, each entry (member, outputs, bytes or None): a
+        group's stores after its call, with one entry in the timeline (the peak is the same: stores only add)."""
+        if self.capacity is not None:  # each store may have to make room first
+            for member, values, size in entries:
+                self.store((member, point), values, size)
+            return
+        device, blocks, total = self.device, self.blocks, 0
+        for member, values, size in entries:
+            if size is None:
+                size = self.nbytes_of(values)
+            store = blocks.get(member)
+            if store is None:
+                device[(member, point)] = (values, size)
+            else:
+                store.put(point, values)
+                self.block_bytes[(member, point)] = size
+            total += size
+        self.device_bytes += total
+        if self.device_bytes > self.peak_device_bytes:
+            self.peak_device_bytes = self.device_bytes
+        self.timeline.add(self.device_bytes, self.host_bytes)
+
     def transient(self, size: int, donated: int = 0) -> None:
         """Values that live only while their group runs (read inside it, never stored): they count towards
         the peak, and must fit, but are gone when the group ends. ``donated``: bytes the group wrote into the

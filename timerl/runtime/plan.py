@@ -21,6 +21,7 @@ gradient accumulation) go through `timerl.runtime.evaluate`, the same code the r
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -29,7 +30,7 @@ from timerl.ops.registry import CONST, DRAW, MERGE, OPS, UDF, Unsupported
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Edge, Graph, Node, Point, identity_read
 from timerl.pdg.sizes import output_bytes, static_bytes
-from timerl.runtime import rng
+from timerl.runtime import codegen, rng
 from timerl.runtime.draws import DrawPrefetch
 from timerl.runtime.fusions import (buffer_donations, draw_chains, input_dtypes, matmul_adds,
                                     tanh_gradients)
@@ -190,6 +191,8 @@ class GroupLowering:
                 transient_dynamic.update({name: n for name in outputs})
         donors = {f"v{n}_0": self._plain_items(graph.nodes[n], inside)[slot] for n, (slot, _) in donations.items()}
         body, candidates = free_after_last_use(body, transient_sizes, donors, stored_sizes, transient_dynamic)
+        if codegen.BATCH_POOL_CALLS:
+            body = _batched_stores(body)
         self.transient[group.id] = candidates
         donated = sum(static_bytes(graph.nodes[n]) for n in donations)
         if any(static > 0 or members for static, members in candidates) or donated:
@@ -368,6 +371,32 @@ class GroupLowering:
         self.ns[f"F{group.id}"] = self.backend.compile(local[f"F{group.id}"])
         call = ", ".join(expression for _, expression in externals)
         return [f"m = {steps[0][0].id}", f"{', '.join(results)}, = F{group.id}({call})"]
+
+
+_STORE = re.compile(r"store\(\((\d+), point\), (\(.*\)), (\w+)\)")
+
+
+def _batched_stores(body: list[str]) -> list[str]:
+    """Consecutive stores of a group's members (a fused call's outputs) as one `MemoryPool.store_many`."""
+    result: list[str] = []
+    run: list[tuple[str, str]] = []  # (line, entry)
+
+    def flush() -> None:
+        if len(run) > 1:
+            result.append(f"store_many(point, ({', '.join(entry for _, entry in run)},))")
+        else:
+            result.extend(line for line, _ in run)
+        run.clear()
+
+    for line in body:
+        stored = _STORE.fullmatch(line)
+        if stored is None:
+            flush()
+            result.append(line)
+        else:
+            run.append((line, f"({stored[1]}, {stored[2]}, {stored[3]})"))
+    flush()
+    return result
 
 
 def _conditioned_point_read(edge: Edge) -> bool:
