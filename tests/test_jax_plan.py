@@ -250,3 +250,23 @@ def test_rows_and_unstack_equal_indexing():
             np.testing.assert_array_equal(np.asarray(rows[k]), np.asarray(value)[k])
             np.testing.assert_array_equal(np.asarray(backend.row(value, k)), np.asarray(value)[k])
             assert rows[k].dtype == value.dtype
+
+
+def test_constants_built_into_the_jit_leave_no_lines_on_the_host():
+    """A group's constants read only inside its jitted function are constants of that function: the group binds
+    no local name to them (and no `del`) and nothing moves them into the backend; values are the reference's."""
+    ctx = trl.Context(dims="t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        c = (trl.tensor(np.arange(4, dtype=np.float32)) * 2.0 + 1.0).exp()
+        x = trl.source(lambda p: np.full(4, p["t"], np.float32), shape=(4,), dtype="float32", domain=(t,))
+        stores = [collect(x + c)]
+    exe = ctx.compile(bounds={T: 3}, backend="jax", options=trl.CompileOptions())  # jit_groups: pinned
+    exe.execute()
+    got = dict(stores[0])
+    sources = "\n".join(f.source for f in exe.group_functions.values())
+    constants = [n.id for n in exe.graph.nodes if n.op == "const"]
+    assert constants and "= F" in sources
+    assert not any(re.search(rf"\bC{n}\b|\bv{n}_0\b", sources) for n in constants), sources
+    assert not exe.constants
+    assert_values(got, run(ctx, {T: 3}, "reference")[0], rtol=1e-6)

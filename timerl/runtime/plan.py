@@ -35,7 +35,7 @@ from timerl.runtime.draws import DrawPrefetch
 from timerl.runtime.fusions import (buffer_donations, draw_chains, input_dtypes, matmul_adds,
                                     tanh_gradients)
 from timerl.runtime.generated import udf_call
-from timerl.runtime.lifetimes import Candidates, free_after_last_use
+from timerl.runtime.lifetimes import LOCAL_NAME, Candidates, free_after_last_use
 from timerl.runtime.evaluate import bound_kernel, has_symbols, point_kernel
 from timerl.symbolic import TRUE, Symbol
 
@@ -190,6 +190,7 @@ class GroupLowering:
                 body.append(f"b{n} = nbytes_of({values})")
                 transient_dynamic.update({name: n for name in outputs})
         donors = {f"v{n}_0": self._plain_items(graph.nodes[n], inside)[slot] for n, (slot, _) in donations.items()}
+        body = self._without_unread_constants(body, transient_sizes)
         body, candidates = free_after_last_use(body, transient_sizes, donors, stored_sizes, transient_dynamic)
         if codegen.BATCH_POOL_CALLS:
             body = _batched_stores(body)
@@ -240,6 +241,25 @@ class GroupLowering:
             else:
                 return None
         return items
+
+    def _without_unread_constants(self, body: list[str], sizes: dict[str, int]) -> list[str]:
+        """``body`` without the lines that bind a constant member no line reads (a constant built into a jitted
+        function as its own: `timerl.runtime.jax_plan`); their values are not moved into the backend either."""
+        mentions: dict[str, int] = {}
+        for line in body:
+            for name in LOCAL_NAME.findall(line):
+                mentions[name] = mentions.get(name, 0) + 1
+        result: list[str] = []
+        for line in body:
+            bound = _CONSTANT.fullmatch(line)
+            if bound is not None and mentions[bound[1]] == 1:
+                if result and result[-1] == f"m = {bound[2]}":
+                    result.pop()
+                self.constants.pop(f"C{bound[2]}", None)
+                sizes.pop(bound[1], None)
+                continue
+            result.append(line)
+        return result
 
     def _picks_stored(self, merge: Node, inside: set[int]) -> bool:
         """Whether every input of ``merge`` is a point the pool holds (a plain or conditioned point read, none
@@ -373,6 +393,7 @@ class GroupLowering:
         return [f"m = {steps[0][0].id}", f"{', '.join(results)}, = F{group.id}({call})"]
 
 
+_CONSTANT = re.compile(r"(v(\d+)_0) = C\d+")
 _STORE = re.compile(r"store\(\((\d+), point\), (\(.*\)), (\w+)\)")
 
 
