@@ -2,8 +2,9 @@
 
 The schedule's AST becomes plain Python: loops over integers, conditions as Python tests of the counters,
 statements as direct calls of their group's generated function at a point written as a tuple expression,
-deallocations as `free` calls. What has no plain-Python form is called as the closure the interpreter built
-for it: a loop that runs vectorized (`timerl.runtime.batch`) and any other statement kind (offload, fetch).
+consecutive deallocations as one `free_many` call (per call, not per point: the RT MMapGame frees ~55 points a
+move). What has no plain-Python form is called as the closure the interpreter built for it: a loop that runs
+vectorized (`timerl.runtime.batch`) and any other statement kind (offload, fetch).
 
     def program(counters):
         for c0 in range(0, 5):
@@ -11,7 +12,7 @@ for it: a loop that runs vectorized (`timerl.runtime.batch`) and any other state
             for c1 in range(0, 200):
                 G12((c0, c1))
                 if c1 == 0:
-                    free((15, (c0,)))
+                    free_many([(15, (c0,)), (16, (c0,))])
                 ...
 
 The interpreter's closures stay the readable fallback (used when a device budget is set, where every statement
@@ -27,9 +28,6 @@ from timerl.runtime.statements import flatten, freed_parts
 from timerl.sched import ast
 
 
-BATCH_POOL_CALLS = True  # A/B switch for measurements: consecutive frees as one `free_many`, stores as one `store_many`
-
-
 class LoopProgram:
     """Generates ``program(counters)`` for a schedule; names it calls live in the executable's namespace."""
 
@@ -40,7 +38,6 @@ class LoopProgram:
         self.ns = self.executable.namespace
         self.lines: list[str] = []
         self.closures = 0
-        self.batch_frees = BATCH_POOL_CALLS
 
     def generate(self, root: ast.AstNode) -> Callable[[list], None]:
         for group_id, function in self.executable.group_functions.items():
@@ -68,7 +65,7 @@ class LoopProgram:
         if isinstance(node, ast.Sequence):
             frees: list[str] = []  # whole points freed by consecutive deallocations: one `free_many` call
             for child in node.body:
-                if isinstance(child, ast.Deallocate) and self.batch_frees:
+                if isinstance(child, ast.Deallocate):
                     frees.extend(self._freed_points(child, pad))
                     continue
                 self._flush(frees, pad)
@@ -97,15 +94,7 @@ class LoopProgram:
         elif isinstance(node, ast.Execute):
             self.lines.append(f"{pad}G{node.node}({_point(node.point)})")
         elif isinstance(node, ast.Deallocate):
-            members = self.executable.groups[node.node].freed_later
-            if node.parts is None:
-                frees = [f"{pad}free(({member}, _p))" for member in members]
-            else:
-                frees = [f"{pad}free_outputs(({member}, _p), {outputs}, {count})"
-                         for member, outputs, count in freed_parts(node, self.executable.graph)]
-            if frees:
-                self.lines.append(f"{pad}_p = {_point(node.point)}")
-                self.lines.extend(frees)
+            self._flush(self._freed_points(node, pad), pad)
         else:  # statements with no plain-Python form: the interpreter's closure
             run = self.interpreter.build(node, scope)
             self.lines.append(f"{pad}{self._closure(run)}([{self._counters(scope)}])")

@@ -30,7 +30,7 @@ from timerl.ops.registry import CONST, DRAW, MERGE, OPS, UDF, Unsupported
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Edge, Graph, Node, Point, identity_read
 from timerl.pdg.sizes import output_bytes, static_bytes
-from timerl.runtime import codegen, rng
+from timerl.runtime import rng
 from timerl.runtime.draws import DrawPrefetch
 from timerl.runtime.fusions import (buffer_donations, draw_chains, input_dtypes, matmul_adds,
                                     tanh_gradients)
@@ -192,8 +192,7 @@ class GroupLowering:
         donors = {f"v{n}_0": self._plain_items(graph.nodes[n], inside)[slot] for n, (slot, _) in donations.items()}
         body = self._without_unread_constants(body, transient_sizes)
         body, candidates = free_after_last_use(body, transient_sizes, donors, stored_sizes, transient_dynamic)
-        if codegen.BATCH_POOL_CALLS:
-            body = _batched_stores(body)
+        body = _batched_stores(body)
         self.transient[group.id] = candidates
         donated = sum(static_bytes(graph.nodes[n]) for n in donations)
         if any(static > 0 or members for static, members in candidates) or donated:
