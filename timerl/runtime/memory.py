@@ -71,7 +71,8 @@ class MemoryPool:
                       "reactive_fetches": 0, "fetches_ahead": 0}
         self.statements = 0  # statements started (`next_statement`)
         self.arriving: dict[Key, tuple[int, Callable[[], None] | None]] = {}  # fetched: (statement, wait for it)
-        self.device: OrderedDict[Key, tuple[tuple[Any, ...], int]] = OrderedDict()  # least recently used first
+        # least recently used first, when swapping chooses by it (a plain dict is cheaper: ~100 stores a move)
+        self.device: dict[Key, tuple[tuple[Any, ...], int]] = OrderedDict() if swap else {}
         self.host: dict[Key, tuple[tuple[Any, ...], int]] = {}
         self.timeline = Timeline()
         self.pinned: set[Key] = set()  # read by the running group: never offloaded to make room
@@ -197,7 +198,8 @@ class MemoryPool:
             return store.get(key[1])
         entry = self.device.get(key)
         if entry is not None:
-            self.device.move_to_end(key)
+            if self.swap:
+                self.device.move_to_end(key)
             return entry[0]
         values, size = self.host.pop(key)
         self.host_bytes -= size

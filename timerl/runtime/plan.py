@@ -243,7 +243,8 @@ class GroupLowering:
 
     def _without_unread_constants(self, body: list[str], sizes: dict[str, int]) -> list[str]:
         """``body`` without the lines that bind a constant member no line reads (a constant built into a jitted
-        function as its own: `timerl.runtime.jax_plan`); their values are not moved into the backend either."""
+        function as its own: `timerl.runtime.jax_plan`). Its value stays in ``constants``: a vectorized run of
+        the group (`timerl.runtime.batch`) reads it from the namespace."""
         mentions: dict[str, int] = {}
         for line in body:
             for name in LOCAL_NAME.findall(line):
@@ -254,7 +255,6 @@ class GroupLowering:
             if bound is not None and mentions[bound[1]] == 1:
                 if result and result[-1] == f"m = {bound[2]}":
                     result.pop()
-                self.constants.pop(f"C{bound[2]}", None)
                 sizes.pop(bound[1], None)
                 continue
             result.append(line)
@@ -392,7 +392,7 @@ class GroupLowering:
         return [f"m = {steps[0][0].id}", f"{', '.join(results)}, = F{group.id}({call})"]
 
 
-_CONSTANT = re.compile(r"(v(\d+)_0) = C\d+")
+_CONSTANT = re.compile(r"(v(\d+)_0) = C\2")
 _STORE = re.compile(r"store\(\((\d+), point\), (\(.*\)), (\w+)\)")
 
 

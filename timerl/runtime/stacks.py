@@ -121,13 +121,18 @@ class StackedPool(MemoryPool):
     def free_many(self, keys: list[Key]) -> None:
         """`free` at every key, with one entry in the timeline (a batched statement's points are rows of stacks:
         each leaves the pool with one dictionary operation)."""
-        stacked, freed = self.stacked, 0
+        stacked, device, freed = self.stacked, self.device, 0
+        plain = not (self.blocks or self.arriving or self.host)  # else a point may be elsewhere (`MemoryPool._drop`)
         for key in keys:
             entry = stacked.pop(key, None)
-            if entry is None:
+            if entry is not None:
+                freed += entry[2]
+            elif not plain:
                 MemoryPool._drop(self, key)
             else:
-                freed += entry[2]
+                entry = device.pop(key, None)
+                if entry is not None:
+                    freed += entry[1]
         self.device_bytes -= freed
         self.timeline.add(self.device_bytes, self.host_bytes)
 
