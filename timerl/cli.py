@@ -153,9 +153,9 @@ PASS_ROWS = {  # the switches that can change each backend's REINFORCE (`timerl.
 def bench_passes(iterations: int, backends: tuple[str, ...] = ("torch", "jax"), num_envs: int = 16,
                  steps: int = 200) -> None:
     """Each compile switch's effect on REINFORCE (Monte Carlo, gymnasium CartPole): compile seconds, the first
-    iterations (they pay jax's XLA compiles) and the median seconds per iteration after them, with every switch at its default
-    and with each one off, plus running sums on (off by default). Ratios are against the defaults row of the same
-    backend, measured in this run."""
+    iterations (they pay jax's XLA compiles) and the median seconds per iteration after them, with every switch at
+    its default and with each one off, plus running sums on (off by default). Ratios are against the defaults row
+    of the same backend, measured in this run."""
     import torch
 
     from algorithms.reinforce import train
