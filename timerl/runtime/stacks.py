@@ -75,8 +75,8 @@ class StackedPool(MemoryPool):
     def batch(self, keys: Sequence[Key], output: int) -> Any:
         """Output ``output`` at every key as one batched array, when the keys are consecutive rows of one stack
         in order (the common case: one statement reading the previous statement's points, or a window over
-        them): the stack's array itself, or one slice of it (a shared value broadcast along a new axis 0); for a producer kept in a block store, a slice of
-        its buffer; else None."""
+        them): the stack's array itself, or one slice of it (a shared value broadcast along a new axis 0); for a
+        producer kept in a block store, a slice of its buffer; else None."""
         store = self.blocks.get(keys[0][0])
         if store is not None:
             producer = keys[0][0]

@@ -329,7 +329,8 @@ def _phases(names: set[str], dependences: isl.UnionMap) -> list[set[str]]:
         deltas = same.deltas()
         coordinates = [f"d{k}" for k in range(deltas.dim(isl.dim_type.set))]
         name = deltas.get_tuple_name() if deltas.has_tuple_name() else ""
-        far = isl.Set(f"{{ {name}[{', '.join(coordinates)}] : {coordinates[-1]} > {_FAR} or {coordinates[-1]} < -{_FAR} }}")
+        last = coordinates[-1]
+        far = isl.Set(f"{{ {name}[{', '.join(coordinates)}] : {last} > {_FAR} or {last} < -{_FAR} }}")
         edges.append((source, target, not deltas.intersect(far.align_params(deltas.get_space())).is_empty()))
 
     dependences.foreach_map(visit)
