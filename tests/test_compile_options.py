@@ -155,7 +155,8 @@ PROGRAMS = {f.__name__: f for f in (windows, recurrences, reductions, draws, rei
 # PDG and scheduling switches produce the same graph and schedule for either backend, so they run on torch, the
 # cheaper one to compile for; jax runs the defaults and its own switches (`make test-passes` runs the whole suite,
 # jax included, with each switch off).
-SHARED = ("contributions", "algebra", "cse", "dce", "fusion", "per_iteration_fusion", "vectorize", "distribute")
+SHARED = ("contributions", "algebra", "cse", "dce", "fusion", "state_fusion", "per_iteration_fusion", "vectorize",
+          "distribute")
 OFF_BY_BACKEND = {"torch": SHARED + ("matmul_add", "donation", "prefetch_draws"),
                   "jax": ("vectorize", "scan_loops", "jit_groups")}
 VARIANTS = {"defaults": trl.CompileOptions(), "incrementalize on": trl.CompileOptions(incrementalize=True),
