@@ -176,3 +176,21 @@ def test_ops_write_into_the_buffer_of_an_input_that_dies_there(keep_middle):
     if keep_middle:
         for key, want in results["reference"][1].items():
             np.testing.assert_allclose(results["torch"][1][key], want, rtol=1e-6)
+
+
+def test_a_run_of_frees_and_a_fused_calls_stores_are_one_pool_call_each():
+    """A run of consecutive deallocations is one `free_many` call, and the stores after a jitted call are one
+    `store_many` call (values and the pool's accounting against the interpreter: the test above)."""
+    exe, _, _ = _run("jax", True, {"vectorize": False})
+    lines = exe._program.source.splitlines()
+    assert any("free_many([" in line for line in lines)
+    assert not any(line.strip().startswith(("free((", "free_outputs((", "_p =")) for line in lines), lines
+    for line, after in zip(lines, lines[1:]):  # two calls in a row at one depth would be one run
+        assert not ("free_many(" in line and "free_many(" in after
+                    and len(line) - len(line.lstrip()) == len(after) - len(after.lstrip())), exe._program.source
+    groups = [f.source for f in exe.group_functions.values()]
+    assert any("store_many(point, (" in source for source in groups)
+    for source in groups:
+        body = [line.strip() for line in source.splitlines()]
+        assert not any(line.startswith("store(") and after.startswith("store(")
+                       for line, after in zip(body, body[1:])), source
