@@ -246,11 +246,11 @@ def _order_sequences(schedule: isl.Schedule, validity: isl.UnionMap, footprint: 
     """Reorder the statements of each sequence of statements (a loop body) that isl left free to order: isl's
     order of independent statements changes with the groups' numbering (seen, not derived from isl's code), and
     a renumbering moved the largest gradient before the small ones, keeping every other value of the step
-    alive while it is computed (REINFORCE with running sums: +8% peak). Greedily, depth first (`_lightest_first`): among the statements
-    whose predecessors at the same point of the enclosing loops have run, the next one reads what the latest
-    statement produced (a gradient, then its running sum, before the next gradient), then adds the fewest bytes
-    (what it stores less what dies at it: values all of whose readers have run), then stores the fewest, then
-    isl's order. Bytes are per point: batched loops run each statement over the same chunk of points."""
+    alive while it is computed (REINFORCE with running sums: +8% peak). Greedily, depth first
+    (`_lightest_first`): among the statements whose predecessors at the same point of the enclosing loops have
+    run, the next one reads what the latest statement produced (a gradient, then its running sum, before the
+    next gradient), then adds the fewest bytes (what it stores less what dies at it: values all of whose
+    readers have run), then stores the fewest, then isl's order. Bytes are per point: batched loops run each statement over the same chunk of points."""
     def visit(node: isl.ScheduleNode) -> isl.ScheduleNode:
         if node.get_type() != isl.schedule_node_type.sequence:
             return node
