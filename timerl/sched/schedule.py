@@ -250,7 +250,8 @@ def _order_sequences(schedule: isl.Schedule, validity: isl.UnionMap, footprint: 
     (`_lightest_first`): among the statements whose predecessors at the same point of the enclosing loops have
     run, the next one reads what the latest statement produced (a gradient, then its running sum, before the
     next gradient), then adds the fewest bytes (what it stores less what dies at it: values all of whose
-    readers have run), then stores the fewest, then isl's order. Bytes are per point: batched loops run each statement over the same chunk of points."""
+    readers have run), then stores the fewest, then isl's order. Bytes are per point: batched loops run each
+    statement over the same chunk of points."""
     def visit(node: isl.ScheduleNode) -> isl.ScheduleNode:
         if node.get_type() != isl.schedule_node_type.sequence:
             return node
