@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--imitate", type=int, default=600,
                      help="behaviour-cloning iterations of the heuristic proposal before REINFORCE (0: none)")
     run.add_argument("--imitation-lr", type=float, default=1e-2)
+    run.add_argument("--distil", type=int, default=0, metavar="BUDGET",
+                     help="runtime: imitate proposals centred on uniform BRKGA-BUDGET's best solutions on the "
+                          "training graphs instead of the heuristic (0: the heuristic)")
+    run.add_argument("--distil-seeds", type=int, default=1, help="BRKGA runs per training graph to distil")
+    run.add_argument("--distil-concentration", type=float, default=10.0, choices=(4.0, 10.0, 30.0),
+                     help="the concentration of the distilled Betas")
     run.add_argument("--iterations", type=int, default=200, help="REINFORCE iterations from scratch")
     run.add_argument("--fine-tune", type=int, default=None,
                      help="REINFORCE iterations after imitation (default: 60 for runtime, 0 for peak memory)")
@@ -156,10 +162,16 @@ def fit(kind: str, graphs: list, args: argparse.Namespace, sizes: Sizes) -> trai
     start = time.perf_counter()
     warm = None
     if args.imitate > 0:
-        targets = [features.imitation_target(graph, kind) for graph in graphs]
-        cloned = train.imitate(graphs, targets, dataclasses.replace(config, iterations=args.imitate,
-                                                                    lr=args.imitation_lr))
-        print(f"{kind}: imitated the heuristic proposal in {time.perf_counter() - start:.0f} s; mean "
+        if args.distil > 0 and kind == "runtime":
+            examples, targets = train.distillation_data(graphs, kind, args.distil, args.distil_seeds,
+                                                        args.distil_concentration, args.workers)
+            what = f"BRKGA-{args.distil}'s solutions ({args.distil_seeds} per graph)"
+        else:
+            examples, targets = graphs, [features.imitation_target(graph, kind) for graph in graphs]
+            what = "the heuristic proposal"
+        cloned = train.imitate(examples, targets, dataclasses.replace(config, iterations=args.imitate,
+                                                                      lr=args.imitation_lr))
+        print(f"{kind}: imitated {what} in {time.perf_counter() - start:.0f} s; mean "
               f"log-likelihood of its actions {cloned.curve[-1]['reward']:+.4f}", flush=True)
         fine_tune = FINE_TUNE[kind] if args.fine_tune is None else args.fine_tune
         if fine_tune == 0:

@@ -48,7 +48,7 @@ import numpy as np
 
 from algorithms.regal.brkga import Proposal
 from algorithms.regal.graph import CompGraph
-from algorithms.regal.perfmodel import DEVICES, chromosome_length, evaluate, split
+from algorithms.regal.perfmodel import DEVICES, chromosome_length, evaluate, schedule_positions, split
 
 NODE_FEATURES = 13
 EDGE_FEATURES = 2
@@ -195,7 +195,7 @@ def proposal(graph: CompGraph, actions: np.ndarray) -> Proposal:
 
 
 def solution_actions(graph: CompGraph, keys: np.ndarray, concentration: float = 10.0,
-                     affinity: float = 0.9) -> np.ndarray:
+                     affinity: float = 0.9, canonical: bool = False) -> np.ndarray:
     """(ops, HEADS) actions centred on one chromosome ``keys`` (a BRKGA solution): the distillation target
     of `train.imitate` and the diagnostic's quantized oracle.
 
@@ -211,7 +211,10 @@ def solution_actions(graph: CompGraph, keys: np.ndarray, concentration: float = 
       the nearest mean; mean 0.5 for an op without outputs.
     Every head gets ``concentration``."""
     ops, tensors = graph.num_ops, graph.num_tensors
-    affinity_keys, priority, transfer = split(graph, np.asarray(keys, np.float64)[None])
+    keys = np.asarray(keys, np.float64)
+    if canonical:
+        keys = canonical_keys(graph, keys)
+    affinity_keys, priority, transfer = split(graph, keys[None])
     place = affinity_keys[0].argmax(axis=1)
     other = (place[graph.producer] + 1) % DEVICES  # (tensors,): the device each tensor is copied to (d = 2)
     read = transfer[0, np.arange(tensors), other]
@@ -223,6 +226,24 @@ def solution_actions(graph: CompGraph, keys: np.ndarray, concentration: float = 
     outputs = graph.produces.sum(axis=1)
     means[:, TRANSFER] = np.where(outputs > 0, graph.produces @ read / np.maximum(outputs, 1), 0.5)
     return grid_actions(np.abs(means[..., None] - MEANS).argmin(axis=-1), concentration)
+
+
+def canonical_keys(graph: CompGraph, keys: np.ndarray) -> np.ndarray:
+    """The chromosome ``keys`` with its priorities replaced by ``1 - (position + 0.5) / scheduled``, the
+    node's position in the decoded order (`perfmodel.schedule_positions`): the same schedule, keys spread
+    evenly by when each node runs rather than by the search's arbitrary values (of which only the
+    comparisons between nodes ready together matter). Transfers the placement does not need keep their key."""
+    keys = np.array(keys, np.float64)
+    position = schedule_positions(graph, keys)[0]
+    canonical = 1.0 - (position + 0.5) / max(int((position >= 0).sum()), 1)
+    first = graph.num_ops * DEVICES
+    priorities = keys[first:]  # op priorities, then transfers in the decoder's node order (device-major)
+    ops, tensors = graph.num_ops, graph.num_tensors
+    node_keys = np.concatenate([priorities[:ops], priorities[ops:].reshape(tensors, DEVICES).T.ravel()])
+    node_keys = np.where(position >= 0, canonical, node_keys)
+    keys[first:first + ops] = node_keys[:ops]
+    keys[first + ops:] = node_keys[ops:].reshape(DEVICES, tensors).T.ravel()
+    return keys
 
 
 def grid_actions(mean_index: np.ndarray, concentration: float) -> np.ndarray:

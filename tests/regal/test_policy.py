@@ -9,7 +9,7 @@ import timerl as trl
 from algorithms.regal import features, train
 from algorithms.regal.data import generate
 from algorithms.regal.graph import CompGraph, from_edges
-from algorithms.regal.perfmodel import DEVICES, chromosome_length
+from algorithms.regal.perfmodel import DEVICES, chromosome_length, evaluate
 from algorithms.regal.policy import Layout, Sizes, baseline, init_weights, policy_logits
 
 
@@ -138,6 +138,20 @@ def test_solution_actions_by_hand():
     # concentration 30 (column 2), affinity means 0.7 / 0.3 (indices 3 / 1)
     np.testing.assert_array_equal(features.solution_actions(graph, keys, concentration=30.0, affinity=0.7)[0],
                                   [3 * 3 + 2, 1 * 3 + 2, 0 * 3 + 2, 1 * 3 + 2])
+
+
+def test_canonical_keys_by_hand():
+    """a -> b, a on device 0, b on device 1: decoded order a, the copy X(a's output, device 1), b; three
+    nodes scheduled, so their priorities become 1 - 0.5 / 3, 1 - 1.5 / 3, 1 - 2.5 / 3. Affinities and the
+    unused transfer keys stay; the decoded schedule (and so the cost) is the same."""
+    graph = from_edges([1.0, 1.0], [(0, 1)], [1.0, 1.0])
+    keys = np.array([0.9, 0.1, 0.2, 0.8, 0.3, 0.6, 0.11, 0.44, 0.77, 0.99])
+    canonical = features.canonical_keys(graph, keys)
+    np.testing.assert_allclose(canonical, [0.9, 0.1, 0.2, 0.8, 5 / 6, 1 / 6, 0.11, 0.5, 0.77, 0.99])
+    np.testing.assert_array_equal(evaluate(graph, canonical), evaluate(graph, keys))
+    # as a target: a's transfer head reads 0.5 (mean index 2), b's its unused key 0.77 (index 3)
+    np.testing.assert_array_equal(features.solution_actions(graph, keys, 4.0, canonical=True)[:, features.TRANSFER],
+                                  [2 * 3, 3 * 3])
 
 
 def test_list_schedule_by_hand():
