@@ -11,7 +11,9 @@ objective's heuristic proposal (`features.imitation_target`: the list schedule w
 a depth-first order on wide graphs for peak memory); for runtime REINFORCE then runs 60 iterations at
 lr 1e-3 from there instead (validation: 98.3% of cases match or beat BRKGA-500 against 81.7% for REINFORCE
 alone, docs/REGAL.md), the peak-memory policy is the imitation alone (`FINE_TUNE`, chosen on the
-validation split); ``--imitate 0`` trains by REINFORCE alone;
+validation split); ``--imitate 0`` trains by REINFORCE alone; ``--distil BUDGET`` makes the runtime
+policy imitate proposals centred on uniform BRKGA-BUDGET's best solutions of the training graphs instead
+(`train.distillation_data`, learning from search: docs/REGAL.md, eighth pass);
 evaluation at 500 and 5,000 evaluations, each test case with each op's most likely action. The
 paper's 5,000 / 50,000 are scaled by 1/10 because our graphs are small: on them BRKGA-5K mostly already
 finds what BRKGA-30K finds, while 500 evaluations leave gaps of up to 19% (as 5,000 do on the paper's
@@ -58,8 +60,12 @@ def main(argv: list[str] | None = None) -> None:
                      help="runtime: imitate proposals centred on uniform BRKGA-BUDGET's best solutions on the "
                           "training graphs instead of the heuristic (0: the heuristic)")
     run.add_argument("--distil-seeds", type=int, default=1, help="BRKGA runs per training graph to distil")
-    run.add_argument("--distil-concentration", type=float, default=10.0, choices=(4.0, 10.0, 30.0),
+    run.add_argument("--distil-concentration", type=float, default=4.0, choices=(4.0, 10.0, 30.0),
                      help="the concentration of the distilled Betas")
+    run.add_argument("--distil-canonical", action=argparse.BooleanOptionalAction, default=True,
+                     help="respace the solutions' priorities by their decoded order before distilling them")
+    run.add_argument("--distil-placement", action=argparse.BooleanOptionalAction, default=False,
+                     help="distil the solutions' placements too (default: affinities uniform, left to the search)")
     run.add_argument("--iterations", type=int, default=200, help="REINFORCE iterations from scratch")
     run.add_argument("--fine-tune", type=int, default=None,
                      help="REINFORCE iterations after imitation (default: 60 for runtime, 0 for peak memory)")
@@ -164,7 +170,8 @@ def fit(kind: str, graphs: list, args: argparse.Namespace, sizes: Sizes) -> trai
     if args.imitate > 0:
         if args.distil > 0 and kind == "runtime":
             examples, targets = train.distillation_data(graphs, kind, args.distil, args.distil_seeds,
-                                                        args.distil_concentration, args.workers)
+                                                        args.distil_concentration, args.workers,
+                                                        args.distil_canonical, args.distil_placement)
             what = f"BRKGA-{args.distil}'s solutions ({args.distil_seeds} per graph)"
         else:
             examples, targets = graphs, [features.imitation_target(graph, kind) for graph in graphs]

@@ -195,7 +195,7 @@ def proposal(graph: CompGraph, actions: np.ndarray) -> Proposal:
 
 
 def solution_actions(graph: CompGraph, keys: np.ndarray, concentration: float = 10.0,
-                     affinity: float = 0.9, canonical: bool = False) -> np.ndarray:
+                     affinity: float = 0.9, canonical: bool = False, placement: bool = True) -> np.ndarray:
     """(ops, HEADS) actions centred on one chromosome ``keys`` (a BRKGA solution): the distillation target
     of `train.imitate` and the diagnostic's quantized oracle.
 
@@ -209,7 +209,9 @@ def solution_actions(graph: CompGraph, keys: np.ndarray, concentration: float = 
     - Transfer: the mean, over the op's output tensors, of the key the solution has for copying the tensor
       to the device its producer is not on (the only transfer key of that tensor it can read), rounded to
       the nearest mean; mean 0.5 for an op without outputs.
-    Every head gets ``concentration``."""
+    Every head gets ``concentration``. With ``canonical``, the priorities are first respaced by the decoded
+    order (`canonical_keys`); without ``placement``, the affinity heads are uniform Beta(1, 1) (the
+    placement is left to the search)."""
     ops, tensors = graph.num_ops, graph.num_tensors
     keys = np.asarray(keys, np.float64)
     if canonical:
@@ -225,7 +227,10 @@ def solution_actions(graph: CompGraph, keys: np.ndarray, concentration: float = 
     means[:, PRIORITY] = priority[0]
     outputs = graph.produces.sum(axis=1)
     means[:, TRANSFER] = np.where(outputs > 0, graph.produces @ read / np.maximum(outputs, 1), 0.5)
-    return grid_actions(np.abs(means[..., None] - MEANS).argmin(axis=-1), concentration)
+    actions = grid_actions(np.abs(means[..., None] - MEANS).argmin(axis=-1), concentration)
+    if not placement:
+        actions[:, :DEVICES] = UNIFORM
+    return actions
 
 
 def canonical_keys(graph: CompGraph, keys: np.ndarray) -> np.ndarray:

@@ -176,18 +176,25 @@ def imitate(graphs: list[CompGraph], targets: list[np.ndarray], config: Config =
 DISTIL_SEED = 2_000_003  # BRKGA seeds of the distilled solutions: DISTIL_SEED + 1000 s + g (seed s, graph g)
 
 
-def distillation_data(graphs: list[CompGraph], kind: str, budget: int, seeds: int = 1, concentration: float = 10.0,
-                      workers: int = 1) -> tuple[list[CompGraph], list[np.ndarray]]:
+def distillation_data(graphs: list[CompGraph], kind: str, budget: int, seeds: int = 1, concentration: float = 4.0,
+                      workers: int = 1, canonical: bool = True,
+                      placement: bool = False) -> tuple[list[CompGraph], list[np.ndarray]]:
     """Learning from search: ``seeds`` runs of uniform BRKGA with ``budget`` evaluations on every graph, each
     run's best chromosome turned into the (ops, HEADS) actions of a proposal centred on it
-    (`features.solution_actions` with ``concentration``). Returns one (graph, target) example per run, for
-    `imitate`: with several seeds the policy learns the distribution of the searches' solutions per op,
-    and its most likely action is their mode."""
+    (`features.solution_actions` with ``concentration``, ``canonical`` and ``placement``). Returns one
+    (graph, target) example per run, for `imitate`: with several seeds the policy learns the distribution
+    of the searches' solutions per op, and its most likely action is their mode.
+
+    The defaults were chosen on the validation split (docs/REGAL.md, eighth pass): priorities respaced by
+    the decoded order (the raw keys of a solution are arbitrary wherever no two nodes compete, and a
+    policy learns them badly), and the placement left to the search (imitated placements follow the list
+    schedule's devices, break the memory limit and lose)."""
     examples = [graph for _ in range(seeds) for graph in graphs]
     jobs = [(graph, kind, budget, None, DISTIL_SEED + 1000 * s + g) for s in range(seeds)
             for g, graph in enumerate(graphs)]
     solutions = best_solutions(jobs, workers)
-    return examples, [features.solution_actions(graph, keys, concentration) for graph, keys in zip(examples, solutions)]
+    return examples, [features.solution_actions(graph, keys, concentration, canonical=canonical, placement=placement)
+                      for graph, keys in zip(examples, solutions)]
 
 
 def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = False,
