@@ -130,12 +130,12 @@ class _Reward:
 
 def imitate(graphs: list[CompGraph], targets: list[np.ndarray], config: Config = Config(),
             progress: bool = False) -> Trained:
-    """Behaviour cloning, a warm start for REINFORCE: ``config.iterations`` Adam steps on the cross-entropy
-    of the policy's choices against ``targets[g]``, the (ops, HEADS) actions of a heuristic proposal for
-    graph g (`features.imitation_target`) or of a proposal centred on a search's solution
-    (`distillation_data`; ``graphs`` may then repeat a graph, one entry per solution), on batches of ``config.batch`` graphs. No BRKGA runs; the
-    baseline GNN's weights stay as initialized. The curve's "reward" is the mean log-likelihood of a target
-    action per op and head (0 when the policy reproduces the targets with certainty)."""
+    """Behaviour cloning, a warm start for REINFORCE: ``config.iterations`` Adam steps on the cross-entropy of the
+    policy's choices against ``targets[g]``, the (ops, HEADS) actions of a heuristic proposal for graph g
+    (`features.imitation_target`) or of a proposal centred on a search's solution (`distillation_data`;
+    ``graphs`` may then repeat a graph, one entry per solution), on batches of ``config.batch`` graphs. No
+    BRKGA runs; the baseline GNN's weights stay as initialized. The curve's "reward" is the mean log-likelihood
+    of a target action per op and head (0 when the policy reproduces the targets with certainty)."""
     single_threaded()
     rng = np.random.default_rng(config.seed)
     nodes = max(graph.num_ops for graph in graphs)

@@ -28,8 +28,8 @@ def test_quantized_oracle_is_the_solutions_actions():
     assert (decoded == place).all() or (decoded == 1 - place).all()
     np.testing.assert_allclose(means[2 * ops:3 * ops], grid[np.abs(keys[2 * ops:3 * ops, None] - grid).argmin(axis=1)])
     read = keys[3 * ops:].reshape(ops, 2)[np.arange(ops), 1 - place]  # one output tensor per op here
-    np.testing.assert_allclose(means[3 * ops:].reshape(ops, 2), grid[np.abs(read[:, None] - grid).argmin(axis=1)][:, None]
-                               .repeat(2, axis=1))
+    nearest = grid[np.abs(read[:, None] - grid).argmin(axis=1)]
+    np.testing.assert_allclose(means[3 * ops:].reshape(ops, 2), nearest[:, None].repeat(2, axis=1))
 
 
 def test_rank_rule_raises_priority_with_the_score():

@@ -133,7 +133,8 @@ def test_solution_actions_by_hand():
     expected = [[13, 1, 1, 4], [13, 1, 7, 1], [1, 13, 10, 4]]
     np.testing.assert_array_equal(features.solution_actions(graph, keys, concentration=10.0), expected)
     # the mirror image (devices swapped, each transfer key moved with its device) is the same target
-    mirror = np.concatenate([keys[:6].reshape(3, 2)[:, ::-1].ravel(), keys[6:9], keys[9:].reshape(3, 2)[:, ::-1].ravel()])
+    swap = [keys[:6].reshape(3, 2)[:, ::-1].ravel(), keys[6:9], keys[9:].reshape(3, 2)[:, ::-1].ravel()]
+    mirror = np.concatenate(swap)
     np.testing.assert_array_equal(features.solution_actions(graph, mirror, concentration=10.0), expected)
     # concentration 30 (column 2), affinity means 0.7 / 0.3 (indices 3 / 1)
     np.testing.assert_array_equal(features.solution_actions(graph, keys, concentration=30.0, affinity=0.7)[0],
