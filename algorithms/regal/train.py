@@ -1,7 +1,7 @@
 """REGAL training (paper §3.1): a contextual bandit trained with REINFORCE and a learned baseline, written
 as one recurrent-tensor program over the training iteration ``i``.
 
-At each iteration a batch of training graphs is drawn; the policy samples, per op, d + 1 quantized Beta
+At each iteration a batch of training graphs is drawn; the policy samples, per op, d + 2 quantized Beta
 distributions; BRKGA runs with them as its mutant distribution (a host ``udf`` node, like the
 environments of `timerl.rl`), and the reward is ``-cost(REGAL) / cost(uniform BRKGA)`` on the same graph
 with the same budget and the same BRKGA seeds, fresh for every graph of every iteration and shared by that
