@@ -11,7 +11,9 @@ objective's heuristic proposal (`features.imitation_target`: the list schedule w
 a depth-first order on wide graphs for peak memory); for runtime REINFORCE then runs 60 iterations at
 lr 1e-3 from there instead (validation: 98.3% of cases match or beat BRKGA-500 against 81.7% for REINFORCE
 alone, docs/REGAL.md), the peak-memory policy is the imitation alone (`FINE_TUNE`, chosen on the
-validation split); ``--imitate 0`` trains by REINFORCE alone;
+validation split); ``--imitate 0`` trains by REINFORCE alone; ``--distil BUDGET`` makes the runtime
+policy imitate proposals centred on uniform BRKGA-BUDGET's best solutions of the training graphs instead
+(`train.distillation_data`, learning from search: docs/REGAL.md, eighth pass);
 evaluation at 500 and 5,000 evaluations, each test case with each op's most likely action. The
 paper's 5,000 / 50,000 are scaled by 1/10 because our graphs are small: on them BRKGA-5K mostly already
 finds what BRKGA-30K finds, while 500 evaluations leave gaps of up to 19% (as 5,000 do on the paper's
@@ -54,9 +56,20 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--imitate", type=int, default=600,
                      help="behaviour-cloning iterations of the heuristic proposal before REINFORCE (0: none)")
     run.add_argument("--imitation-lr", type=float, default=1e-2)
+    run.add_argument("--distil", type=int, default=0, metavar="BUDGET",
+                     help="runtime: imitate proposals centred on uniform BRKGA-BUDGET's best solutions on the "
+                          "training graphs instead of the heuristic (0: the heuristic)")
+    run.add_argument("--distil-seeds", type=int, default=1, help="BRKGA runs per training graph to distil")
+    run.add_argument("--distil-concentration", type=float, default=4.0, choices=(4.0, 10.0, 30.0),
+                     help="the concentration of the distilled Betas")
+    run.add_argument("--distil-canonical", action=argparse.BooleanOptionalAction, default=True,
+                     help="respace the solutions' priorities by their decoded order before distilling them")
+    run.add_argument("--distil-placement", action=argparse.BooleanOptionalAction, default=False,
+                     help="distil the solutions' placements too (default: affinities uniform, left to the search)")
     run.add_argument("--iterations", type=int, default=200, help="REINFORCE iterations from scratch")
     run.add_argument("--fine-tune", type=int, default=None,
-                     help="REINFORCE iterations after imitation (default: 60 for runtime, 0 for peak memory)")
+                     help="REINFORCE iterations after imitation (default: 60 for runtime, 0 for peak memory "
+                          "and for a distilled policy)")
     run.add_argument("--fine-tune-lr", type=float, default=1e-3)
     run.add_argument("--batch", type=int, default=16, help="episodes per iteration")
     run.add_argument("--train-budget", type=int, default=200, help="BRKGA evaluations inside the reward")
@@ -156,12 +169,21 @@ def fit(kind: str, graphs: list, args: argparse.Namespace, sizes: Sizes) -> trai
     start = time.perf_counter()
     warm = None
     if args.imitate > 0:
-        targets = [features.imitation_target(graph, kind) for graph in graphs]
-        cloned = train.imitate(graphs, targets, dataclasses.replace(config, iterations=args.imitate,
-                                                                    lr=args.imitation_lr))
-        print(f"{kind}: imitated the heuristic proposal in {time.perf_counter() - start:.0f} s; mean "
+        distilled = args.distil > 0 and kind == "runtime"
+        if distilled:
+            examples, targets = train.distillation_data(graphs, kind, args.distil, args.distil_seeds,
+                                                        args.distil_concentration, args.workers,
+                                                        args.distil_canonical, args.distil_placement)
+            what = f"BRKGA-{args.distil}'s solutions ({args.distil_seeds} per graph)"
+        else:
+            examples, targets = graphs, [features.imitation_target(graph, kind) for graph in graphs]
+            what = "the heuristic proposal"
+        cloned = train.imitate(examples, targets, dataclasses.replace(config, iterations=args.imitate,
+                                                                      lr=args.imitation_lr))
+        print(f"{kind}: imitated {what} in {time.perf_counter() - start:.0f} s; mean "
               f"log-likelihood of its actions {cloned.curve[-1]['reward']:+.4f}", flush=True)
-        fine_tune = FINE_TUNE[kind] if args.fine_tune is None else args.fine_tune
+        # the distilled policy was measured as it is (docs/REGAL.md, eighth pass); --fine-tune N adds REINFORCE
+        fine_tune = (0 if distilled else FINE_TUNE[kind]) if args.fine_tune is None else args.fine_tune
         if fine_tune == 0:
             return cloned
         warm = cloned.weights

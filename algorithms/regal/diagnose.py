@@ -7,9 +7,11 @@ BRKGA-budget, the same seed, common random numbers):
 - ``oracle``: Betas centred on the keys of the best solution that BRKGA with ten times the budget finds
   (another seed), on every gene (transfers included), concentration 10. An upper bound of what a
   per-instance proposal can buy; no policy sees that solution.
-- ``oracle, quantized``: the same, restricted to REGAL's action space: affinities and op priorities only,
-  each key rounded to the nearest of the 5 quantized means, concentration 10. What a perfect policy over
-  our 16 actions could reach if it knew the solution.
+- ``oracle, quantized``: the same, restricted to REGAL's action space (`features.solution_actions`):
+  the solution's placement as affinity means 0.9 / 0.1, its op priorities and the transfer keys it reads
+  rounded to the nearest of the 5 quantized means, concentration 10. What a perfect policy over our 16
+  actions per head could reach if it knew the solution (before the eighth pass: affinities and op
+  priorities only, the raw keys rounded, transfers uniform).
 - ``priority by height`` / ``priority by depth``: a graph-general rule a GNN can express from its node
   features: op priority mean rising with the op's longest path to a sink (critical-path list scheduling)
   or with its longest path from a source, quantized to the 5 means, concentration 4; affinities uniform.
@@ -47,11 +49,8 @@ def oracle_proposal(graph: CompGraph, keys: np.ndarray, concentration: float = 1
 
 
 def quantized_actions(graph: CompGraph, keys: np.ndarray, concentration: float = 10.0) -> np.ndarray:
-    """(ops, HEADS) actions whose Beta means are the keys' nearest quantized means."""
-    ops = graph.num_ops
-    per_op = np.concatenate([keys[:ops * DEVICES].reshape(ops, DEVICES),
-                             keys[ops * DEVICES:ops * features.HEADS, None]], axis=1)
-    return features.grid_actions(np.abs(per_op[..., None] - features.MEANS).argmin(axis=-1), concentration)
+    """(ops, HEADS) actions centred on the solution ``keys`` (`features.solution_actions`)."""
+    return features.solution_actions(graph, keys, concentration)
 
 
 def transfers_first(graph: CompGraph) -> np.ndarray:

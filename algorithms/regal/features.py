@@ -26,11 +26,18 @@ Edge attributes (2) of edge u -> v (v reads tensor k of u): the size of k over t
 Graphs are batched densely and padded to ``nodes`` ops: ``adjacency[b, v, u]`` counts the edges u -> v
 (a multigraph), ``edges[b, v, u]`` holds their attributes, ``mask[b, v]`` marks real ops.
 
-Actions: for each op, d + 1 = 3 independent Beta distributions (affinity for device 0, for device 1, and
-the op's priority), each chosen among 16 quantized (mean, variance) choices: the 15 pairs of means
-{0.1, 0.3, 0.5, 0.7, 0.9} and concentrations alpha + beta in {4, 10, 30} (variance
-``mean (1 - mean) / (concentration + 1)``, so a larger concentration is a smaller variance), and, as
-action 15, the uniform Beta(1, 1) of standard BRKGA. Transfer priorities stay uniform.
+Actions: for each op, d + 2 = 4 independent Beta distributions (affinity for device 0, for device 1, the
+op's priority, and the transfer priority of its output tensors), each chosen among 16 quantized (mean,
+variance) choices: the 15 pairs of means {0.1, 0.3, 0.5, 0.7, 0.9} and concentrations alpha + beta in
+{4, 10, 30} (variance ``mean (1 - mean) / (concentration + 1)``, so a larger concentration is a smaller
+variance), and, as action 15, the uniform Beta(1, 1) of standard BRKGA.
+
+The transfer action is one Beta per op, shared by the d transfer keys (k, j) of each of its output
+tensors k, not one per destination device: with d = 2 a tensor is only ever copied to the device its
+producer is not on, so for any placement one key per tensor is read and a shared Beta sets exactly that
+key (d + 2 heads instead of 2d + 1, the same expressiveness at d = 2). Before the eighth pass (docs/REGAL.md)
+the transfer keys stayed uniform; the seventh pass found that a proposal centred on a BRKGA-50K solution
+reaches BRKGA-50K only when it sets them too.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ import numpy as np
 
 from algorithms.regal.brkga import Proposal
 from algorithms.regal.graph import CompGraph
-from algorithms.regal.perfmodel import DEVICES, chromosome_length, evaluate
+from algorithms.regal.perfmodel import DEVICES, chromosome_length, evaluate, schedule_positions, split
 
 NODE_FEATURES = 13
 EDGE_FEATURES = 2
@@ -49,7 +56,9 @@ MEANS = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
 CONCENTRATIONS = np.array([4.0, 10.0, 30.0])
 UNIFORM = MEANS.size * CONCENTRATIONS.size  # the last action: Beta(1, 1)
 CHOICES = UNIFORM + 1  # 16 actions per Beta distribution
-HEADS = DEVICES + 1  # Beta distributions per op
+PRIORITY = DEVICES  # the head of the op's priority
+TRANSFER = DEVICES + 1  # the head of its output tensors' transfer priority (all destination devices)
+HEADS = DEVICES + 2  # Beta distributions per op
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,15 +181,74 @@ def beta_parameters(actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def proposal(graph: CompGraph, actions: np.ndarray) -> Proposal:
-    """BRKGA's mutant distribution from ``actions`` (ops, HEADS): affinities and op priorities per op."""
+    """BRKGA's mutant distribution from ``actions`` (ops, HEADS): affinities and op priorities per op, and
+    each tensor's d transfer keys from its producer's transfer head."""
     ops = graph.num_ops
     alpha, beta = np.ones(chromosome_length(graph)), np.ones(chromosome_length(graph))
     node_alpha, node_beta = beta_parameters(np.asarray(actions)[:ops])
-    alpha[:ops * DEVICES] = node_alpha[:, :DEVICES].ravel()
-    beta[:ops * DEVICES] = node_beta[:, :DEVICES].ravel()
-    alpha[ops * DEVICES:ops * HEADS] = node_alpha[:, DEVICES]
-    beta[ops * DEVICES:ops * HEADS] = node_beta[:, DEVICES]
+    priorities = ops * (DEVICES + 1)
+    for genes, node in ((alpha, node_alpha), (beta, node_beta)):
+        genes[:ops * DEVICES] = node[:, :DEVICES].ravel()
+        genes[ops * DEVICES:priorities] = node[:, PRIORITY]
+        genes[priorities:] = np.repeat(node[graph.producer, TRANSFER], DEVICES)  # (tensors, d), row-major
     return Proposal(alpha, beta)
+
+
+def solution_actions(graph: CompGraph, keys: np.ndarray, concentration: float = 10.0,
+                     affinity: float = 0.9, canonical: bool = False, placement: bool = True) -> np.ndarray:
+    """(ops, HEADS) actions centred on one chromosome ``keys`` (a BRKGA solution): the distillation target
+    of `train.imitate` and the diagnostic's quantized oracle.
+
+    - Placement: the op's device (argmax of its affinities) gets mean ``affinity`` (one of the `MEANS`),
+      the other devices ``1 - affinity``. Only the argmax of the affinities is decoded, so the raw keys
+      carry nothing else; rounding them to the nearest mean could tie two devices.
+    - Devices are renamed (a permutation of d = 2 labels, which leaves the decoded solution's cost
+      unchanged) to agree with the list schedule's devices (a node feature) on most ops: of two
+      equally good mirror images, the one a policy can tell apart from its features.
+    - Op priority: the key rounded to the nearest of the `MEANS`.
+    - Transfer: the mean, over the op's output tensors, of the key the solution has for copying the tensor
+      to the device its producer is not on (the only transfer key of that tensor it can read), rounded to
+      the nearest mean; mean 0.5 for an op without outputs.
+    Every head gets ``concentration``. With ``canonical``, the priorities are first respaced by the decoded
+    order (`canonical_keys`); without ``placement``, the affinity heads are uniform Beta(1, 1) (the
+    placement is left to the search)."""
+    ops, tensors = graph.num_ops, graph.num_tensors
+    keys = np.asarray(keys, np.float64)
+    if canonical:
+        keys = canonical_keys(graph, keys)
+    affinity_keys, priority, transfer = split(graph, keys[None])
+    place = affinity_keys[0].argmax(axis=1)
+    other = (place[graph.producer] + 1) % DEVICES  # (tensors,): the device each tensor is copied to (d = 2)
+    read = transfer[0, np.arange(tensors), other]
+    if DEVICES == 2 and np.mean(place == list_schedule(graph).device) < 0.5:
+        place = 1 - place
+    means = np.full((ops, HEADS), 1.0 - affinity)
+    means[np.arange(ops), place] = affinity
+    means[:, PRIORITY] = priority[0]
+    outputs = graph.produces.sum(axis=1)
+    means[:, TRANSFER] = np.where(outputs > 0, graph.produces @ read / np.maximum(outputs, 1), 0.5)
+    actions = grid_actions(np.abs(means[..., None] - MEANS).argmin(axis=-1), concentration)
+    if not placement:
+        actions[:, :DEVICES] = UNIFORM
+    return actions
+
+
+def canonical_keys(graph: CompGraph, keys: np.ndarray) -> np.ndarray:
+    """The chromosome ``keys`` with its priorities replaced by ``1 - (position + 0.5) / scheduled``, the
+    node's position in the decoded order (`perfmodel.schedule_positions`): the same schedule, keys spread
+    evenly by when each node runs rather than by the search's arbitrary values (of which only the
+    comparisons between nodes ready together matter). Transfers the placement does not need keep their key."""
+    keys = np.array(keys, np.float64)
+    position = schedule_positions(graph, keys)[0]
+    canonical = 1.0 - (position + 0.5) / max(int((position >= 0).sum()), 1)
+    first = graph.num_ops * DEVICES
+    priorities = keys[first:]  # op priorities, then transfers in the decoder's node order (device-major)
+    ops, tensors = graph.num_ops, graph.num_tensors
+    node_keys = np.concatenate([priorities[:ops], priorities[ops:].reshape(tensors, DEVICES).T.ravel()])
+    node_keys = np.where(position >= 0, canonical, node_keys)
+    keys[first:first + ops] = node_keys[:ops]
+    keys[first + ops:] = node_keys[ops:].reshape(DEVICES, tensors).T.ravel()
+    return keys
 
 
 def grid_actions(mean_index: np.ndarray, concentration: float) -> np.ndarray:
@@ -201,7 +269,7 @@ def rank_actions(graph: CompGraph, score: np.ndarray, concentration: float = 4.0
     5 equal bins from the lowest mean to the highest."""
     level = depth_level(score)
     actions = np.full((graph.num_ops, HEADS), UNIFORM)
-    actions[:, DEVICES] = grid_actions(level, concentration)
+    actions[:, PRIORITY] = grid_actions(level, concentration)
     return actions
 
 

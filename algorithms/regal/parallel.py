@@ -12,6 +12,9 @@ Ray starts once per process, on first use (`algorithms.local_ray`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import ray
 
@@ -30,16 +33,32 @@ def brkga_cost(job: Job) -> float:
     return brkga.optimize(graph, kind, budget, proposal, seed).best_cost
 
 
+def brkga_best(job: Job) -> np.ndarray:
+    """One BRKGA run's best chromosome."""
+    graph, kind, budget, actions, seed = job
+    proposal = None if actions is None else features.proposal(graph, actions)
+    return brkga.optimize(graph, kind, budget, proposal, seed).best
+
+
 @ray.remote
-def _chunk_costs(jobs: list[Job]) -> list[float]:
-    return [brkga_cost(job) for job in jobs]
+def _chunk(run: Callable[[Job], Any], jobs: list[Job]) -> list:
+    return [run(job) for job in jobs]
+
+
+def _map(run: Callable[[Job], Any], jobs: list[Job], workers: int) -> list:
+    if workers <= 1 or len(jobs) <= 1:
+        return [run(job) for job in jobs]
+    local_ray.start(workers)
+    size = max(1, -(-len(jobs) // (workers * CHUNKS_PER_WORKER)))
+    futures = [_chunk.remote(run, jobs[first:first + size]) for first in range(0, len(jobs), size)]
+    return [result for chunk in ray.get(futures) for result in chunk]
 
 
 def run_jobs(jobs: list[Job], workers: int = 1) -> np.ndarray:
     """The best cost of every job, in order; ``workers`` > 1 runs them as Ray tasks."""
-    if workers <= 1 or len(jobs) <= 1:
-        return np.array([brkga_cost(job) for job in jobs], dtype=np.float64)
-    local_ray.start(workers)
-    size = max(1, -(-len(jobs) // (workers * CHUNKS_PER_WORKER)))
-    futures = [_chunk_costs.remote(jobs[first:first + size]) for first in range(0, len(jobs), size)]
-    return np.array([cost for chunk in ray.get(futures) for cost in chunk], dtype=np.float64)
+    return np.array(_map(brkga_cost, jobs, workers), dtype=np.float64)
+
+
+def best_solutions(jobs: list[Job], workers: int = 1) -> list[np.ndarray]:
+    """The best chromosome of every job, in order (the distillation data of `train.distil`)."""
+    return _map(brkga_best, jobs, workers)

@@ -56,6 +56,17 @@ def evaluate(graph: CompGraph, chromosomes: np.ndarray, devices: int = DEVICES) 
     return _Simulation(graph, chromosomes, devices).run()
 
 
+def schedule_positions(graph: CompGraph, chromosomes: np.ndarray, devices: int = DEVICES) -> np.ndarray:
+    """(P, ops + tensors * d): where each op, then each transfer X(k, j) (node ``ops + j * tensors + k``),
+    comes in the decoded topological order (0 first), -1 for transfers the placement does not need. Keys
+    decreasing with these positions decode to the same schedule (the decoder takes the ready node of highest
+    priority, and the node it took at step t is ready then, with every other ready node after it)."""
+    chromosomes = np.atleast_2d(np.asarray(chromosomes, np.float64))
+    simulation = _Simulation(graph, chromosomes, devices)
+    simulation.run()
+    return simulation.position
+
+
 def objective(graph: CompGraph, chromosomes: np.ndarray, kind: str, devices: int = DEVICES) -> np.ndarray:
     """The cost BRKGA minimizes, (P,)."""
     runtime, peak = evaluate(graph, chromosomes, devices)
@@ -98,17 +109,19 @@ class _Simulation:
         self.memory = np.zeros((population, devices))
         self.peak = np.zeros((population, devices))
         self.reads_from = graph.produces.astype(np.int64) @ graph.uses.T.astype(np.int64)  # [u, v]: v reads u's
+        self.position = np.full(self.priority.shape, -1, np.int64)  # step at which each node was scheduled
 
     def run(self) -> tuple[np.ndarray, np.ndarray]:
         ops, tensors = self.graph.num_ops, self.graph.num_tensors
         unscheduled = self.unscheduled
-        for _ in range(unscheduled.shape[1]):
+        for step in range(unscheduled.shape[1]):
             rows = np.flatnonzero(unscheduled.any(axis=1))
             if not rows.size:
                 break
             score = np.where((self.pending[rows] == 0) & unscheduled[rows], self.priority[rows], -np.inf)
             chosen = score.argmax(axis=1)
             unscheduled[rows, chosen] = False
+            self.position[rows, chosen] = step
             is_op = chosen < ops
             if is_op.any():
                 self._run_ops(rows[is_op], chosen[is_op])

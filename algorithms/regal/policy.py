@@ -5,7 +5,7 @@ policy head with per-op categorical distributions over quantized Beta parameters
     m_v (fwd)   = sum over edges u -> v of  MLP_msg([h_u, e_uv])
     m_u (rev)   = sum over edges u -> v of  MLP_rev([h_v, e_uv])
     h_v^{t+1}   = h_v^t + MLP_node([h_v^t, m_v, m_u])          (T rounds, weights shared across rounds)
-    logits_v    = MLP_a(h_v^T)  -> (d + 1) x 16
+    logits_v    = MLP_a(h_v^T)  -> (d + 2) x 16   (affinities, op priority, output transfer priority)
 
 Messages use a dense adjacency (graphs of tens of ops, padded): the message of every (v, u) pair is
 computed and weighted by the count of edges u -> v, then summed over u (forward) or v (reverse). A

@@ -1,7 +1,7 @@
 """REGAL training (paper §3.1): a contextual bandit trained with REINFORCE and a learned baseline, written
 as one recurrent-tensor program over the training iteration ``i``.
 
-At each iteration a batch of training graphs is drawn; the policy samples, per op, d + 1 quantized Beta
+At each iteration a batch of training graphs is drawn; the policy samples, per op, d + 2 quantized Beta
 distributions; BRKGA runs with them as its mutant distribution (a host ``udf`` node, like the
 environments of `timerl.rl`), and the reward is ``-cost(REGAL) / cost(uniform BRKGA)`` on the same graph
 with the same budget and the same BRKGA seeds, fresh for every graph of every iteration and shared by that
@@ -30,7 +30,7 @@ import torch
 
 import timerl as trl
 from algorithms.regal import features
-from algorithms.regal.parallel import run_jobs
+from algorithms.regal.parallel import best_solutions, run_jobs
 from algorithms.regal.graph import CompGraph
 from algorithms.regal.policy import Layout, Sizes, baseline, init_weights, policy_logits
 from timerl.errors import TimeRLError
@@ -69,15 +69,17 @@ class WeightsError(TimeRLError):
 
 def load(path: str | os.PathLike, sizes: Sizes, nodes: int) -> Trained:
     """Weights saved by the bench (``np.save`` of `Trained.weights`) as a policy of ``sizes``; a file whose
-    size is not the layout's (e.g. saved before the 12th node feature) is a `WeightsError` naming it."""
+    size is not the layout's (e.g. saved before the 12th node feature, or before the transfer head) is a
+    `WeightsError` naming it."""
     layout = Layout.of(init_weights(sizes))
     try:
         weights = np.load(path)
     except (OSError, ValueError) as error:
         raise WeightsError(f"{path}: cannot read saved REGAL weights ({error})") from error
     if weights.shape != (layout.size,):
-        raise WeightsError(f"{path}: {weights.size} saved weights, but a policy of {features.NODE_FEATURES} node features "
-                           f"and {sizes} has {layout.size}: saved by another version; train again (no --reuse)")
+        raise WeightsError(f"{path}: {weights.size} saved weights, but a policy of {features.NODE_FEATURES} node "
+                           f"features, {features.HEADS} Beta heads per op and {sizes} has {layout.size}: saved by "
+                           "another version; train again (no --reuse)")
     return Trained(weights.astype(np.float32), layout, sizes, nodes, [], {})
 
 
@@ -128,11 +130,12 @@ class _Reward:
 
 def imitate(graphs: list[CompGraph], targets: list[np.ndarray], config: Config = Config(),
             progress: bool = False) -> Trained:
-    """Behaviour cloning, a warm start for REINFORCE: ``config.iterations`` Adam steps on the cross-entropy
-    of the policy's choices against ``targets[g]``, the (ops, HEADS) actions of a heuristic proposal for
-    graph g (`features.imitation_target`), on batches of ``config.batch`` graphs. No BRKGA runs; the
-    baseline GNN's weights stay as initialized. The curve's "reward" is the mean log-likelihood of a target
-    action per op and head (0 when the policy reproduces the targets with certainty)."""
+    """Behaviour cloning, a warm start for REINFORCE: ``config.iterations`` Adam steps on the cross-entropy of the
+    policy's choices against ``targets[g]``, the (ops, HEADS) actions of a heuristic proposal for graph g
+    (`features.imitation_target`) or of a proposal centred on a search's solution (`distillation_data`;
+    ``graphs`` may then repeat a graph, one entry per solution), on batches of ``config.batch`` graphs. No
+    BRKGA runs; the baseline GNN's weights stay as initialized. The curve's "reward" is the mean log-likelihood
+    of a target action per op and head (0 when the policy reproduces the targets with certainty)."""
     single_threaded()
     rng = np.random.default_rng(config.seed)
     nodes = max(graph.num_ops for graph in graphs)
@@ -168,6 +171,30 @@ def imitate(graphs: list[CompGraph], targets: list[np.ndarray], config: Config =
         final = _keep_last(ctx, weights, i == I - 1)
 
     return _run(ctx, I, config, final, layout, nodes, curve)
+
+
+DISTIL_SEED = 2_000_003  # BRKGA seeds of the distilled solutions: DISTIL_SEED + 1000 s + g (seed s, graph g)
+
+
+def distillation_data(graphs: list[CompGraph], kind: str, budget: int, seeds: int = 1, concentration: float = 4.0,
+                      workers: int = 1, canonical: bool = True,
+                      placement: bool = False) -> tuple[list[CompGraph], list[np.ndarray]]:
+    """Learning from search: ``seeds`` runs of uniform BRKGA with ``budget`` evaluations on every graph, each
+    run's best chromosome turned into the (ops, HEADS) actions of a proposal centred on it
+    (`features.solution_actions` with ``concentration``, ``canonical`` and ``placement``). Returns one
+    (graph, target) example per run, for `imitate`: with several seeds the policy learns the distribution
+    of the searches' solutions per op, and its most likely action is their mode.
+
+    The defaults were chosen on the validation split (docs/REGAL.md, eighth pass): priorities respaced by
+    the decoded order (the raw keys of a solution are arbitrary wherever no two nodes compete, and a
+    policy learns them badly), and the placement left to the search (imitated placements follow the list
+    schedule's devices, break the memory limit and lose)."""
+    examples = [graph for _ in range(seeds) for graph in graphs]
+    jobs = [(graph, kind, budget, None, DISTIL_SEED + 1000 * s + g) for s in range(seeds)
+            for g, graph in enumerate(graphs)]
+    solutions = best_solutions(jobs, workers)
+    return examples, [features.solution_actions(graph, keys, concentration, canonical=canonical, placement=placement)
+                      for graph, keys in zip(examples, solutions)]
 
 
 def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = False,

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from algorithms.regal import bench, features
+from algorithms.regal.__main__ import main as regal_main
 from algorithms.regal.data import generate
 
 
@@ -29,3 +30,14 @@ def test_uniform_actions_reproduce_brkga_and_plot(tmp_path):
     assert (outcome.brkga_big <= outcome.brkga).all()  # a longer run of the same seed extends the shorter one
     bench.plot([outcome], str(tmp_path / "fig2.png"))
     assert (tmp_path / "fig2.png").stat().st_size > 1000
+
+
+def test_bench_distils_search_without_reinforce(tmp_path, capsys):
+    """``bench --distil B``: the runtime policy imitates BRKGA-B's solutions of the training graphs and is
+    evaluated as it is (no REINFORCE fine-tune unless --fine-tune asks), its weights saved for --reuse."""
+    regal_main(["bench", "--objectives", "runtime", "--distil", "200", "--train-topologies", "3", "--valid-topologies",
+          "1", "--test-topologies", "1", "--variants", "1", "--imitate", "3", "--budget", "40", "--big-budget", "80",
+          "--eval-seeds", "1", "--weights", str(tmp_path), "--out", str(tmp_path / "fig2.png")])
+    printed = capsys.readouterr().out
+    assert "imitated BRKGA-200's solutions (1 per graph)" in printed and "trained in" not in printed
+    assert (tmp_path / "runtime.npy").exists() and (tmp_path / "fig2.png").exists()

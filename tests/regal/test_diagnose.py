@@ -12,15 +12,24 @@ def beta_means(graph, actions):
     return proposal.alpha / (proposal.alpha + proposal.beta)
 
 
-def test_quantized_oracle_rounds_keys_to_the_nearest_mean():
+def test_quantized_oracle_is_the_solutions_actions():
+    """The quantized oracle centres every head on the solution (`features.solution_actions`, tested by hand
+    in test_policy): its placement decodes to the solution's (up to renaming the devices), its priorities
+    and the transfer keys it reads round to the nearest mean."""
     graph = generate(1, 1, ops=(9, 9), seed=2)[0]
     keys = np.random.default_rng(0).random(chromosome_length(graph))
-    means = beta_means(graph, diagnose.quantized_actions(graph, keys))
+    actions = diagnose.quantized_actions(graph, keys)
+    np.testing.assert_array_equal(actions, features.solution_actions(graph, keys, 10.0))
+    means = beta_means(graph, actions)
     ops = graph.num_ops
     grid = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
-    nearest = grid[np.abs(keys[:3 * ops, None] - grid).argmin(axis=1)]  # affinities and op priorities
-    np.testing.assert_allclose(means[:3 * ops], nearest)
-    np.testing.assert_allclose(means[3 * ops:], 0.5)  # transfers stay uniform
+    place = keys[:2 * ops].reshape(ops, 2).argmax(axis=1)
+    decoded = means[:2 * ops].reshape(ops, 2).argmax(axis=1)
+    assert (decoded == place).all() or (decoded == 1 - place).all()
+    np.testing.assert_allclose(means[2 * ops:3 * ops], grid[np.abs(keys[2 * ops:3 * ops, None] - grid).argmin(axis=1)])
+    read = keys[3 * ops:].reshape(ops, 2)[np.arange(ops), 1 - place]  # one output tensor per op here
+    nearest = grid[np.abs(read[:, None] - grid).argmin(axis=1)]
+    np.testing.assert_allclose(means[3 * ops:].reshape(ops, 2), nearest[:, None].repeat(2, axis=1))
 
 
 def test_rank_rule_raises_priority_with_the_score():
@@ -68,3 +77,22 @@ def test_list_schedule_proposal_follows_the_schedule():
     np.testing.assert_allclose(affinity[np.arange(ops), 1 - schedule.device], 0.1)
     order = np.argsort(schedule.start, kind="stable")
     assert (np.diff(priority[order]) <= 0).all() and priority[order[0]] == 0.9
+
+
+def test_distillation_data_centres_targets_on_each_searchs_best():
+    """One example per (seed, graph): the graph, and the actions of the best chromosome of uniform BRKGA with
+    the seed ``DISTIL_SEED + 1000 s + g`` (graphs in order, seed-major). By default (the bench's) the
+    priorities are respaced by the decoded order, the concentration is 4 and the affinities are uniform."""
+    graphs = generate(2, 1, ops=(7, 9), seed=8)
+    examples, targets = train.distillation_data(graphs, "runtime", budget=60, seeds=2)
+    _, placed = train.distillation_data(graphs, "runtime", budget=60, seeds=2, concentration=30.0, canonical=False,
+                                        placement=True)
+    assert [g.name for g in examples] == [g.name for g in graphs] * 2
+    for k, graph in enumerate(examples):
+        seed = train.DISTIL_SEED + 1000 * (k // 2) + k % 2
+        best = brkga.optimize(graph, "runtime", 60, seed=seed).best
+        np.testing.assert_array_equal(targets[k], features.solution_actions(graph, best, 4.0, canonical=True,
+                                                                            placement=False))
+        assert targets[k].shape == (graph.num_ops, features.HEADS)
+        assert (targets[k][:, :DEVICES] == features.UNIFORM).all()
+        np.testing.assert_array_equal(placed[k], features.solution_actions(graph, best, 30.0))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from algorithms.regal.graph import CompGraph, GraphError, from_edges
-from algorithms.regal.perfmodel import chromosome_length, evaluate, objective, split
+from algorithms.regal.perfmodel import chromosome_length, evaluate, objective, split, schedule_positions
 
 
 def chromosome(graph, device, op_priority, transfer_priority):
@@ -123,3 +123,11 @@ def test_population_decoder_matches_plain_simulation(seed):
     runtime, peak = evaluate(graph, population)
     for p in range(population.shape[0]):
         assert (runtime[p], peak[p]) == pytest.approx(plain_simulation(graph, population[p]))
+
+
+def test_schedule_positions_by_hand():
+    """a -> b with a on device 0 and b on device 1: the decoder runs a, then the copy of a's output to
+    device 1 (node ops + 1 * tensors + 0 = 4), then b; the other three transfer slots are never needed."""
+    graph = from_edges([1.0, 1.0], [(0, 1)], [1.0, 1.0])
+    keys = np.array([0.9, 0.1, 0.2, 0.8, 0.3, 0.6, 0.11, 0.44, 0.77, 0.99])
+    np.testing.assert_array_equal(schedule_positions(graph, keys), [[0, 2, -1, -1, 1, -1]])

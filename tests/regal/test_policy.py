@@ -8,8 +8,8 @@ import pytest
 import timerl as trl
 from algorithms.regal import features, train
 from algorithms.regal.data import generate
-from algorithms.regal.graph import from_edges
-from algorithms.regal.perfmodel import DEVICES, chromosome_length
+from algorithms.regal.graph import CompGraph, from_edges
+from algorithms.regal.perfmodel import DEVICES, chromosome_length, evaluate
 from algorithms.regal.policy import Layout, Sizes, baseline, init_weights, policy_logits
 
 
@@ -89,10 +89,11 @@ def test_actions_are_quantized_betas():
 
 def test_proposal_layout():
     graph = generate(1, 1, ops=(6, 6), seed=0)[0]
-    actions = np.zeros((6, 3), np.int64)
+    actions = np.zeros((6, 4), np.int64)
     actions[:, 0] = 14  # mean 0.9, concentration 30 for device 0's affinity
     actions[:, 1] = 2  # mean 0.1, concentration 30 for device 1's
     actions[:, 2] = 1  # mean 0.1, concentration 10 for the priority
+    actions[:, 3] = features.UNIFORM  # transfers uniform
     proposal = features.proposal(graph, actions)
     assert proposal.alpha.size == chromosome_length(graph)
     affinity = (proposal.alpha / (proposal.alpha + proposal.beta))[:12].reshape(6, 2)
@@ -100,6 +101,58 @@ def test_proposal_layout():
     np.testing.assert_allclose(affinity[:, 1], 0.1)
     np.testing.assert_allclose(proposal.alpha[12:18] + proposal.beta[12:18], 10.0)
     assert (proposal.alpha[18:] == 1).all() and (proposal.beta[18:] == 1).all()  # transfers stay uniform
+
+
+def test_transfer_head_sets_every_transfer_key_of_the_ops_outputs_by_hand():
+    """Ops a, b, c; a makes tensors 0 and 2, b makes tensor 1, c makes none; b reads 0, c reads 1 and 2.
+    The chromosome is 3 x 2 affinities, 3 op priorities, then 3 tensors x 2 devices of transfer keys
+    (tensor-major): a's transfer action (mean 0.7, concentration 10: Beta(7, 3)) lands on keys 9, 10
+    (tensor 0) and 13, 14 (tensor 2), b's (mean 0.3, concentration 4: Beta(1.2, 2.8)) on 11, 12; c's
+    action decodes nowhere. Affinities and priorities uniform here."""
+    graph = CompGraph(np.ones(3), np.ones(3), np.array([0, 1, 0]),
+                      np.array([[0, 0, 0], [1, 0, 0], [0, 1, 1]], bool))
+    actions = np.full((3, features.HEADS), features.UNIFORM)
+    actions[:, features.TRANSFER] = [3 * 3 + 1, 1 * 3 + 0, 4 * 3 + 2]
+    proposal = features.proposal(graph, actions)
+    assert proposal.alpha.size == chromosome_length(graph) == 15
+    np.testing.assert_allclose(proposal.alpha, [1] * 9 + [7, 7, 1.2, 1.2, 7, 7])
+    np.testing.assert_allclose(proposal.beta, [1] * 9 + [3, 3, 2.8, 2.8, 3, 3])
+
+
+def test_solution_actions_by_hand():
+    """A chain a -> b (runtimes 2, 1) and c alone (1): the list schedule puts a, b on device 0 and c on 1.
+    A solution with affinities (0.2, 0.8), (0.4, 0.55), (0.7, 0.1) places a, b on 1 and c on 0: none agrees
+    with the list schedule, so the devices are renamed (a, b on 0, c on 1: affinity means 0.9 / 0.1). Op
+    priorities 0.05, 0.45, 0.62 round to 0.1, 0.5, 0.7. Transfer keys (tensor, device) (0.33, 0.81),
+    (0.15, 0.95), (0.52, 0.28): the solution copies a's and b's outputs to device 0 and c's to device 1, so
+    it reads 0.33, 0.15, 0.28, which round to 0.3, 0.1, 0.3 (indices 1, 0, 1). Concentration 10 is column
+    1 of the grid: action = 3 * mean index + 1."""
+    graph = from_edges([2.0, 1.0, 1.0], [(0, 1)], [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(features.list_schedule(graph).device, [0, 0, 1])
+    keys = np.array([0.2, 0.8, 0.4, 0.55, 0.7, 0.1, 0.05, 0.45, 0.62, 0.33, 0.81, 0.15, 0.95, 0.52, 0.28])
+    expected = [[13, 1, 1, 4], [13, 1, 7, 1], [1, 13, 10, 4]]
+    np.testing.assert_array_equal(features.solution_actions(graph, keys, concentration=10.0), expected)
+    # the mirror image (devices swapped, each transfer key moved with its device) is the same target
+    swap = [keys[:6].reshape(3, 2)[:, ::-1].ravel(), keys[6:9], keys[9:].reshape(3, 2)[:, ::-1].ravel()]
+    mirror = np.concatenate(swap)
+    np.testing.assert_array_equal(features.solution_actions(graph, mirror, concentration=10.0), expected)
+    # concentration 30 (column 2), affinity means 0.7 / 0.3 (indices 3 / 1)
+    np.testing.assert_array_equal(features.solution_actions(graph, keys, concentration=30.0, affinity=0.7)[0],
+                                  [3 * 3 + 2, 1 * 3 + 2, 0 * 3 + 2, 1 * 3 + 2])
+
+
+def test_canonical_keys_by_hand():
+    """a -> b, a on device 0, b on device 1: decoded order a, the copy X(a's output, device 1), b; three
+    nodes scheduled, so their priorities become 1 - 0.5 / 3, 1 - 1.5 / 3, 1 - 2.5 / 3. Affinities and the
+    unused transfer keys stay; the decoded schedule (and so the cost) is the same."""
+    graph = from_edges([1.0, 1.0], [(0, 1)], [1.0, 1.0])
+    keys = np.array([0.9, 0.1, 0.2, 0.8, 0.3, 0.6, 0.11, 0.44, 0.77, 0.99])
+    canonical = features.canonical_keys(graph, keys)
+    np.testing.assert_allclose(canonical, [0.9, 0.1, 0.2, 0.8, 5 / 6, 1 / 6, 0.11, 0.5, 0.77, 0.99])
+    np.testing.assert_array_equal(evaluate(graph, canonical), evaluate(graph, keys))
+    # as a target: a's transfer head reads 0.5 (mean index 2), b's its unused key 0.77 (index 3)
+    np.testing.assert_array_equal(features.solution_actions(graph, keys, 4.0, canonical=True)[:, features.TRANSFER],
+                                  [2 * 3, 3 * 3])
 
 
 def test_list_schedule_by_hand():
@@ -173,5 +226,9 @@ def test_saved_weights_load_and_another_layout_is_a_clear_error(tmp_path):
     np.save(tmp_path / "old.npy", packed[:-40])  # as weights saved with fewer node features
     with pytest.raises(train.WeightsError, match=r"old\.npy: .*saved by another version"):
         train.load(tmp_path / "old.npy", sizes, nodes=9)
+    three_heads = packed.size - (sizes.hidden + 1) * features.CHOICES  # the layout of d + 1 heads (until pass 8)
+    np.save(tmp_path / "three_heads.npy", packed[:three_heads])
+    with pytest.raises(train.WeightsError, match=r"three_heads\.npy: .* 4 Beta heads per op .*saved by another"):
+        train.load(tmp_path / "three_heads.npy", sizes, nodes=9)
     with pytest.raises(train.WeightsError, match=r"missing\.npy: cannot read"):
         train.load(tmp_path / "missing.npy", sizes, nodes=9)
