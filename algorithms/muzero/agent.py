@@ -193,6 +193,7 @@ class _Run:
                 self.best = trajectory
         self.curve.append({"seconds": self.elapsed(), "temperature": temperature,
                            "mean": float(np.mean([t.total_reward for t in trajectories])) / self.saving,
+                           "greedy": trajectories[0].total_reward / self.saving,  # the round's noise-free game
                            "best": self.best.game.total_reward / self.saving})
         new_positions = sum(len(t.actions) for t in trajectories)
         fraction = self.config.reanalyse_fraction

@@ -257,12 +257,12 @@ class SelfPlay:
         that a Drop-backup rewind undid, where the action played there last is still legal; their rewards."""
         reward = 0.0
         while not game.done:
-            legal = game.legal_actions()
             action = last_moves.get(game.position, -1) if self.replay_backups else -1
-            if sum(legal) == 1:
+            if action < 0 or not game.is_legal(action):  # a legal replay is also the move when it is the only one
+                legal = game.legal_actions()
+                if sum(legal) != 1:
+                    break
                 action = legal.index(True)
-            elif action < 0 or not legal[action]:
-                break
             last_moves[game.position] = action
             reward += game.play(action) * self.reward_scale
             trajectory.played.append(action)
