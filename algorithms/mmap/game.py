@@ -168,7 +168,7 @@ class MMapGame:
             self._prepare(self.position)
             return reward
         self._prepare(self.position)
-        if not (self._drop_legal or self.is_legal(COPY) or self.is_legal(NO_COPY)):
+        if not (self._drop_legal or self.is_legal(NO_COPY) or self.is_legal(COPY)):  # NoCopy: the cheaper plan
             if not self.drop_backup:
                 self.done, self.feasible = True, False
                 self.total_reward = 0.0
