@@ -117,8 +117,9 @@ def test_refilled_rows_play_whole_games():
 def test_persisting_rows_play_whole_games_across_calls():
     """Rows that persist across rounds (`SelfPlay.play(persist=True)`): each call returns at least ``count`` games
     as they end, the games still in progress go on at the next call (with the next call's weights), no row is left
-    without a game at any search (rows freed by a call's last games start at the next call), and every game returned is legal, complete and replays to its return. A
-    greedy game ending in a later call is still the game one row plays alone (noise-free play is deterministic)."""
+    without a game at any search (rows freed by a call's last games start at the next call), and every game
+    returned is legal, complete and replays to its return. A greedy game ending in a later call is still the game
+    one row plays alone (noise-free play is deterministic)."""
     problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
     weights = init_weights(SIZES, 0)
     layout = Layout.of(weights)
