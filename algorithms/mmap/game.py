@@ -60,6 +60,7 @@ COPY, NO_COPY, DROP = 0, 1, 2
 ACTION_NAMES = ("copy", "nocopy", "drop")
 UNDECIDED = -1
 GROUP_UNDECIDED, GROUP_FAST, GROUP_DROPPED = 0, 1, 2
+_UNPLANNED = object()  # a Copy/NoCopy placement not computed yet in this state (`MMapGame._placement`)
 
 
 class IllegalActionError(ValueError):
@@ -115,12 +116,20 @@ class MMapGame:
         self.restores = 0
         self.moves = 0
         self.journal: list = []
-        self.candidates = self._plan(0) if buffers else (None, None, False)
+        self._prepare(0)
 
     # ----------------------------------------------------------------------------------------------- queries
+    @property
+    def candidates(self) -> tuple:
+        """(Copy placement or None, NoCopy placement or None, Drop legal) for the current buffer."""
+        return (self._placement(COPY), self._placement(NO_COPY), self._drop_legal)
+
     def legal_actions(self) -> tuple:
-        copy, no_copy, drop = self.candidates
-        return (copy is not None, no_copy is not None, drop)
+        return (self._placement(COPY) is not None, self._placement(NO_COPY) is not None, self._drop_legal)
+
+    def is_legal(self, action: int) -> bool:
+        """Whether ``action`` is legal now; computes only that action's placement (a replayed move needs no other)."""
+        return self._drop_legal if action == DROP else self._placement(action) is not None
 
     def action_mask(self) -> np.ndarray:
         return np.array(self.legal_actions(), dtype=np.int8)
@@ -135,6 +144,7 @@ class MMapGame:
         twin.occupancy = self.occupancy.clone()
         twin.supply = self.supply.copy()
         twin.copy_edges = self.copy_edges.copy()
+        twin._plans = list(self._plans)
         for name in ("decision", "placement", "tensor_latest_end", "tensor_latest_buffer", "group_state",
                      "group_column", "group_intervals", "group_opened_at", "instruction_mask", "journal"):
             setattr(twin, name, list(getattr(self, name)))
@@ -145,7 +155,7 @@ class MMapGame:
         """Decide the current buffer; returns the move's reward (including any infeasibility correction)."""
         if self.done:
             raise GameOverError("the game is over")
-        if not self.legal_actions()[action]:
+        if not self.is_legal(action):
             raise IllegalActionError(
                 f"{ACTION_NAMES[action]} is illegal for buffer {self.position} "
                 f"(tensor {self.problem.tensor_id[self.position]}); legal: {self.legal_actions()}")
@@ -155,10 +165,10 @@ class MMapGame:
         self.position += 1
         if self.position == self.problem.num_buffers:
             self.done = True
-            self.candidates = (None, None, False)
+            self._prepare(self.position)
             return reward
-        self.candidates = self._plan(self.position)
-        if not any(self.legal_actions()):
+        self._prepare(self.position)
+        if not (self._drop_legal or self.is_legal(NO_COPY) or self.is_legal(COPY)):  # NoCopy: the cheaper plan
             if not self.drop_backup:
                 self.done, self.feasible = True, False
                 self.total_reward = 0.0
@@ -180,7 +190,7 @@ class MMapGame:
     def _apply(self, action: int) -> float:
         problem, buffer = self.problem, self.position
         group = problem.alias_group[buffer]
-        placement = self.candidates[action] if action != DROP else None
+        placement = self._placement(action) if action != DROP else None
         tensor = problem.tensor[buffer]
         instruction = problem.target[buffer]
         entry = (buffer, self.open_groups, self.total_reward, self.instruction_mask[instruction],
@@ -240,7 +250,7 @@ class MMapGame:
             self._undo(*self.journal.pop())
         self.group_state[group] = GROUP_DROPPED
         self.restores += 1
-        self.candidates = self._plan(self.position)
+        self._prepare(self.position)
 
     def _undo(self, entry, overwritten_supply) -> None:
         buffer, open_groups, total_reward, mask, latest_end, latest_buffer, group_before = entry
@@ -264,15 +274,29 @@ class MMapGame:
         self.position = buffer
 
     # ------------------------------------------------------------------------------------ action placements
-    def _plan(self, buffer: int) -> tuple:
-        """(Copy placement or None, NoCopy placement or None, Drop legal) for `buffer` in the current state."""
+    def _prepare(self, buffer: int) -> None:
+        """The current buffer's plan, lazily: Drop's legality now, the Copy and NoCopy placements when first asked
+        for (`_placement`). A state changes only through a move or a rewind, which prepare again, so a placement
+        computed late is the one an eager plan would have computed. Replayed and forced moves need at most one of
+        them (on lstm_lm_adam most of a self-play round's game moves are such replays)."""
+        if self.done:
+            self._plans, self._drop_legal = [None, None], False
+            return
         group = self.problem.alias_group[buffer]
         state = self.group_state[group] if group >= 0 else GROUP_UNDECIDED
         if state == GROUP_DROPPED:
-            return (None, None, True)
-        required_column = self.group_column[group] if state == GROUP_FAST else -1
-        return (self._plan_copy(buffer, group, required_column), self._plan_no_copy(buffer, group, required_column),
-                state != GROUP_FAST)
+            self._plans, self._drop_legal = [None, None], True
+            return
+        self._plans, self._drop_legal = [_UNPLANNED, _UNPLANNED], state != GROUP_FAST
+        self._group, self._required_column = group, (self.group_column[group] if state == GROUP_FAST else -1)
+
+    def _placement(self, action: int):
+        """The current buffer's Copy (0) or NoCopy (1) placement, None if illegal; computed once per state."""
+        placement = self._plans[action]
+        if placement is _UNPLANNED:
+            plan = self._plan_copy if action == COPY else self._plan_no_copy
+            placement = self._plans[action] = plan(self.position, self._group, self._required_column)
+        return placement
 
     def _plan_copy(self, buffer: int, group: int, required_column: int):
         problem = self.problem

@@ -21,12 +21,14 @@ class Occupancy:
         self.words = max(1, -(-num_columns // 64))
         self.all_columns = (1 << num_columns) - 1
         self.grid = np.zeros((num_times, self.words), dtype=np.uint64)
+        self._blocks: dict = {}  # (column, width) -> its row words (`_row_words`), shared by clones
 
     def clone(self) -> "Occupancy":
         twin = Occupancy.__new__(Occupancy)
         twin.num_times, twin.num_columns, twin.words, twin.all_columns = (
             self.num_times, self.num_columns, self.words, self.all_columns)
         twin.grid = self.grid.copy()
+        twin._blocks = self._blocks
         return twin
 
     def used_columns(self, start: int, end: int) -> int:
@@ -76,5 +78,11 @@ class Occupancy:
         return bits[:, :self.num_columns].astype(bool)
 
     def _row_words(self, column: int, width: int) -> np.ndarray:
-        block = ((1 << width) - 1) << column
-        return np.frombuffer(block.to_bytes(8 * self.words, "little"), dtype=np.uint64)
+        """The row words of columns [column, column + width), made once per (column, width): a Drop-backup
+        rewind removes and its replay places the same blocks again."""
+        words = self._blocks.get((column, width))
+        if words is None:
+            block = ((1 << width) - 1) << column
+            words = self._blocks[column, width] = np.frombuffer(block.to_bytes(8 * self.words, "little"),
+                                                                dtype=np.uint64)
+        return words

@@ -30,9 +30,9 @@ class Actor:
                                  seed_weight=seed_weight, gumbel_temperature=gumbel_temperature)
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool, greedy_games: int,
-             count: int | None = None) -> list[Trajectory]:
+             count: int | None = None, persist: bool = False) -> list[Trajectory]:
         self.selfplay.noise = noise
-        return self.selfplay.play(weights, temperature, greedy_games=greedy_games, count=count)
+        return self.selfplay.play(weights, temperature, greedy_games=greedy_games, count=count, persist=persist)
 
     def searches(self) -> int:
         return self.selfplay.searches
@@ -70,15 +70,16 @@ class Actors:
                            for k, share in enumerate(row_shares)]
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool = True,
-             greedy_games: int = 0) -> list[Trajectory]:
-        """One round: every actor's games, in actor order; actor 0 plays the greedy ones."""
+             greedy_games: int = 0, persist: bool = False) -> list[Trajectory]:
+        """One round: every actor's games, in actor order; actor 0 plays the greedy ones. ``persist``: each actor's
+        rows keep their games in progress between rounds (`SelfPlay.play`)."""
         if self.use_ray:
             shared = ray.put(weights)
-            pending = [actor.play.remote(shared, temperature, noise, greedy_games if k == 0 else 0, share)
+            pending = [actor.play.remote(shared, temperature, noise, greedy_games if k == 0 else 0, share, persist)
                        for k, (actor, share) in enumerate(zip(self.actors, self.shares))]
             rounds = ray.get(pending)
         else:
-            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0, share)
+            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0, share, persist)
                       for k, (actor, share) in enumerate(zip(self.actors, self.shares))]
         return [trajectory for games in rounds for trajectory in games]
 

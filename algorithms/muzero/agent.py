@@ -107,6 +107,13 @@ class MuZeroConfig:
     unseeded agent found 0.465 and 0.492; the rounds' mean return rose from 0.26-0.28 / 0.30-0.35 to 0.32-0.39 /
     0.42-0.51."""
 
+    persistent_rows: bool = False
+    """Self-play rows persist across rounds (`SelfPlay.play(persist=True)`): a round ends when `games` games have
+    ended, the games in progress go on in the next round with its weights, so no round ends with a tail of idle
+    rows and a round may be shorter than one game per row. Off: on lstm_lm_adam (670 buffers) a round of 32
+    games on 32 rows already fills 0.966 of its rows, and positions per CPU s were the same with it (README,
+    "Eleventh session")."""
+
     def round_shape(self, problem: Problem) -> tuple[int, int]:
         """(search rows, games per round). Chosen by measurement (README "Tenth session, throughput"): 32 rows
         always; 64 games a round (rows refilled) up to 150 buffers, 32 above. One round of untrained self-play,
@@ -185,7 +192,8 @@ class _Run:
         """A round of self-play (its first game noise-free and greedy); the final one, with the last weights, is
         followed by no Reanalyse."""
         started = self.clock()
-        trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1)
+        trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1,
+                                        persist=self.config.persistent_rows)
         for trajectory in trajectories:
             self.replay.add(trajectory)
             self.moves += trajectory.game.moves
@@ -193,6 +201,7 @@ class _Run:
                 self.best = trajectory
         self.curve.append({"seconds": self.elapsed(), "temperature": temperature,
                            "mean": float(np.mean([t.total_reward for t in trajectories])) / self.saving,
+                           "greedy": next((t.total_reward / self.saving for t in trajectories if t.greedy), None),
                            "best": self.best.game.total_reward / self.saving})
         new_positions = sum(len(t.actions) for t in trajectories)
         fraction = self.config.reanalyse_fraction

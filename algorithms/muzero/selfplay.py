@@ -139,6 +139,19 @@ class Trajectory:
     game: MMapGame | None = None
     played: list = dataclasses.field(default_factory=list)
     """Every move in play order (forced ones too), for reporting the mapping."""
+    greedy: bool = False
+    """Searched without noise at temperature 0 (`SelfPlay.play`'s ``greedy_games``)."""
+
+
+class Rows:
+    """The search rows' games in progress (`SelfPlay.play`): per row its trajectory (None: free), the rewards of
+    forced moves since its last decision, and the map of position -> the last action played there
+    (`SelfPlay.replay_backups`)."""
+
+    def __init__(self, batch: int):
+        self.games: list[Trajectory | None] = [None] * batch
+        self.pending = [0.0] * batch
+        self.last_moves: list[dict] = [{} for _ in range(batch)]
 
 
 def greedy_seed(game: MMapGame) -> np.ndarray:
@@ -166,49 +179,75 @@ class SelfPlay:
         self.reward_scale = REWARD_SCALE / max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.searches = 0
         self.live_rows = 0  # rows of those searches that held a live game (the rest repeat one)
+        self.rows: Rows | None = None  # games in progress between persisting calls of `play`
 
     def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0,
-             count: int | None = None) -> list[Trajectory]:
+             count: int | None = None, persist: bool = False) -> list[Trajectory]:
         """``count`` (B when None) complete games, in the order they start; temperature 0 plays the most visited
         action, as do the first `greedy_games` games, which are searched without noise (each round then plays the
         current networks' own choice). The B rows of the search batch start the first B games; a row whose game
         ends starts the next one while fewer than ``count`` have started, so every search is full until the last
         games end (Drop-backup makes games of different lengths). Rows without a live game repeat a live game's
-        features (encoded once). With ``count`` <= B no row is refilled: the games of one batch, as before."""
+        features (encoded once). With ``count`` <= B no row is refilled: the games of one batch, as before.
+
+        ``persist``: the rows outlive the call (`Rows`). A row whose game ends always starts a new one, and the
+        call returns as soon as ``count`` games have ended (at least ``count``: those ending at the same search),
+        in the order they ended; the games still in progress go on at the next persisting call, with its weights
+        and temperature. So no round ends with a tail of rows idle while its last games finish, and a round can
+        be shorter than one game per row (at large sizes a round of B games took up to 41 CPU s). The first
+        `greedy_games` games started in the call are the greedy ones (`Trajectory.greedy`); they may end in a
+        later call."""
         batch = self.program.batch
         count = batch if count is None else count
-        trajectories: list[Trajectory] = []
-        pending: list[float] = []  # per game: rewards of forced moves since its last decision
-        last_moves: list[dict] = []  # per game: position -> the last action played there (`replay_backups`)
-        row_game = [-1] * batch  # each row's game (its place in `trajectories`), -1: none
-        for row in range(min(batch, count)):
-            row_game[row] = self._start(trajectories, pending, last_moves)
+        if persist:
+            if self.rows is None or len(self.rows.games) != batch:
+                self.rows = Rows(batch)
+            rows = self.rows
+        else:
+            rows = Rows(batch)
+        started: list[Trajectory] = []
+        finished: list[Trajectory] = []
+
+        def start(row: int) -> None:
+            trajectory = Trajectory(game=MMapGame(self.problem, drop_backup=True, backup_point="group"),
+                                    greedy=len(started) < greedy_games)
+            started.append(trajectory)
+            rows.games[row], rows.pending[row], rows.last_moves[row] = trajectory, 0.0, {}
+
+        def more() -> bool:  # whether a free row starts a game
+            return len(finished) < count if persist else len(started) < count
+
+        for row in range(batch):
+            if rows.games[row] is None and (persist or len(started) < count):
+                start(row)
         while True:
             for row in range(batch):
-                k = row_game[row]
-                while k >= 0:
-                    trajectory = trajectories[k]
-                    pending[k] += self._forced_moves(trajectory.game, trajectory, last_moves[k])
+                while rows.games[row] is not None:
+                    trajectory = rows.games[row]
+                    rows.pending[row] += self._forced_moves(trajectory.game, trajectory, rows.last_moves[row])
                     if not trajectory.game.done:
                         break
-                    if pending[k] and trajectory.rewards:
-                        trajectory.rewards[-1] += pending[k]
-                    pending[k] = 0.0
-                    started = len(trajectories) < count
-                    k = row_game[row] = self._start(trajectories, pending, last_moves) if started else -1
-            live = [row for row in range(batch) if row_game[row] >= 0]
-            if not live:
+                    if rows.pending[row] and trajectory.rewards:
+                        trajectory.rewards[-1] += rows.pending[row]
+                    rows.pending[row] = 0.0
+                    trajectory.total_reward = trajectory.game.total_reward
+                    finished.append(trajectory)
+                    rows.games[row] = None
+                    if more():
+                        start(row)
+            live = [row for row in range(batch) if rows.games[row] is not None]
+            if not live or (persist and len(finished) >= count):
                 break
-            games = [trajectories[row_game[row]].game for row in live]
+            games = [rows.games[row].game for row in live]
             features, legal = self.encoder.encode_many(games)
-            rows = np.zeros(batch, dtype=np.int64)  # each row of the batch: its game's place in `live`
-            rows[live] = np.arange(len(live))
-            features, legal = features[rows], legal[rows]
+            index = np.zeros(batch, dtype=np.int64)  # each row of the batch: its game's place in `live`
+            index[live] = np.arange(len(live))
+            features, legal = features[index], legal[index]
             noise = self._noise(batch, temperature) if self.noise else None
             seeds = None
             if self.seed_weight > 0:
-                seeds = np.stack([greedy_seed(game) for game in games])[rows]
-            greedy = np.array([0 <= row_game[row] < greedy_games for row in range(batch)])
+                seeds = np.stack([greedy_seed(game) for game in games])[index]
+            greedy = np.array([rows.games[row] is not None and rows.games[row].greedy for row in range(batch)])
             searched = self.program.search(weights, features, legal, noise, exact=greedy, seed=seeds,
                                            seed_weight=self.seed_weight)
             self.searches += 1
@@ -219,11 +258,10 @@ class SelfPlay:
                 actions = choose(searched.visits[live], legal[live], np.where(greedy[live], 0.0, temperature),
                                  self.rng)
             for row, action in zip(live, actions.tolist()):
-                k = row_game[row]
-                trajectory = trajectories[k]
+                trajectory = rows.games[row]
                 if trajectory.rewards:
-                    trajectory.rewards[-1] += pending[k]
-                pending[k] = 0.0
+                    trajectory.rewards[-1] += rows.pending[row]
+                rows.pending[row] = 0.0
                 trajectory.features.append(features[row])
                 trajectory.legal.append(legal[row])
                 trajectory.actions.append(action)
@@ -231,12 +269,10 @@ class SelfPlay:
                 trajectory.values.append(float(searched.value[row]))
                 if seeds is not None:
                     trajectory.seeds.append(seeds[row])
-                last_moves[k][trajectory.game.position] = action
+                rows.last_moves[row][trajectory.game.position] = action
                 trajectory.rewards.append(trajectory.game.play(action) * self.reward_scale)
                 trajectory.played.append(action)
-        for trajectory in trajectories:
-            trajectory.total_reward = trajectory.game.total_reward
-        return trajectories
+        return finished if persist else started
 
     def _noise(self, batch: int, temperature: float) -> np.ndarray:
         """The root's noise draws for a search: Dirichlet (pUCT) or Gumbel (gumbel; `gumbel_temperature`)."""
@@ -244,25 +280,17 @@ class SelfPlay:
             return self.rng.gumbel(size=(batch, ACTIONS)) * (temperature if self.gumbel_temperature else 1.0)
         return self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch)
 
-    def _start(self, trajectories: list[Trajectory], pending: list[float], last_moves: list[dict]) -> int:
-        """A new game, appended (with its pending reward and its map of position -> the last action played
-        there); its place."""
-        trajectories.append(Trajectory(game=MMapGame(self.problem, drop_backup=True, backup_point="group")))
-        pending.append(0.0)
-        last_moves.append({})
-        return len(trajectories) - 1
-
     def _forced_moves(self, game: MMapGame, trajectory: Trajectory, last_moves: dict) -> float:
         """Play the moves that need no search: those with one legal action, and (`replay_backups`) a position
         that a Drop-backup rewind undid, where the action played there last is still legal; their rewards."""
         reward = 0.0
         while not game.done:
-            legal = game.legal_actions()
             action = last_moves.get(game.position, -1) if self.replay_backups else -1
-            if sum(legal) == 1:
+            if action < 0 or not game.is_legal(action):  # a legal replay is also the move when it is the only one
+                legal = game.legal_actions()
+                if sum(legal) != 1:
+                    break
                 action = legal.index(True)
-            elif action < 0 or not legal[action]:
-                break
             last_moves[game.position] = action
             reward += game.play(action) * self.reward_scale
             trajectory.played.append(action)

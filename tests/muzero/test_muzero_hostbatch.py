@@ -112,3 +112,47 @@ def test_refilled_rows_play_whole_games():
         decisions += len(trajectory.actions)
     assert selfplay.live_rows == decisions
     assert selfplay.searches < decisions  # two rows searched at once
+
+
+def test_persisting_rows_play_whole_games_across_calls():
+    """Rows that persist across rounds (`SelfPlay.play(persist=True)`): each call returns at least ``count`` games
+    as they end, the games still in progress go on at the next call (with the next call's weights), no row is left
+    without a game at any search (rows freed by a call's last games start at the next call), and every game
+    returned is legal, complete and replays to its return. A greedy game ending in a later call is still the game
+    one row plays alone (noise-free play is deterministic)."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
+    weights = init_weights(SIZES, 0)
+    layout = Layout.of(weights)
+    packed = layout.pack(weights)
+    program = SearchProgram(layout, batch=3, config=SearchConfig(num_simulations=4, max_depth=2))
+    (alone,) = SelfPlay(problem, program, seed=0).play(packed, 0.0, greedy_games=1, count=1)
+    selfplay = SelfPlay(problem, program, seed=3)
+    rounds = [selfplay.play(packed, 1.0, greedy_games=1, count=2, persist=True) for _ in range(4)]
+    scale = REWARD_SCALE / (problem.latency_all_slow - problem.latency_all_fast)
+    returned = [trajectory for games in rounds for trajectory in games]
+    assert all(len(games) >= 2 for games in rounds)
+    assert len({id(trajectory) for trajectory in returned}) == len(returned)  # no game returned twice
+    in_progress = [trajectory for trajectory in selfplay.rows.games if trajectory is not None]
+    assert 1 <= len(in_progress) <= 3 and not any(trajectory.game.done for trajectory in in_progress)
+    assert not {id(t) for t in in_progress} & {id(t) for t in returned}
+    greedy = [trajectory for trajectory in returned if trajectory.greedy]
+    assert greedy and all(trajectory.played == alone.played for trajectory in greedy)
+    decisions = 0
+    for trajectory in returned + in_progress:
+        game = trajectory.game
+        decisions += len(trajectory.actions)
+        if any(trajectory is other for other in in_progress):
+            continue
+        assert game.done and game.feasible and trajectory.total_reward == game.total_reward
+        check_mapping(problem, mapping_records(game))
+        np.testing.assert_allclose(sum(trajectory.rewards), game.total_reward * scale, rtol=1e-6, atol=1e-9)
+        replayed = new_game(problem)
+        for action in trajectory.played:
+            replayed.play(action)
+        assert replayed.total_reward == game.total_reward
+        for legal, action in zip(trajectory.legal, trajectory.actions):
+            assert legal.sum() > 1 and legal[action]
+    assert selfplay.live_rows == decisions == 3 * selfplay.searches  # every search held a live game in each row
+    # without persist, the rows start afresh: the same calls as one SelfPlay of its own
+    fresh = SelfPlay(problem, program, seed=3).play(packed, 1.0, greedy_games=1, count=2)
+    assert len(fresh) == 2 and all(trajectory.game.done for trajectory in fresh)
