@@ -157,7 +157,8 @@ class _Run:
                              seed_weight=config.seed_weight, rows=rows, gumbel_temperature=config.gumbel_temperature)
         self.compile_seconds = time.perf_counter() - started  # the learner's compile is added by `feed`
         self.iterations = config.learner_steps(seconds)
-        self.replay = Replay(unroll=config.learner.unroll, n_step=config.n_step, discount=search_config.discount)
+        self.replay = Replay(unroll=config.learner.unroll, n_step=config.n_step, discount=search_config.discount,
+                             scalar_heads=self.layout.scalar_heads)
         self.saving = max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.best = None
         self.curve, self.losses = [], []

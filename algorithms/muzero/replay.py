@@ -6,6 +6,7 @@ Targets for a position t and unroll step k = 0..K (position u = t + k of a game 
 - value:  z_u = sum_{j < n, u + j < T} discount^j r_{u + j} + discount^n v_{u + n} (v: the root search value,
   0 past the end: the game is over), two-hot over the support; 0 past the end;
 - reward: r_{t + k} for k < K (0 past the end), two-hot; actions past the end are drawn uniformly.
+With ``scalar_heads`` (`networks.Sizes.heads` = "scalar") value and reward targets are numbers in `support`'s units.
 Reanalyse re-runs the search with the latest weights on stored positions and replaces their policy and
 value targets (the paper's fraction 0.5: `reanalyse_count` positions are re-searched for every new one).
 The buffer keeps the latest `capacity` games.
@@ -16,12 +17,14 @@ from __future__ import annotations
 import numpy as np
 
 from algorithms.muzero.networks import ACTIONS
-from algorithms.muzero.support import two_hot
+from algorithms.muzero.support import REWARD_UNIT, VALUE_UNIT, scalar_target, two_hot
 
 
 class Replay:
-    def __init__(self, capacity: int = 200, unroll: int = 5, n_step: int = 10, discount: float = 0.9999):
+    def __init__(self, capacity: int = 200, unroll: int = 5, n_step: int = 10, discount: float = 0.9999,
+                 scalar_heads: bool = False):
         self.capacity, self.unroll, self.n_step, self.discount = capacity, unroll, n_step, discount
+        self.scalar_heads = scalar_heads
         self.games: list[dict] = []
 
     def add(self, trajectory) -> None:
@@ -70,10 +73,14 @@ class Replay:
             out["policy"].append(np.where(inside[:, None], game["policies"][clipped], 1.0 / ACTIONS))
             out["policy_mask"].append(inside.astype(np.float32))
             out["legal"].append(np.where(inside[:, None], game["legal"][clipped], True))
-            out["value"].append(two_hot(np.where(inside, z[clipped], 0.0)))
-            out["reward"].append(two_hot(np.where(inside[:K], game["rewards"][clipped[:K]], 0.0)))
+            out["value"].append(self._target(np.where(inside, z[clipped], 0.0), VALUE_UNIT))
+            out["reward"].append(self._target(np.where(inside[:K], game["rewards"][clipped[:K]], 0.0), REWARD_UNIT))
         return {name: np.stack(arrays).astype(np.int64 if name == "actions" else np.float32)
                 for name, arrays in out.items()}
+
+    def _target(self, x: np.ndarray, unit: float) -> np.ndarray:
+        """Value or reward targets (reward units) as the heads learn them: two-hot, or / ``unit`` (scalar)."""
+        return scalar_target(x, unit) if self.scalar_heads else two_hot(x)
 
     def reanalyse_game(self, program, weights: np.ndarray, index: int, seed_weight: float = 0.0) -> None:
         """Re-search every position of stored game ``index`` with ``weights`` (without noise) and replace its

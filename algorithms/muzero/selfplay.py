@@ -33,7 +33,7 @@ from algorithms.mmap.problem import Problem
 from algorithms.muzero.features import FEATURES, Encoder
 from algorithms.muzero.mcts import Root, SearchConfig, Step, gumbel_search_root, search_root
 from algorithms.muzero.networks import ACTIONS, Layout, Networks
-from algorithms.muzero.support import REWARD_SCALE, scalar_of
+from algorithms.muzero.support import REWARD_SCALE
 
 
 class Searched(NamedTuple):
@@ -71,9 +71,9 @@ class SearchProgram:
             def recurrent_fn(embedding, action):
                 following, reward = nets.dynamics(embedding, action)
                 next_policy, next_value = nets.prediction(following)
-                return Step(scalar_of(reward), next_policy, scalar_of(next_value), following)
+                return Step(nets.reward_of(reward), next_policy, nets.value_of(next_value), following)
 
-            root = Root(policy, scalar_of(value), state)
+            root = Root(policy, nets.value_of(value), state)
             if config.search == "gumbel":  # ``noise``: Gumbel draws, scaled per game by ``noise_fraction``
                 outcome = gumbel_search_root(root, recurrent_fn, invalid, noise, config, s, noise_fraction)
                 visits, root_value = outcome.visits, outcome.value
