@@ -1,5 +1,6 @@
-"""Scalar value and reward heads (`Sizes.heads` = "scalar"): the networks' scalars, the replay's targets and the
-learner's squared-error loss against NumPy written here and values by hand."""
+"""MuZero's learning signal: scalar value and reward heads (`Sizes.heads` = "scalar": the networks' scalars, the
+replay's targets and the learner's squared-error loss against NumPy written here and values by hand) and
+self-imitation of the best game (`Replay.set_elite`: targets by hand)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from algorithms.muzero.features import FEATURES
 from algorithms.muzero.learner import LearnerConfig, batch_shapes, train
 from algorithms.muzero.networks import Layout, Networks, Sizes, init_weights, shapes
 from algorithms.muzero.replay import Replay
-from algorithms.muzero.support import REWARD_UNIT, VALUE_UNIT
+from algorithms.muzero.support import REWARD_UNIT, VALUE_UNIT, two_hot
 
 from test_muzero_learning import fake_trajectory, log_softmax, np_dynamics, np_prediction, np_representation
 
@@ -119,3 +120,32 @@ def test_scalar_loss_by_hand():
 def test_heads_must_be_known():
     with pytest.raises(ValueError, match="heads"):
         Sizes(heads="gaussian")
+
+
+def test_elite_targets_by_hand():
+    """The elite game (rewards 1, 2, 3, 4 at discount 0.5) keeps its moves as one-hot policy targets and its exact
+    returns as value targets: z = (1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 4, 2 + 1.5 + 1, 3 + 2, 4) = (3.25, 4.5, 5, 4),
+    whatever its stored search values; `sample(elite=e)` draws its first e rows from it, the rest from the buffer."""
+    replay = Replay(unroll=2, n_step=1, discount=0.5)
+    replay.add(fake_trajectory([0.0] * 3, [0.0] * 3))
+    elite = fake_trajectory([1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0])
+    elite.policies = [np.full(3, 1.0 / 3.0)] * 4
+    elite.features = [np.full(FEATURES, 100 + k, np.float32) for k in range(4)]
+    replay.set_elite(elite)
+    np.testing.assert_allclose(replay.elite["z"], [3.25, 4.5, 5.0, 4.0])
+    np.testing.assert_array_equal(replay.elite["policies"], np.eye(3)[[0, 1, 2, 0]])
+    assert len(replay.games) == 1  # kept apart from the buffer
+    batch = replay.sample(16, np.random.default_rng(0), elite=5)
+    starts = batch["features"][:, 0].astype(int)
+    assert (starts[:5] >= 100).all() and (starts[5:] < 100).all()
+    for row, t in enumerate(starts[:5] - 100):
+        for k in range(3):
+            target = [3.25, 4.5, 5.0, 4.0][t + k] if t + k < 4 else 0.0
+            np.testing.assert_allclose(batch["value"][row, k], two_hot(np.array(target)), atol=1e-6)
+            if t + k < 4:
+                np.testing.assert_array_equal(batch["policy"][row, k], np.eye(3)[(t + k) % 3])
+    plain = Replay(unroll=2, n_step=1, discount=0.5)
+    plain.add(fake_trajectory([0.0] * 3, [0.0] * 3))
+    without, ignored = plain.sample(16, np.random.default_rng(1)), plain.sample(16, np.random.default_rng(1), elite=5)
+    for name, array in without.items():  # no elite set: ``elite`` changes nothing
+        np.testing.assert_array_equal(ignored[name], array, err_msg=name)
