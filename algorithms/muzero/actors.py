@@ -30,9 +30,9 @@ class Actor:
                                  seed_weight=seed_weight, gumbel_temperature=gumbel_temperature)
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool, greedy_games: int,
-             count: int | None = None) -> list[Trajectory]:
+             count: int | None = None, seed_moves: dict | None = None) -> list[Trajectory]:
         self.selfplay.noise = noise
-        return self.selfplay.play(weights, temperature, greedy_games=greedy_games, count=count)
+        return self.selfplay.play(weights, temperature, greedy_games=greedy_games, count=count, seed_moves=seed_moves)
 
     def searches(self) -> int:
         return self.selfplay.searches
@@ -70,15 +70,16 @@ class Actors:
                            for k, share in enumerate(row_shares)]
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool = True,
-             greedy_games: int = 0) -> list[Trajectory]:
-        """One round: every actor's games, in actor order; actor 0 plays the greedy ones."""
+             greedy_games: int = 0, seed_moves: dict | None = None) -> list[Trajectory]:
+        """One round: every actor's games, in actor order; actor 0 plays the greedy ones; ``seed_moves``:
+        `SelfPlay.play`'s."""
         if self.use_ray:
             shared = ray.put(weights)
-            pending = [actor.play.remote(shared, temperature, noise, greedy_games if k == 0 else 0, share)
+            pending = [actor.play.remote(shared, temperature, noise, greedy_games if k == 0 else 0, share, seed_moves)
                        for k, (actor, share) in enumerate(zip(self.actors, self.shares))]
             rounds = ray.get(pending)
         else:
-            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0, share)
+            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0, share, seed_moves)
                       for k, (actor, share) in enumerate(zip(self.actors, self.shares))]
         return [trajectory for games in rounds for trajectory in games]
 

@@ -45,7 +45,7 @@ from algorithms.muzero.learner import LearnerConfig, train
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import ACTIONS, Layout, Sizes, init_weights
 from algorithms.muzero.replay import Replay
-from algorithms.muzero.selfplay import SearchProgram, demonstration
+from algorithms.muzero.selfplay import SearchProgram, demonstration, final_moves
 
 
 FIRST_TEMPERATURE, FINAL_TEMPERATURE = 1.0, 0.2  # visit-count temperature over the budget (Table 6)
@@ -103,6 +103,11 @@ class MuZeroConfig:
     elite_fraction: float = 0.0
     """Self-imitation: the share of each learner batch drawn from the best game found so far (`Replay.set_elite`:
     its own moves as policy targets, its exact returns as value targets); 0 for none."""
+
+    seed_from_best: bool = False
+    """The roots' seeds from the best game found so far (its final move at each buffer where legal, else the
+    greedy policy's: `selfplay.seed_of`), so a round's games search around the incumbent; False: the greedy
+    policy's move."""
 
     seed_weight: float = 0.5
     """How much of the root's prior is the greedy one-step policy's move (`selfplay.greedy_seed`), in self-play,
@@ -190,7 +195,10 @@ class _Run:
         """A round of self-play (its first game noise-free and greedy); the final one, with the last weights, is
         followed by no Reanalyse."""
         started = self.clock()
-        trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1)
+        seed_moves = None
+        if self.config.seed_from_best and self.best is not None:
+            seed_moves = final_moves(self.problem, self.best.played)
+        trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1, seed_moves=seed_moves)
         best = self.best
         for trajectory in trajectories:
             self.replay.add(trajectory)

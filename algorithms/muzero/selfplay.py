@@ -147,6 +147,26 @@ def greedy_seed(game: MMapGame) -> np.ndarray:
     return np.eye(ACTIONS, dtype=np.float32)[greedy_action(game)]
 
 
+def seed_of(game: MMapGame, moves: dict | None) -> np.ndarray:
+    """The root's seed distribution: one-hot on ``moves[position]`` (e.g. the best game's move at this buffer,
+    `final_moves`) where it is legal, else `greedy_seed`."""
+    action = -1 if moves is None else moves.get(game.position, -1)
+    if action >= 0 and game.legal_actions()[action]:
+        return np.eye(ACTIONS, dtype=np.float32)[action]
+    return greedy_seed(game)
+
+
+def final_moves(problem: Problem, played) -> dict[int, int]:
+    """Position -> the last action played there, replaying ``played`` (a game's moves in play order, rewinds
+    included) from the start: where a game ended up at every buffer."""
+    game = MMapGame(problem, drop_backup=True, backup_point="group")
+    moves = {}
+    for action in played:
+        moves[game.position] = int(action)
+        game.play(int(action))
+    return moves
+
+
 class SelfPlay:
     def __init__(self, problem: Problem, program: SearchProgram, seed: int = 0, noise: bool = True,
                  seed_weight: float = 0.0, replay_backups: bool = True, gumbel_temperature: bool = False):
@@ -168,8 +188,9 @@ class SelfPlay:
         self.live_rows = 0  # rows of those searches that held a live game (the rest repeat one)
 
     def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0,
-             count: int | None = None) -> list[Trajectory]:
-        """``count`` (B when None) complete games, in the order they start; temperature 0 plays the most visited
+             count: int | None = None, seed_moves: dict | None = None) -> list[Trajectory]:
+        """``count`` (B when None) complete games, in the order they start; ``seed_moves``: the roots' seeds from
+        these moves where legal (`seed_of`), else the greedy policy's. Temperature 0 plays the most visited
         action, as do the first `greedy_games` games, which are searched without noise (each round then plays the
         current networks' own choice). The B rows of the search batch start the first B games; a row whose game
         ends starts the next one while fewer than ``count`` have started, so every search is full until the last
@@ -207,7 +228,7 @@ class SelfPlay:
             noise = self._noise(batch, temperature) if self.noise else None
             seeds = None
             if self.seed_weight > 0:
-                seeds = np.stack([greedy_seed(game) for game in games])[rows]
+                seeds = np.stack([seed_of(game, seed_moves) for game in games])[rows]
             greedy = np.array([0 <= row_game[row] < greedy_games for row in range(batch)])
             searched = self.program.search(weights, features, legal, noise, exact=greedy, seed=seeds,
                                            seed_weight=self.seed_weight)

@@ -8,13 +8,19 @@ import numpy as np
 import pytest
 
 import timerl as trl
+from algorithms.mmap.mapping import mapping_records
+from algorithms.mmap.problem import build_problem
+from algorithms.mmap.synthetic import synthetic_instance
 from algorithms.muzero.features import FEATURES
+from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.learner import LearnerConfig, batch_shapes, train
 from algorithms.muzero.networks import Layout, Networks, Sizes, init_weights, shapes
 from algorithms.muzero.replay import Replay
+from algorithms.muzero.selfplay import SearchProgram, SelfPlay, final_moves
 from algorithms.muzero.support import REWARD_UNIT, VALUE_UNIT, two_hot
 
-from test_muzero_learning import fake_trajectory, log_softmax, np_dynamics, np_prediction, np_representation
+from test_muzero_learning import (SIZES, fake_trajectory, greedy_game, log_softmax, np_dynamics, np_prediction,
+                                  np_representation)
 
 SCALAR = Sizes(hidden=8, image=4, trunk=8, head=8, heads="scalar")
 
@@ -149,3 +155,27 @@ def test_elite_targets_by_hand():
     without, ignored = plain.sample(16, np.random.default_rng(1)), plain.sample(16, np.random.default_rng(1), elite=5)
     for name, array in without.items():  # no elite set: ``elite`` changes nothing
         np.testing.assert_array_equal(ignored[name], array, err_msg=name)
+
+
+def test_roots_seeded_from_the_best_game_replay_it():
+    """`final_moves` of a sampled game (rewinds included) seeds every root (`seed_moves`, seed weight 1, one
+    simulation): the noise-free game plays the seed's move at each decision, i.e. the sampled game's final move at
+    each buffer, and ends with the same mapping and return; without moves the seed is the greedy policy's."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=12))
+    weights = init_weights(SIZES, 0)
+    layout = Layout.of(weights)
+    program = SearchProgram(layout, batch=4, config=SearchConfig(num_simulations=4, max_depth=2))
+    sampled = SelfPlay(problem, program, seed=3).play(layout.pack(weights), 1.0)
+    greedy_actions, greedy_total = greedy_game(problem)
+    best = max(sampled, key=lambda t: t.total_reward)
+    moves = final_moves(problem, best.played)
+    one = SearchProgram(layout, batch=1, config=SearchConfig(num_simulations=1, max_depth=1))
+    (replayed,) = SelfPlay(problem, one, seed=0, noise=False, seed_weight=1.0).play(
+        layout.pack(weights), 0.0, greedy_games=1, count=1, seed_moves=moves)
+    assert replayed.total_reward == best.total_reward
+    assert mapping_records(replayed.game) == mapping_records(best.game)
+    assert final_moves(problem, replayed.played) == moves
+    (plain,) = SelfPlay(problem, one, seed=0, noise=False, seed_weight=1.0).play(
+        layout.pack(weights), 0.0, greedy_games=1, count=1, seed_moves={})
+    assert plain.played == greedy_actions and plain.total_reward == greedy_total
+    assert any(t.total_reward != greedy_total for t in sampled)  # the seeded game is not the greedy one by chance
