@@ -18,7 +18,7 @@ from algorithms import local_ray
 from algorithms.mmap.problem import Problem
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import Layout
-from algorithms.muzero.selfplay import SearchProgram, SelfPlay, Trajectory
+from algorithms.muzero.selfplay import BestSeed, SearchProgram, SelfPlay, Trajectory
 
 
 class Actor:
@@ -30,9 +30,9 @@ class Actor:
                                  seed_weight=seed_weight, gumbel_temperature=gumbel_temperature)
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool, greedy_games: int,
-             count: int | None = None, seed_moves: dict | None = None) -> list[Trajectory]:
+             count: int | None = None, best: BestSeed | None = None) -> list[Trajectory]:
         self.selfplay.noise = noise
-        return self.selfplay.play(weights, temperature, greedy_games=greedy_games, count=count, seed_moves=seed_moves)
+        return self.selfplay.play(weights, temperature, greedy_games=greedy_games, count=count, best=best)
 
     def searches(self) -> int:
         return self.selfplay.searches
@@ -70,16 +70,16 @@ class Actors:
                            for k, share in enumerate(row_shares)]
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool = True,
-             greedy_games: int = 0, seed_moves: dict | None = None) -> list[Trajectory]:
-        """One round: every actor's games, in actor order; actor 0 plays the greedy ones; ``seed_moves``:
+             greedy_games: int = 0, best: BestSeed | None = None) -> list[Trajectory]:
+        """One round: every actor's games, in actor order; actor 0 plays the greedy ones; ``best``:
         `SelfPlay.play`'s."""
         if self.use_ray:
             shared = ray.put(weights)
-            pending = [actor.play.remote(shared, temperature, noise, greedy_games if k == 0 else 0, share, seed_moves)
+            pending = [actor.play.remote(shared, temperature, noise, greedy_games if k == 0 else 0, share, best)
                        for k, (actor, share) in enumerate(zip(self.actors, self.shares))]
             rounds = ray.get(pending)
         else:
-            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0, share, seed_moves)
+            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0, share, best)
                       for k, (actor, share) in enumerate(zip(self.actors, self.shares))]
         return [trajectory for games in rounds for trajectory in games]
 

@@ -45,7 +45,7 @@ from algorithms.muzero.learner import LearnerConfig, train
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import ACTIONS, Layout, Sizes, init_weights
 from algorithms.muzero.replay import Replay
-from algorithms.muzero.selfplay import SearchProgram, demonstration, final_moves
+from algorithms.muzero.selfplay import BestSeed, SearchProgram, demonstration, final_moves
 
 
 FIRST_TEMPERATURE, FINAL_TEMPERATURE = 1.0, 0.2  # visit-count temperature over the budget (Table 6)
@@ -104,10 +104,12 @@ class MuZeroConfig:
     """Self-imitation: the share of each learner batch drawn from the best game found so far (`Replay.set_elite`:
     its own moves as policy targets, its exact returns as value targets); 0 for none."""
 
-    seed_from_best: bool = False
-    """The roots' seeds from the best game found so far (its final move at each buffer where legal, else the
-    greedy policy's: `selfplay.seed_of`), so a round's games search around the incumbent; False: the greedy
-    policy's move."""
+    best_seed_share: float = 0.0
+    """The share of a round's games (its first ones, the greedy game among them) whose roots are seeded from the
+    best game found so far (its final move at each buffer where legal, else the greedy policy's:
+    `selfplay.BestSeed`) at seed weight `best_seed_weight`, so they search around the incumbent; 0: every root is
+    seeded with the greedy policy's move."""
+    best_seed_weight: float = 0.8
 
     seed_weight: float = 0.5
     """How much of the root's prior is the greedy one-step policy's move (`selfplay.greedy_seed`), in self-play,
@@ -195,10 +197,11 @@ class _Run:
         """A round of self-play (its first game noise-free and greedy); the final one, with the last weights, is
         followed by no Reanalyse."""
         started = self.clock()
-        seed_moves = None
-        if self.config.seed_from_best and self.best is not None:
-            seed_moves = final_moves(self.problem, self.best.played)
-        trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1, seed_moves=seed_moves)
+        best = None
+        if self.config.best_seed_share > 0 and self.best is not None:
+            best = BestSeed(final_moves(self.problem, self.best.played), self.config.best_seed_share,
+                            self.config.best_seed_weight)
+        trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1, best=best)
         best = self.best
         for trajectory in trajectories:
             self.replay.add(trajectory)

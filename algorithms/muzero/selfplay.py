@@ -92,17 +92,19 @@ class SearchProgram:
         return lambda point, value: self.outputs.__setitem__(name, np.asarray(value).copy())
 
     def run(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
-            exact: int | np.ndarray = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0):
+            exact: int | np.ndarray = 0, seed: np.ndarray | None = None, seed_weight: float | np.ndarray = 0.0):
         """(root visit counts (B, A), root search values (B,)): `search`'s first two."""
         searched = self.search(weights, features, legal, noise, exact, seed, seed_weight)
         return searched.visits, searched.value
 
     def search(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
-               exact: int | np.ndarray = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0) -> Searched:
+               exact: int | np.ndarray = 0, seed: np.ndarray | None = None,
+               seed_weight: float | np.ndarray = 0.0) -> Searched:
         """The search of B games. ``noise`` (B, A): Dirichlet draws (pUCT) or standard Gumbel draws (gumbel); None
         searches without noise, and so do the first ``exact`` games (or the rows where ``exact``, a (B,) bool mask,
         holds). ``seed`` (B, A): a distribution over actions per game (e.g. one-hot on a baseline's move) that the
-        root's prior mixes in with ``seed_weight``, before the noise; None: none."""
+        root's prior mixes in with ``seed_weight`` (one for all games or (B,), one per game), before the noise;
+        None: none."""
         gumbel = self.config.search == "gumbel"
         scale = 1.0 if gumbel else self.config.dirichlet_fraction
         fraction = np.full((self.batch, 1), 0.0 if noise is None else scale, np.float32)
@@ -114,7 +116,8 @@ class SearchProgram:
                            invalid=~legal, noise=np.zeros(legal.shape, np.float32) if noise is None else
                            noise.astype(np.float32), noise_fraction=fraction,
                            seed=np.zeros(legal.shape, np.float32) if seed is None else seed.astype(np.float32),
-                           seed_weight=np.full((self.batch, 1), 0.0 if seed is None else seed_weight, np.float32))
+                           seed_weight=np.zeros((self.batch, 1), np.float32) if seed is None else
+                           np.broadcast_to(np.asarray(seed_weight, np.float32).reshape(-1, 1), (self.batch, 1)))
         self.executable.execute()
         visits = self.outputs["visits"]
         if gumbel:
@@ -156,6 +159,21 @@ def seed_of(game: MMapGame, moves: dict | None) -> np.ndarray:
     return greedy_seed(game)
 
 
+@dataclasses.dataclass(frozen=True)
+class BestSeed:
+    """Roots seeded from the best game so far (`SelfPlay.play`): a ``share`` of a round's games (its first ones, the
+    greedy game among them) search with the seed `seed_of(game, moves)` at seed weight ``weight``; the others with
+    the greedy policy's seed at `SelfPlay.seed_weight`."""
+
+    moves: dict  # position -> action (`final_moves` of the best game)
+    share: float
+    weight: float
+
+    def games(self, count: int) -> int:
+        """How many of a round's ``count`` games are seeded from ``moves``: at least one while ``share`` > 0."""
+        return 0 if self.share <= 0 else max(1, round(self.share * count))
+
+
 def final_moves(problem: Problem, played) -> dict[int, int]:
     """Position -> the last action played there, replaying ``played`` (a game's moves in play order, rewinds
     included) from the start: where a game ended up at every buffer."""
@@ -188,9 +206,9 @@ class SelfPlay:
         self.live_rows = 0  # rows of those searches that held a live game (the rest repeat one)
 
     def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0,
-             count: int | None = None, seed_moves: dict | None = None) -> list[Trajectory]:
-        """``count`` (B when None) complete games, in the order they start; ``seed_moves``: the roots' seeds from
-        these moves where legal (`seed_of`), else the greedy policy's. Temperature 0 plays the most visited
+             count: int | None = None, best: BestSeed | None = None) -> list[Trajectory]:
+        """``count`` (B when None) complete games, in the order they start; ``best``: the first of them search with
+        roots seeded from the best game (`BestSeed`). Temperature 0 plays the most visited
         action, as do the first `greedy_games` games, which are searched without noise (each round then plays the
         current networks' own choice). The B rows of the search batch start the first B games; a row whose game
         ends starts the next one while fewer than ``count`` have started, so every search is full until the last
@@ -226,12 +244,16 @@ class SelfPlay:
             rows[live] = np.arange(len(live))
             features, legal = features[rows], legal[rows]
             noise = self._noise(batch, temperature) if self.noise else None
-            seeds = None
-            if self.seed_weight > 0:
-                seeds = np.stack([seed_of(game, seed_moves) for game in games])[rows]
+            seeds, seed_weight = None, self.seed_weight
+            if self.seed_weight > 0 or best is not None:
+                seeded = 0 if best is None else best.games(count)
+                indices = [row_game[row] for row in live]
+                seeds = np.stack([seed_of(game, best.moves if k < seeded else None)
+                                  for game, k in zip(games, indices)])[rows]
+                seed_weight = np.array([best.weight if k < seeded else self.seed_weight for k in indices])[rows]
             greedy = np.array([0 <= row_game[row] < greedy_games for row in range(batch)])
             searched = self.program.search(weights, features, legal, noise, exact=greedy, seed=seeds,
-                                           seed_weight=self.seed_weight)
+                                           seed_weight=seed_weight)
             self.searches += 1
             self.live_rows += len(live)
             if searched.action is not None:

@@ -16,7 +16,7 @@ from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.learner import LearnerConfig, batch_shapes, train
 from algorithms.muzero.networks import Layout, Networks, Sizes, init_weights, shapes
 from algorithms.muzero.replay import Replay
-from algorithms.muzero.selfplay import SearchProgram, SelfPlay, final_moves
+from algorithms.muzero.selfplay import BestSeed, SearchProgram, SelfPlay, final_moves
 from algorithms.muzero.support import REWARD_UNIT, VALUE_UNIT, two_hot
 
 from test_muzero_learning import (SIZES, fake_trajectory, greedy_game, log_softmax, np_dynamics, np_prediction,
@@ -158,7 +158,7 @@ def test_elite_targets_by_hand():
 
 
 def test_roots_seeded_from_the_best_game_replay_it():
-    """`final_moves` of a sampled game (rewinds included) seeds every root (`seed_moves`, seed weight 1, one
+    """`final_moves` of a sampled game (rewinds included) seeds every root (`BestSeed`, seed weight 1, one
     simulation): the noise-free game plays the seed's move at each decision, i.e. the sampled game's final move at
     each buffer, and ends with the same mapping and return; without moves the seed is the greedy policy's."""
     problem = build_problem(synthetic_instance(seed=1, num_instructions=12))
@@ -170,12 +170,32 @@ def test_roots_seeded_from_the_best_game_replay_it():
     best = max(sampled, key=lambda t: t.total_reward)
     moves = final_moves(problem, best.played)
     one = SearchProgram(layout, batch=1, config=SearchConfig(num_simulations=1, max_depth=1))
-    (replayed,) = SelfPlay(problem, one, seed=0, noise=False, seed_weight=1.0).play(
-        layout.pack(weights), 0.0, greedy_games=1, count=1, seed_moves=moves)
+    (replayed,) = SelfPlay(problem, one, seed=0, noise=False).play(
+        layout.pack(weights), 0.0, greedy_games=1, count=1, best=BestSeed(moves, 0.5, 1.0))
     assert replayed.total_reward == best.total_reward
     assert mapping_records(replayed.game) == mapping_records(best.game)
     assert final_moves(problem, replayed.played) == moves
     (plain,) = SelfPlay(problem, one, seed=0, noise=False, seed_weight=1.0).play(
-        layout.pack(weights), 0.0, greedy_games=1, count=1, seed_moves={})
+        layout.pack(weights), 0.0, greedy_games=1, count=1, best=BestSeed({}, 1.0, 1.0))
     assert plain.played == greedy_actions and plain.total_reward == greedy_total
     assert any(t.total_reward != greedy_total for t in sampled)  # the seeded game is not the greedy one by chance
+
+
+def test_best_seed_share_seeds_the_first_games_only():
+    """`BestSeed.share` 0.5 of two games: game 0 (seed weight 1 on the best game's moves) replays the best game,
+    game 1 keeps the greedy policy's seed at `SelfPlay.seed_weight` 1 and plays the greedy game; the count of
+    seeded games by hand."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=12))
+    weights = init_weights(SIZES, 0)
+    layout = Layout.of(weights)
+    program = SearchProgram(layout, batch=4, config=SearchConfig(num_simulations=4, max_depth=2))
+    sampled = SelfPlay(problem, program, seed=3).play(layout.pack(weights), 1.0)
+    greedy_actions, greedy_total = greedy_game(problem)
+    best = next(t for t in sampled if t.total_reward != greedy_total)
+    two = SearchProgram(layout, batch=2, config=SearchConfig(num_simulations=1, max_depth=1))
+    seeded, plain = SelfPlay(problem, two, seed=0, noise=False, seed_weight=1.0).play(
+        layout.pack(weights), 0.0, greedy_games=2, best=BestSeed(final_moves(problem, best.played), 0.5, 1.0))
+    assert seeded.total_reward == best.total_reward and mapping_records(seeded.game) == mapping_records(best.game)
+    assert plain.played == greedy_actions
+    assert [BestSeed({}, share, 1.0).games(count) for share, count in ((0.0, 8), (0.01, 8), (0.25, 8), (1.0, 8))] \
+        == [0, 1, 2, 8]
