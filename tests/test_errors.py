@@ -139,6 +139,15 @@ def test_shape_error_assigning_to_placeholder():
             o[t] = trl.zeros((2,))
 
 
+def test_float_assigned_to_an_int_placeholder_is_an_error():
+    """PyTorch's ``x[...] = v`` truncates a float into an int tensor silently; an assignment here names its line."""
+    ctx, t, _T = time_context()
+    with ctx:
+        o = trl.placeholder((3,), "int32", domain=(t,))
+        with raises(trl.ShapeError, None, "float32", "int32"):
+            o[t] = trl.zeros((3,)) + 0.5
+
+
 def test_shape_error_from_a_source_at_run_time(backend):
     ctx, t, T = time_context()
     with ctx:
