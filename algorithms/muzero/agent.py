@@ -115,6 +115,8 @@ class MuZeroConfig:
     found less on those two. Without learning (lr 0) the same seeding found 0.4724 / 0.4582: the trained
     networks' search is what moves the incumbent."""
     best_seed_weight: float = 0.8
+    """How much of a best-seeded root's prior is the best game's move (`seed_weight` is the greedy-seeded roots',
+    Reanalyse's and the demonstration's)."""
 
     seed_weight: float = 0.5
     """How much of the root's prior is the greedy one-step policy's move (`selfplay.greedy_seed`), in self-play,
