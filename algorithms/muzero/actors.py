@@ -18,7 +18,7 @@ from algorithms import local_ray
 from algorithms.mmap.problem import Problem
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import Layout
-from algorithms.muzero.selfplay import SearchProgram, SelfPlay, Trajectory
+from algorithms.muzero.selfplay import BestSeed, SearchProgram, SelfPlay, Trajectory
 
 
 class Actor:
@@ -30,9 +30,10 @@ class Actor:
                                  seed_weight=seed_weight, gumbel_temperature=gumbel_temperature)
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool, greedy_games: int,
-             count: int | None = None, persist: bool = False) -> list[Trajectory]:
+             count: int | None = None, persist: bool = False, best: BestSeed | None = None) -> list[Trajectory]:
         self.selfplay.noise = noise
-        return self.selfplay.play(weights, temperature, greedy_games=greedy_games, count=count, persist=persist)
+        return self.selfplay.play(weights, temperature, greedy_games=greedy_games, count=count, persist=persist,
+                                  best=best)
 
     def searches(self) -> int:
         return self.selfplay.searches
@@ -70,16 +71,17 @@ class Actors:
                            for k, share in enumerate(row_shares)]
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool = True,
-             greedy_games: int = 0, persist: bool = False) -> list[Trajectory]:
+             greedy_games: int = 0, persist: bool = False, best: BestSeed | None = None) -> list[Trajectory]:
         """One round: every actor's games, in actor order; actor 0 plays the greedy ones. ``persist``: each actor's
-        rows keep their games in progress between rounds (`SelfPlay.play`)."""
+        rows keep their games in progress between rounds; ``best``: `SelfPlay.play`'s."""
         if self.use_ray:
             shared = ray.put(weights)
-            pending = [actor.play.remote(shared, temperature, noise, greedy_games if k == 0 else 0, share, persist)
+            pending = [actor.play.remote(shared, temperature, noise, greedy_games if k == 0 else 0, share, persist,
+                                         best)
                        for k, (actor, share) in enumerate(zip(self.actors, self.shares))]
             rounds = ray.get(pending)
         else:
-            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0, share, persist)
+            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0, share, persist, best)
                       for k, (actor, share) in enumerate(zip(self.actors, self.shares))]
         return [trajectory for games in rounds for trajectory in games]
 

@@ -22,7 +22,6 @@ from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import ACTIONS, Layout, Networks, Sizes, init_weights
 from algorithms.muzero.replay import Replay
 from algorithms.muzero.selfplay import SearchProgram, SelfPlay, demonstration
-from algorithms.muzero.support import scalar_of
 
 
 def predictions(layout: Layout, weights: np.ndarray, features: np.ndarray) -> dict[str, np.ndarray]:
@@ -35,8 +34,8 @@ def predictions(layout: Layout, weights: np.ndarray, features: np.ndarray) -> di
         for action in range(ACTIONS):
             following, reward = nets.dynamics(state, trl.tensor(np.full(len(features), action)))
             _, value = nets.prediction(following)
-            scalar_of(reward).sink(lambda point, array, a=action: got.__setitem__(f"reward{a}", np.asarray(array)))
-            scalar_of(value).sink(lambda point, array, a=action: got.__setitem__(f"value{a}", np.asarray(array)))
+            nets.reward_of(reward).sink(lambda point, array, a=action: got.__setitem__(f"reward{a}", np.asarray(array)))
+            nets.value_of(value).sink(lambda point, array, a=action: got.__setitem__(f"value{a}", np.asarray(array)))
     ctx.compile(bounds={ctx.bounds[0]: 1}, backend="torch").execute()
     return got
 

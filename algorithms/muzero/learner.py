@@ -8,7 +8,9 @@ first) and the loss of the K-step unroll is
         (k < K):  s_{k+1}, r_k = dynamics(s_k, a_{t+k});  loss += scale_{k+1} * CE(r_k, u_{t+k});
                   the gradient into s_{k+1} is halved (MuZero's scale_gradient)
 
-with scale_0 = 1 and scale_k = 1 / K for the unrolled steps, averaged over the batch, plus weight decay as
+with scale_0 = 1 and scale_k = 1 / K for the unrolled steps, averaged over the batch (with scalar heads,
+`networks.Sizes.heads`, the value and reward terms are squared errors (v_k - z_{t+k})^2 and (r_k - u_{t+k})^2 on
+targets in `support`'s units), plus weight decay as
 PyTorch's Adam applies it (weight_decay * w added to the gradient, i.e. 0.5 * weight_decay * |w|^2 in the
 loss). Value loss weight 0.25 as in MuZero Reanalyse. Adam lr 2e-4, weight decay 1e-4 (paper Table 6).
 A sink publishes the weights after every step, so self-play in the next `feed` acts with them.
@@ -47,8 +49,15 @@ def cross_entropy(logits, target):
     return -(target * F.log_softmax(logits, dim=-1)).sum(dim=-1)
 
 
+def squared_error(prediction, target):
+    """A scalar head's loss: (prediction's one output - target)^2."""
+    error = prediction.sum(dim=-1) - target
+    return error * error
+
+
 def unroll_loss(nets: Networks, batch: dict, unroll: int):
     """The (B,) per-sample loss of the K-step unroll (module docstring); ``batch`` holds recurrent tensors."""
+    head_loss = squared_error if nets.layout.scalar_heads else cross_entropy
     state = nets.representation(batch["features"])
     total = None
     for k in range(unroll + 1):
@@ -56,21 +65,24 @@ def unroll_loss(nets: Networks, batch: dict, unroll: int):
         policy, value = nets.prediction(state)
         legal_logits = F.where(batch["legal"].spatial[:, k] > 0.5, policy, ILLEGAL_LOGIT)
         term = (cross_entropy(legal_logits, batch["policy"].spatial[:, k]) * batch["policy_mask"].spatial[:, k]
-                + VALUE_LOSS_WEIGHT * cross_entropy(value, batch["value"].spatial[:, k])) * scale
+                + VALUE_LOSS_WEIGHT * head_loss(value, batch["value"].spatial[:, k])) * scale
         total = term if total is None else total + term
         if k < unroll:
             state, reward = nets.dynamics(state, batch["actions"].spatial[:, k])
-            total = total + cross_entropy(reward, batch["reward"].spatial[:, k]) / unroll
+            total = total + head_loss(reward, batch["reward"].spatial[:, k]) / unroll
             state = state * 0.5 + F.detach(state) * 0.5
     return total
 
 
-def batch_shapes(config: LearnerConfig) -> dict[str, tuple[tuple[int, ...], str]]:
+def batch_shapes(config: LearnerConfig, scalar_heads: bool = False) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Each batch field's (shape, dtype); value and reward targets are two-hot over the atoms, or one number each
+    with ``scalar_heads``."""
     B, K = config.batch, config.unroll
+    atoms = () if scalar_heads else (ATOMS,)
     return {"features": ((B, FEATURES), "float32"), "actions": ((B, K), "int64"),
             "policy": ((B, K + 1, ACTIONS), "float32"), "policy_mask": ((B, K + 1), "float32"),
             "legal": ((B, K + 1, ACTIONS), "float32"),
-            "value": ((B, K + 1, ATOMS), "float32"), "reward": ((B, K, ATOMS), "float32")}
+            "value": ((B, K + 1) + atoms, "float32"), "reward": ((B, K) + atoms, "float32")}
 
 
 def train(initial: np.ndarray, layout: Layout, config: LearnerConfig, iterations: int,
@@ -96,7 +108,7 @@ def train(initial: np.ndarray, layout: Layout, config: LearnerConfig, iterations
     with ctx:
         weights = trl.param(initial.astype(np.float32), domain=(i,))
         batch = {name: trl.source(field(name), shape, dtype, (i,))
-                 for name, (shape, dtype) in batch_shapes(config).items()}
+                 for name, (shape, dtype) in batch_shapes(config, layout.scalar_heads).items()}
         loss = unroll_loss(Networks(weights, layout), batch, config.unroll).mean()
         objective = loss + 0.5 * config.weight_decay * (weights * weights).sum()
         objective.backward()

@@ -5,6 +5,8 @@
     dynamics:       [state, one-hot action] -> 64 (relu) -> next state (H);  next state -> 32 -> reward atoms
     prediction:     state -> 32 (relu) -> 3 policy logits;  state -> 32 (relu) -> value atoms
 
+(with `Sizes.heads` = "scalar" the reward and value heads have one output each, `support.scalar_target`'s units)
+
 Hidden states are min-max scaled to [0, 1] per sample, as in MuZero (Appendix G). Departure from the
 paper: its image branch is a ResNet over a 128 x 128 memory map; here the 16 x 16 map goes through one dense
 layer (the engine has no convolution op, and the map is small enough). Widths are chosen for a 2-core
@@ -20,11 +22,12 @@ import numpy as np
 
 import timerl as trl
 from algorithms.muzero.features import BLOCKS, FEATURES, block_slice
-from algorithms.muzero.support import ATOMS
+from algorithms.muzero.support import ATOMS, REWARD_UNIT, VALUE_UNIT, scalar_of
 from timerl.rt import functional as F
 
 RT = trl.RecurrentTensor
 ACTIONS = 3
+HEADS = ("categorical", "scalar")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,18 +36,30 @@ class Sizes:
     image: int = 32
     trunk: int = 64
     head: int = 32
+    heads: str = "categorical"
+    """The value and reward heads: "categorical" (MuZero's: logits over `support.ATOMS` atoms, cross-entropy on
+    two-hot targets) or "scalar" (one output each, squared error on targets in `support`'s units)."""
+
+    def __post_init__(self):
+        if self.heads not in HEADS:
+            raise ValueError(f"Sizes.heads must be one of {HEADS}, got {self.heads!r}")
+
+    @property
+    def outputs(self) -> int:
+        """Outputs of the value and reward heads."""
+        return ATOMS if self.heads == "categorical" else 1
 
 
 def shapes(sizes: Sizes) -> dict[str, tuple[int, int]]:
     """Every dense layer, (fan in, fan out)."""
-    h = sizes.hidden
+    h, outputs = sizes.hidden, sizes.outputs
     rest = FEATURES - BLOCKS["memory_map"]
     return {"repr.image": (BLOCKS["memory_map"], sizes.image), "repr.rest": (rest, sizes.trunk),
             "repr.mix": (sizes.image + sizes.trunk, sizes.trunk), "repr.out": (sizes.trunk, h),
             "dyn.mix": (h + ACTIONS, sizes.trunk), "dyn.out": (sizes.trunk, h),
-            "dyn.reward_hidden": (h + ACTIONS, sizes.head), "dyn.reward": (sizes.head, ATOMS),
+            "dyn.reward_hidden": (h + ACTIONS, sizes.head), "dyn.reward": (sizes.head, outputs),
             "pred.policy_hidden": (h, sizes.head), "pred.policy": (sizes.head, ACTIONS),
-            "pred.value_hidden": (h, sizes.head), "pred.value": (sizes.head, ATOMS)}
+            "pred.value_hidden": (h, sizes.head), "pred.value": (sizes.head, outputs)}
 
 
 def init_weights(sizes: Sizes = Sizes(), seed: int = 0) -> dict[str, np.ndarray]:
@@ -84,6 +99,11 @@ class Layout:
         return {name: flat[offset:offset + int(np.prod(shape))].reshape(shape)
                 for name, (offset, shape) in self.slots.items()}
 
+    @property
+    def scalar_heads(self) -> bool:
+        """Whether the value and reward heads are scalar (`Sizes.heads`): one output each."""
+        return self.slots["pred.value.w"][1][-1] == 1
+
     def view(self, flat: RT, name: str) -> RT:
         offset, shape = self.slots[name]
         return F.reshape(F.spatial(flat, slice(offset, offset + int(np.prod(shape)))), shape)
@@ -117,6 +137,14 @@ class Networks:
         policy = self.dense(F.relu(self.dense(state, "pred.policy_hidden")), "pred.policy")
         value = self.dense(F.relu(self.dense(state, "pred.value_hidden")), "pred.value")
         return policy, value
+
+    def reward_of(self, reward: RT) -> RT:
+        """(...,) the reward in reward units from `dynamics`' reward output (atoms' logits or one scalar)."""
+        return reward.sum(dim=-1) * REWARD_UNIT if self.layout.scalar_heads else scalar_of(reward)
+
+    def value_of(self, value: RT) -> RT:
+        """(...,) the value in reward units from `prediction`'s value output."""
+        return value.sum(dim=-1) * VALUE_UNIT if self.layout.scalar_heads else scalar_of(value)
 
 
 def scale_state(state: RT) -> RT:

@@ -6,9 +6,15 @@ Targets for a position t and unroll step k = 0..K (position u = t + k of a game 
 - value:  z_u = sum_{j < n, u + j < T} discount^j r_{u + j} + discount^n v_{u + n} (v: the root search value,
   0 past the end: the game is over), two-hot over the support; 0 past the end;
 - reward: r_{t + k} for k < K (0 past the end), two-hot; actions past the end are drawn uniformly.
+With ``scalar_heads`` (`networks.Sizes.heads` = "scalar") value and reward targets are numbers in `support`'s units.
 Reanalyse re-runs the search with the latest weights on stored positions and replaces their policy and
 value targets (the paper's fraction 0.5: `reanalyse_count` positions are re-searched for every new one).
 The buffer keeps the latest `capacity` games.
+
+Self-imitation (`set_elite`): the best game found so far is kept apart from the buffer and `sample` may draw a
+share of its batch from it, with the game's own moves as policy targets (one-hot) and its exact discounted
+returns as value targets (the game is deterministic: the return of a finished game is the value of its
+positions under its moves, with no bootstrap from the search's values).
 """
 
 from __future__ import annotations
@@ -16,24 +22,49 @@ from __future__ import annotations
 import numpy as np
 
 from algorithms.muzero.networks import ACTIONS
-from algorithms.muzero.support import two_hot
+from algorithms.muzero.support import REWARD_UNIT, VALUE_UNIT, scalar_target, two_hot
 
 
 class Replay:
-    def __init__(self, capacity: int = 200, unroll: int = 5, n_step: int = 10, discount: float = 0.9999):
+    def __init__(self, capacity: int = 200, unroll: int = 5, n_step: int = 10, discount: float = 0.9999,
+                 scalar_heads: bool = False):
         self.capacity, self.unroll, self.n_step, self.discount = capacity, unroll, n_step, discount
+        self.scalar_heads = scalar_heads
         self.games: list[dict] = []
+        self.elite: dict | None = None
 
     def add(self, trajectory) -> None:
         if not trajectory.actions:
             return
-        self.games.append({"features": np.stack(trajectory.features), "legal": np.stack(trajectory.legal),
-                           "actions": np.array(trajectory.actions, dtype=np.int64),
-                           "rewards": np.array(trajectory.rewards, dtype=np.float64),
-                           "policies": np.stack(trajectory.policies).astype(np.float32),
-                           "values": np.array(trajectory.values, dtype=np.float64),
-                           "seeds": np.stack(trajectory.seeds).astype(np.float32) if trajectory.seeds else None})
+        self.games.append(self._stored(trajectory))
         del self.games[:-self.capacity]
+
+    def set_elite(self, trajectory) -> None:
+        """Keep ``trajectory`` (the best game so far) for self-imitation (module docstring); replaces the last."""
+        if not trajectory.actions:
+            return
+        game = self._stored(trajectory)
+        game["policies"] = np.eye(ACTIONS, dtype=np.float32)[game["actions"]]
+        game["z"] = self.returns(game["rewards"])
+        self.elite = game
+
+    def returns(self, rewards: np.ndarray) -> np.ndarray:
+        """Each position's discounted return to the end of its game: sum_{j >= 0} discount^j r_{u + j}."""
+        out = np.zeros(len(rewards))
+        following = 0.0
+        for u in range(len(rewards) - 1, -1, -1):
+            following = rewards[u] + self.discount * following
+            out[u] = following
+        return out
+
+    @staticmethod
+    def _stored(trajectory) -> dict:
+        return {"features": np.stack(trajectory.features), "legal": np.stack(trajectory.legal),
+                "actions": np.array(trajectory.actions, dtype=np.int64),
+                "rewards": np.array(trajectory.rewards, dtype=np.float64),
+                "policies": np.stack(trajectory.policies).astype(np.float32),
+                "values": np.array(trajectory.values, dtype=np.float64),
+                "seeds": np.stack(trajectory.seeds).astype(np.float32) if trajectory.seeds else None}
 
     def positions(self) -> int:
         return sum(len(game["actions"]) for game in self.games)
@@ -49,15 +80,18 @@ class Replay:
                 targets[u] += self.discount ** self.n_step * values[u + self.n_step]
         return targets
 
-    def sample(self, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def sample(self, batch: int, rng: np.random.Generator, elite: int = 0) -> dict[str, np.ndarray]:
+        """A batch of ``batch`` positions with their unroll targets (module docstring), uniform over the stored
+        positions; with ``elite`` > 0 (and `set_elite` called) its first ``elite`` rows are positions of the elite
+        game."""
         K = self.unroll
         lengths = np.array([len(game["actions"]) for game in self.games])
-        picks = rng.choice(len(self.games), size=batch, p=lengths / lengths.sum())
+        elite = min(elite, batch) if self.elite is not None else 0
+        picks = [self.games[g] for g in rng.choice(len(self.games), size=batch - elite, p=lengths / lengths.sum())]
         out = {"features": [], "actions": [], "policy": [], "policy_mask": [], "legal": [], "value": [],
                "reward": []}
-        for g in picks:
-            game = self.games[g]
-            length = lengths[g]
+        for game in [self.elite] * elite + picks:
+            length = len(game["actions"])
             t = int(rng.integers(length))
             if "z" not in game:  # cached until Reanalyse replaces the game's values
                 game["z"] = self.value_targets(game)
@@ -70,10 +104,14 @@ class Replay:
             out["policy"].append(np.where(inside[:, None], game["policies"][clipped], 1.0 / ACTIONS))
             out["policy_mask"].append(inside.astype(np.float32))
             out["legal"].append(np.where(inside[:, None], game["legal"][clipped], True))
-            out["value"].append(two_hot(np.where(inside, z[clipped], 0.0)))
-            out["reward"].append(two_hot(np.where(inside[:K], game["rewards"][clipped[:K]], 0.0)))
+            out["value"].append(self._target(np.where(inside, z[clipped], 0.0), VALUE_UNIT))
+            out["reward"].append(self._target(np.where(inside[:K], game["rewards"][clipped[:K]], 0.0), REWARD_UNIT))
         return {name: np.stack(arrays).astype(np.int64 if name == "actions" else np.float32)
                 for name, arrays in out.items()}
+
+    def _target(self, x: np.ndarray, unit: float) -> np.ndarray:
+        """Value or reward targets (reward units) as the heads learn them: two-hot, or / ``unit`` (scalar)."""
+        return scalar_target(x, unit) if self.scalar_heads else two_hot(x)
 
     def reanalyse_game(self, program, weights: np.ndarray, index: int, seed_weight: float = 0.0) -> None:
         """Re-search every position of stored game ``index`` with ``weights`` (without noise) and replace its

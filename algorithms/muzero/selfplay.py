@@ -33,7 +33,7 @@ from algorithms.mmap.problem import Problem
 from algorithms.muzero.features import FEATURES, Encoder
 from algorithms.muzero.mcts import Root, SearchConfig, Step, gumbel_search_root, search_root
 from algorithms.muzero.networks import ACTIONS, Layout, Networks
-from algorithms.muzero.support import REWARD_SCALE, scalar_of
+from algorithms.muzero.support import REWARD_SCALE
 
 
 class Searched(NamedTuple):
@@ -71,9 +71,9 @@ class SearchProgram:
             def recurrent_fn(embedding, action):
                 following, reward = nets.dynamics(embedding, action)
                 next_policy, next_value = nets.prediction(following)
-                return Step(scalar_of(reward), next_policy, scalar_of(next_value), following)
+                return Step(nets.reward_of(reward), next_policy, nets.value_of(next_value), following)
 
-            root = Root(policy, scalar_of(value), state)
+            root = Root(policy, nets.value_of(value), state)
             if config.search == "gumbel":  # ``noise``: Gumbel draws, scaled per game by ``noise_fraction``
                 outcome = gumbel_search_root(root, recurrent_fn, invalid, noise, config, s, noise_fraction)
                 visits, root_value = outcome.visits, outcome.value
@@ -92,17 +92,19 @@ class SearchProgram:
         return lambda point, value: self.outputs.__setitem__(name, np.asarray(value).copy())
 
     def run(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
-            exact: int | np.ndarray = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0):
+            exact: int | np.ndarray = 0, seed: np.ndarray | None = None, seed_weight: float | np.ndarray = 0.0):
         """(root visit counts (B, A), root search values (B,)): `search`'s first two."""
         searched = self.search(weights, features, legal, noise, exact, seed, seed_weight)
         return searched.visits, searched.value
 
     def search(self, weights: np.ndarray, features: np.ndarray, legal: np.ndarray, noise: np.ndarray | None,
-               exact: int | np.ndarray = 0, seed: np.ndarray | None = None, seed_weight: float = 0.0) -> Searched:
+               exact: int | np.ndarray = 0, seed: np.ndarray | None = None,
+               seed_weight: float | np.ndarray = 0.0) -> Searched:
         """The search of B games. ``noise`` (B, A): Dirichlet draws (pUCT) or standard Gumbel draws (gumbel); None
         searches without noise, and so do the first ``exact`` games (or the rows where ``exact``, a (B,) bool mask,
         holds). ``seed`` (B, A): a distribution over actions per game (e.g. one-hot on a baseline's move) that the
-        root's prior mixes in with ``seed_weight``, before the noise; None: none."""
+        root's prior mixes in with ``seed_weight`` (one for all games or (B,), one per game), before the noise;
+        None: none."""
         gumbel = self.config.search == "gumbel"
         scale = 1.0 if gumbel else self.config.dirichlet_fraction
         fraction = np.full((self.batch, 1), 0.0 if noise is None else scale, np.float32)
@@ -114,7 +116,8 @@ class SearchProgram:
                            invalid=~legal, noise=np.zeros(legal.shape, np.float32) if noise is None else
                            noise.astype(np.float32), noise_fraction=fraction,
                            seed=np.zeros(legal.shape, np.float32) if seed is None else seed.astype(np.float32),
-                           seed_weight=np.full((self.batch, 1), 0.0 if seed is None else seed_weight, np.float32))
+                           seed_weight=np.zeros((self.batch, 1), np.float32) if seed is None else
+                           np.broadcast_to(np.asarray(seed_weight, np.float32).reshape(-1, 1), (self.batch, 1)))
         self.executable.execute()
         visits = self.outputs["visits"]
         if gumbel:
@@ -141,6 +144,8 @@ class Trajectory:
     """Every move in play order (forced ones too), for reporting the mapping."""
     greedy: bool = False
     """Searched without noise at temperature 0 (`SelfPlay.play`'s ``greedy_games``)."""
+    seeded: bool = False
+    """Its roots seeded from the best game (`BestSeed`) while a `play` call passes one."""
 
 
 class Rows:
@@ -158,6 +163,41 @@ def greedy_seed(game: MMapGame) -> np.ndarray:
     """One-hot on the greedy one-step policy's move (`policies.greedy_action`: a positive benefit placed with the
     least space x time, else Drop), the root's seed distribution in self-play."""
     return np.eye(ACTIONS, dtype=np.float32)[greedy_action(game)]
+
+
+def seed_of(game: MMapGame, moves: dict | None) -> np.ndarray:
+    """The root's seed distribution: one-hot on ``moves[position]`` (e.g. the best game's move at this buffer,
+    `final_moves`) where it is legal, else `greedy_seed`."""
+    action = -1 if moves is None else moves.get(game.position, -1)
+    if action >= 0 and game.legal_actions()[action]:
+        return np.eye(ACTIONS, dtype=np.float32)[action]
+    return greedy_seed(game)
+
+
+@dataclasses.dataclass(frozen=True)
+class BestSeed:
+    """Roots seeded from the best game so far (`SelfPlay.play`): a ``share`` of a round's games (its first ones, the
+    greedy game among them) search with the seed `seed_of(game, moves)` at seed weight ``weight``; the others with
+    the greedy policy's seed at `SelfPlay.seed_weight`."""
+
+    moves: dict  # position -> action (`final_moves` of the best game)
+    share: float
+    weight: float
+
+    def games(self, count: int) -> int:
+        """How many of a round's ``count`` games are seeded from ``moves``: at least one while ``share`` > 0."""
+        return 0 if self.share <= 0 else max(1, round(self.share * count))
+
+
+def final_moves(problem: Problem, played) -> dict[int, int]:
+    """Position -> the last action played there, replaying ``played`` (a game's moves in play order, rewinds
+    included) from the start: where a game ended up at every buffer."""
+    game = MMapGame(problem, drop_backup=True, backup_point="group")
+    moves = {}
+    for action in played:
+        moves[game.position] = int(action)
+        game.play(int(action))
+    return moves
 
 
 class SelfPlay:
@@ -182,8 +222,9 @@ class SelfPlay:
         self.rows: Rows | None = None  # games in progress between persisting calls of `play`
 
     def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0,
-             count: int | None = None, persist: bool = False) -> list[Trajectory]:
-        """``count`` (B when None) complete games, in the order they start; temperature 0 plays the most visited
+             count: int | None = None, persist: bool = False, best: BestSeed | None = None) -> list[Trajectory]:
+        """``count`` (B when None) complete games, in the order they start; ``best``: the first of them (`BestSeed`'s
+        share of ``count``) search with roots seeded from the best game (`Trajectory.seeded`). Temperature 0 plays the most visited
         action, as do the first `greedy_games` games, which are searched without noise (each round then plays the
         current networks' own choice). The B rows of the search batch start the first B games; a row whose game
         ends starts the next one while fewer than ``count`` have started, so every search is full until the last
@@ -207,10 +248,11 @@ class SelfPlay:
             rows = Rows(batch)
         started: list[Trajectory] = []
         finished: list[Trajectory] = []
+        seeded_games = 0 if best is None else best.games(count)
 
         def start(row: int) -> None:
             trajectory = Trajectory(game=MMapGame(self.problem, drop_backup=True, backup_point="group"),
-                                    greedy=len(started) < greedy_games)
+                                    greedy=len(started) < greedy_games, seeded=len(started) < seeded_games)
             started.append(trajectory)
             rows.games[row], rows.pending[row], rows.last_moves[row] = trajectory, 0.0, {}
 
@@ -244,12 +286,14 @@ class SelfPlay:
             index[live] = np.arange(len(live))
             features, legal = features[index], legal[index]
             noise = self._noise(batch, temperature) if self.noise else None
-            seeds = None
-            if self.seed_weight > 0:
-                seeds = np.stack([greedy_seed(game) for game in games])[index]
+            seeds, seed_weight = None, self.seed_weight
+            if self.seed_weight > 0 or best is not None:
+                seeded = [best is not None and rows.games[row].seeded for row in live]
+                seeds = np.stack([seed_of(game, best.moves if on else None) for game, on in zip(games, seeded)])[index]
+                seed_weight = np.array([best.weight if on else self.seed_weight for on in seeded])[index]
             greedy = np.array([rows.games[row] is not None and rows.games[row].greedy for row in range(batch)])
             searched = self.program.search(weights, features, legal, noise, exact=greedy, seed=seeds,
-                                           seed_weight=self.seed_weight)
+                                           seed_weight=seed_weight)
             self.searches += 1
             self.live_rows += len(live)
             if searched.action is not None:
