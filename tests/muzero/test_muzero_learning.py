@@ -78,18 +78,24 @@ def log_softmax(x):
     return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
 
 
-def np_unroll_loss(w, batch, unroll):
+def cross_entropy(logits, target):
+    return -(target * log_softmax(logits)).sum(-1)
+
+
+def np_unroll_loss(w, batch, unroll, head_loss=cross_entropy):
+    """The K-step unroll loss; ``head_loss(output, target)`` for the value (weight 0.25) and reward (/ K) heads:
+    cross-entropy on categorical supports (the default) or a squared error on scalar heads."""
     state = np_representation(w, batch["features"])
     total = 0.0
     for k in range(unroll + 1):
         weight = 1.0 if k == 0 else 1.0 / unroll
         policy, value = np_prediction(w, state)
         policy = np.where(batch["legal"][:, k] > 0.5, policy, -1e4)
-        total = total + weight * (-(batch["policy"][:, k] * log_softmax(policy)).sum(-1) * batch["policy_mask"][:, k]
-                                  - 0.25 * (batch["value"][:, k] * log_softmax(value)).sum(-1))
+        total = total + weight * (cross_entropy(policy, batch["policy"][:, k]) * batch["policy_mask"][:, k]
+                                  + 0.25 * head_loss(value, batch["value"][:, k]))
         if k < unroll:
             state, reward = np_dynamics(w, state, batch["actions"][:, k])
-            total = total - (batch["reward"][:, k] * log_softmax(reward)).sum(-1) / unroll
+            total = total + head_loss(reward, batch["reward"][:, k]) / unroll
     return total.mean()
 
 

@@ -19,8 +19,8 @@ from algorithms.muzero.replay import Replay
 from algorithms.muzero.selfplay import BestSeed, SearchProgram, SelfPlay, final_moves
 from algorithms.muzero.support import REWARD_UNIT, VALUE_UNIT, two_hot
 
-from test_muzero_learning import (SIZES, fake_trajectory, greedy_game, log_softmax, np_dynamics, np_prediction,
-                                  np_representation)
+from test_muzero_learning import (SIZES, fake_trajectory, greedy_game, np_dynamics, np_prediction,
+                                  np_representation, np_unroll_loss)
 
 SCALAR = Sizes(hidden=8, image=4, trunk=8, head=8, heads="scalar")
 
@@ -33,18 +33,7 @@ def random_scalar_weights(seed=0):
 
 def np_scalar_unroll_loss(w, batch, unroll):
     """The unroll loss with squared errors for value (weight 0.25) and reward (/ K), the policy term as before."""
-    state = np_representation(w, batch["features"])
-    total = 0.0
-    for k in range(unroll + 1):
-        weight = 1.0 if k == 0 else 1.0 / unroll
-        policy, value = np_prediction(w, state)
-        policy = np.where(batch["legal"][:, k] > 0.5, policy, -1e4)
-        total = total + weight * (-(batch["policy"][:, k] * log_softmax(policy)).sum(-1) * batch["policy_mask"][:, k]
-                                  + 0.25 * (value[:, 0] - batch["value"][:, k]) ** 2)
-        if k < unroll:
-            state, reward = np_dynamics(w, state, batch["actions"][:, k])
-            total = total + (reward[:, 0] - batch["reward"][:, k]) ** 2 / unroll
-    return total.mean()
+    return np_unroll_loss(w, batch, unroll, head_loss=lambda output, target: (output[:, 0] - target) ** 2)
 
 
 def test_scalar_heads_have_one_output_and_read_in_units():
