@@ -146,15 +146,20 @@ def test_elite_targets_by_hand():
         np.testing.assert_array_equal(ignored[name], array, err_msg=name)
 
 
-def test_roots_seeded_from_the_best_game_replay_it():
-    """`final_moves` of a sampled game (rewinds included) seeds every root (`BestSeed`, seed weight 1, one
-    simulation): the noise-free game plays the seed's move at each decision, i.e. the sampled game's final move at
-    each buffer, and ends with the same mapping and return; without moves the seed is the greedy policy's."""
+def sampled_round():
+    """A small workload's problem, the initial networks (layout, weights) and four games sampled with them."""
     problem = build_problem(synthetic_instance(seed=1, num_instructions=12))
     weights = init_weights(SIZES, 0)
     layout = Layout.of(weights)
     program = SearchProgram(layout, batch=4, config=SearchConfig(num_simulations=4, max_depth=2))
-    sampled = SelfPlay(problem, program, seed=3).play(layout.pack(weights), 1.0)
+    return problem, layout, weights, SelfPlay(problem, program, seed=3).play(layout.pack(weights), 1.0)
+
+
+def test_roots_seeded_from_the_best_game_replay_it():
+    """`final_moves` of a sampled game (rewinds included) seeds every root (`BestSeed`, seed weight 1, one
+    simulation): the noise-free game plays the seed's move at each decision, i.e. the sampled game's final move at
+    each buffer, and ends with the same mapping and return; without moves the seed is the greedy policy's."""
+    problem, layout, weights, sampled = sampled_round()
     greedy_actions, greedy_total = greedy_game(problem)
     best = max(sampled, key=lambda t: t.total_reward)
     moves = final_moves(problem, best.played)
@@ -174,11 +179,7 @@ def test_best_seed_share_seeds_the_first_games_only():
     """`BestSeed.share` 0.5 of two games: game 0 (seed weight 1 on the best game's moves) replays the best game,
     game 1 keeps the greedy policy's seed at `SelfPlay.seed_weight` 1 and plays the greedy game; the count of
     seeded games by hand."""
-    problem = build_problem(synthetic_instance(seed=1, num_instructions=12))
-    weights = init_weights(SIZES, 0)
-    layout = Layout.of(weights)
-    program = SearchProgram(layout, batch=4, config=SearchConfig(num_simulations=4, max_depth=2))
-    sampled = SelfPlay(problem, program, seed=3).play(layout.pack(weights), 1.0)
+    problem, layout, weights, sampled = sampled_round()
     greedy_actions, greedy_total = greedy_game(problem)
     best = next(t for t in sampled if t.total_reward != greedy_total)
     two = SearchProgram(layout, batch=2, config=SearchConfig(num_simulations=1, max_depth=1))
