@@ -307,7 +307,8 @@ class MMapGame:
                 return None
             start, copy_first, copy_last = target, target + 1, end
         else:
-            start = transfer.latest_prefetch_start(self.supply, self.copy_edges, problem.live_start[buffer], target, demand)
+            start = transfer.latest_prefetch_start(self.supply, self.copy_edges, problem.live_start[buffer], target,
+                                                   demand)
             if start is None:
                 return None
             end, copy_first, copy_last = target, start, target - 1

@@ -52,7 +52,8 @@ def main(argv=None) -> None:
     saving = problem.latency_all_slow - problem.latency_all_fast
     initial = init_weights(Sizes(), 0)
     layout = Layout.of(initial)
-    program = SearchProgram(layout, 8, SearchConfig(num_simulations=16, max_depth=4, min_q_range=args.min_q_range), "jax")
+    search = SearchConfig(num_simulations=16, max_depth=4, min_q_range=args.min_q_range)
+    program = SearchProgram(layout, 8, search, "jax")
     selfplay = SelfPlay(problem, program, seed=0)
     replay, rng = Replay(), np.random.default_rng(0)
     for _ in range(args.demonstrations):

@@ -34,7 +34,8 @@ def squash(x):
 
 
 def unsquash(y):
-    return np.sign(y) * (((np.sqrt(1.0 + 4.0 * EPSILON * (np.abs(y) + 1.0 + EPSILON)) - 1.0) / (2.0 * EPSILON)) ** 2 - 1.0)
+    root = (np.sqrt(1.0 + 4.0 * EPSILON * (np.abs(y) + 1.0 + EPSILON)) - 1.0) / (2.0 * EPSILON)
+    return np.sign(y) * (root ** 2 - 1.0)
 
 
 def two_hot(x: np.ndarray) -> np.ndarray:

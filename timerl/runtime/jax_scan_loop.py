@@ -166,7 +166,8 @@ class LoopAnalysis:
         if self.group_of.get(edge.producer) == group and identity_read(edge, member, producer):
             return Read(LOCAL, edge.producer, edge.output, None)
         if edge.masked_by is not None or not all(isinstance(item, Point) for item in edge.index):
-            raise Unscannable(f"{member.label()} reads a range or gradient contributions")  # ranges and gradient contributions stay with the point-by-point program
+            # ranges and gradient contributions stay with the point-by-point program
+            raise Unscannable(f"{member.label()} reads a range or gradient contributions")
         rename = dict(zip(member.domain, leaf.point))
         bounds = self.executable.bounds
         index = [item.expr.substitute(bounds).substitute(rename) for item in edge.index]
