@@ -226,9 +226,9 @@ class SelfPlay:
         """``count`` (B when None) complete games, in the order they start; ``best``: the first of them (`BestSeed`'s
         share of ``count``) search with roots seeded from the best game (`Trajectory.seeded`). Temperature 0 plays
         the most visited action, as do the first `greedy_games` games, which are searched without noise (each round
-        then plays the current networks' own choice). The B rows of the search batch start the first B games; a row whose game
-        ends starts the next one while fewer than ``count`` have started, so every search is full until the last
-        games end (Drop-backup makes games of different lengths). Rows without a live game repeat a live game's
+        then plays the current networks' own choice). The B rows of the search batch start the first B games; a row
+        whose game ends starts the next one while fewer than ``count`` have started, so every search is full until
+        the last games end (Drop-backup makes games of different lengths). Rows without a live game repeat a live game's
         features (encoded once). With ``count`` <= B no row is refilled: the games of one batch, as before.
 
         ``persist``: the rows outlive the call (`Rows`). A row whose game ends always starts a new one, and the
