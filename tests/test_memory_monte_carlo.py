@@ -1,6 +1,6 @@
 """Monte Carlo REINFORCE keeps, per step, only what its backward pass needs (issue 9, item 1): the return at
 step ``t`` reads every later reward, so learning waits for the last step; after it, each step's backward
-pass runs in one loop with its gradient sums (`schedule._phases`), instead of computing one backward
+pass runs in one loop with its gradient sums (`timerl.sched.order.phases`), instead of computing one backward
 product for every step in one loop and consuming them in the next. Bounds are derived from the shapes."""
 
 from __future__ import annotations

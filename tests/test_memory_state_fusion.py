@@ -2,7 +2,7 @@
 `timerl.sched.group._absorb_own_state`: Adam's moments run inside the update) must not raise the peak: with it,
 REINFORCE's running-sums schedule ordered its gradients differently (isl's order of independent statements
 changes with the groups' numbering: the largest gradient first, +8% peak at 16 envs x 200 steps; now
-`timerl.sched.schedule._order_sequences` orders a loop body by bytes), and a fused placeholder counted its
+`timerl.sched.order.order_sequences` orders a loop body by bytes), and a fused placeholder counted its
 value, one of the pool's buffers, as new bytes (+16 KiB). Peaks are the pool's exact accounting; the learning
 curves are the reference interpreter's."""
 

@@ -73,18 +73,25 @@ def test_choose_draws_as_rng_choice_row_by_row():
         assert legal[row, actions[row]]
 
 
+def greedy_game_alone(batch: int):
+    """A small workload, the initial networks packed, a search program of ``batch`` rows, and the noise-free game
+    one row plays alone (noise-free play is deterministic: the game every greedy row must reproduce)."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
+    weights = init_weights(SIZES, 0)
+    layout = Layout.of(weights)
+    packed = layout.pack(weights)
+    program = SearchProgram(layout, batch=batch, config=SearchConfig(num_simulations=4, max_depth=2))
+    (alone,) = SelfPlay(problem, program, seed=0).play(packed, 0.0, greedy_games=1, count=1)
+    return problem, packed, program, alone
+
+
 def test_refilled_rows_play_whole_games():
     """A round of more games than search rows (`SelfPlay.play`, ``count`` > B): a row whose game ends starts the
     next one. Noise-free greedy games are deterministic, so each of 5 played on 2 rows (rows refilled mid-round,
     beside games of other lengths) is the game one row plays alone; sampled games are legal and complete, their
     decisions and rewards their own (the rewards sum to the game's return), and every search but the last games'
     holds a live game in each row (the rows' live count is the decisions made)."""
-    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
-    weights = init_weights(SIZES, 0)
-    layout = Layout.of(weights)
-    packed = layout.pack(weights)
-    program = SearchProgram(layout, batch=2, config=SearchConfig(num_simulations=4, max_depth=2))
-    (alone,) = SelfPlay(problem, program, seed=0).play(packed, 0.0, greedy_games=1, count=1)
+    problem, packed, program, alone = greedy_game_alone(batch=2)
     selfplay = SelfPlay(problem, program, seed=3)
     games = selfplay.play(packed, 1.0, greedy_games=5, count=5)
     assert len(games) == 5
@@ -120,12 +127,7 @@ def test_persisting_rows_play_whole_games_across_calls():
     without a game at any search (rows freed by a call's last games start at the next call), and every game
     returned is legal, complete and replays to its return. A greedy game ending in a later call is still the game
     one row plays alone (noise-free play is deterministic)."""
-    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
-    weights = init_weights(SIZES, 0)
-    layout = Layout.of(weights)
-    packed = layout.pack(weights)
-    program = SearchProgram(layout, batch=3, config=SearchConfig(num_simulations=4, max_depth=2))
-    (alone,) = SelfPlay(problem, program, seed=0).play(packed, 0.0, greedy_games=1, count=1)
+    problem, packed, program, alone = greedy_game_alone(batch=3)
     selfplay = SelfPlay(problem, program, seed=3)
     rounds = [selfplay.play(packed, 1.0, greedy_games=1, count=2, persist=True) for _ in range(4)]
     scale = REWARD_SCALE / (problem.latency_all_slow - problem.latency_all_fast)
