@@ -52,6 +52,11 @@ from algorithms.muzero.selfplay import BestSeed, Deadline, SearchProgram, demons
 
 
 FIRST_TEMPERATURE, FINAL_TEMPERATURE = 1.0, 0.2  # visit-count temperature over the budget (Table 6)
+PERSIST_ABOVE = 300
+"""`MuZeroConfig.persistent_rows` by size: rows persist on workloads of more buffers than this (the paper's
+sizes, `algorithms.mmap.bench.LARGE_WORKLOADS`: 301-5,597), not at or below it (the small suite: 131-256)."""
+PERSISTING_GAMES = 8
+"""Games per round where rows persist and `MuZeroConfig.games` is None (a quarter of the 32 rows)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,27 +133,37 @@ class MuZeroConfig:
     unseeded agent found 0.465 and 0.492; the rounds' mean return rose from 0.26-0.28 / 0.30-0.35 to 0.32-0.39 /
     0.42-0.51."""
 
-    persistent_rows: bool = False
+    persistent_rows: bool | None = None
     """Self-play rows persist across rounds (`SelfPlay.play(persist=True)`): a round ends when `games` games have
     ended, the games in progress go on in the next round with its weights, so no round ends with a tail of idle
-    rows and a round may be shorter than one game per row. Off: on lstm_lm_adam (670 buffers) a round of 32
-    games on 32 rows already fills 0.966 of its rows, and positions per CPU s were the same with it (README,
-    "Eleventh session")."""
+    rows and a round may be shorter than one game per row (`PERSISTING_GAMES` by default). None: by size, above
+    `PERSIST_ABOVE` buffers (`persists`). It does not raise throughput (lstm_lm_adam's 32 x 32 round already
+    fills 0.966 of its rows); it buys rounds, which learning needs: at the large suite's standard budget (5 CPU s
+    x buffers / 300) a round of 32 games on 32 rows takes 3.5-7 CPU s, so a run plays 1-3 rounds (README,
+    "Twelfth session, the paper's sizes")."""
     staggered_starts: bool = True
     """With `persistent_rows`: the rows' first games open with spread prefixes of the greedy policy's game
     (`SelfPlay.play`'s ``stagger``), so games end at spread times from the first round on."""
 
     def round_shape(self, problem: Problem) -> tuple[int, int]:
         """(search rows, games per round). Chosen by measurement (README "Tenth session, throughput"): 32 rows
-        always; 64 games a round (rows refilled) up to 150 buffers, 32 above. One round of untrained self-play,
-        games per CPU s (rows x games): transformer_decode 16x16 19.2, 32x32 37.6, 32x64 52.7, 64x64 49.3;
-        cnn_sgd 9.3, 15.3, 16.8, 19.0; diffusion_sample 5.3, 8.4, 9.5, 10.5. On the larger workloads a round of
-        64 games costs 3.4-6.1 CPU s, so a 15 s budget fits 1-4 of them and ends with a third of it unused
-        (bench, 64x64: rnn_cond_scan_sgd 1 round, 5.7 s; diffusion_sample 1 round, 5.4 s); at 32x32 it plays more
-        games in all (96 against 64 on both, dqn_update_adam 320 against 192)."""
+        always; 64 games a round (rows refilled) up to 150 buffers, 32 above, `PERSISTING_GAMES` where rows
+        persist (`persists`). One round of untrained self-play, games per CPU s (rows x games): transformer_decode
+        16x16 19.2, 32x32 37.6, 32x64 52.7, 64x64 49.3; cnn_sgd 9.3, 15.3, 16.8, 19.0; diffusion_sample 5.3, 8.4,
+        9.5, 10.5. On the larger workloads a round of 64 games costs 3.4-6.1 CPU s, so a 15 s budget fits 1-4 of
+        them and ends with a third of it unused (bench, 64x64: rnn_cond_scan_sgd 1 round, 5.7 s; diffusion_sample
+        1 round, 5.4 s); at 32x32 it plays more games in all (96 against 64 on both, dqn_update_adam 320 against
+        192)."""
         if self.games is not None:
             return (self.games if self.rows is None else self.rows), self.games
-        return (32 if self.rows is None else self.rows), (64 if problem.num_buffers <= 150 else 32)
+        rows = 32 if self.rows is None else self.rows
+        if self.persists(problem):
+            return rows, PERSISTING_GAMES
+        return rows, (64 if problem.num_buffers <= 150 else 32)
+
+    def persists(self, problem: Problem) -> bool:
+        """Whether self-play rows persist across rounds on ``problem`` (`persistent_rows`)."""
+        return problem.num_buffers > PERSIST_ABOVE if self.persistent_rows is None else self.persistent_rows
 
     def learner_steps(self, seconds: float) -> int:
         if self.iterations is not None:
@@ -223,7 +238,7 @@ class _Run:
         if self.config.best_seed_share > 0 and self.best is not None:
             best = BestSeed(final_moves(self.problem, self.best.played), self.config.best_seed_share,
                             self.config.best_seed_weight)
-        persist = self.config.persistent_rows
+        persist = self.config.persists(self.problem)
         trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1, persist=persist, best=best,
                                         stagger=persist and self.config.staggered_starts, deadline=deadline)
         if not trajectories:  # stopped at the deadline before a game ended

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from algorithms.mmap.check import check_mapping
 from algorithms.mmap.mapping import mapping_records
 from algorithms.mmap.problem import build_problem
 from algorithms.mmap.synthetic import synthetic_instance
-from algorithms.muzero.agent import MuZeroConfig, muzero_play
+from algorithms.muzero.agent import PERSIST_ABOVE, MuZeroConfig, muzero_play
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import Layout, Sizes, init_weights
 from algorithms.muzero.selfplay import Deadline, SearchProgram, SelfPlay, greedy_game
@@ -121,3 +122,14 @@ def test_a_run_stays_inside_a_tiny_budget(persistent_rows):
     assert replayed.done and replayed.total_reward == outcome.result.reward
     assert mapping_records(replayed) == outcome.result.mapping
     assert dataclasses.replace(config, persistent_rows=False).staggered_starts  # on by default, used with persist
+
+
+def test_rows_persist_by_size():
+    """`MuZeroConfig.persistent_rows` None: rows persist above `PERSIST_ABOVE` buffers, 8 games a round on 32
+    rows; at or below it rounds are as before (64 games up to 150 buffers, 32 above); set, it holds at any size."""
+    small, edge, large = (SimpleNamespace(num_buffers=count) for count in (131, PERSIST_ABOVE, PERSIST_ABOVE + 1))
+    config = MuZeroConfig()
+    assert [config.persists(problem) for problem in (small, edge, large)] == [False, False, True]
+    assert [config.round_shape(problem) for problem in (small, edge, large)] == [(32, 64), (32, 32), (32, 8)]
+    assert MuZeroConfig(persistent_rows=True).persists(small) and not MuZeroConfig(persistent_rows=False).persists(large)
+    assert MuZeroConfig(games=16, rows=32).round_shape(large) == (32, 16)
