@@ -118,6 +118,13 @@ class MuZeroConfig:
     """How much of a best-seeded root's prior is the best game's move (`seed_weight` is the greedy-seeded roots',
     Reanalyse's and the demonstration's)."""
 
+    mutant_share: float = 0.0
+    """The share of a round's best-seeded games (its last ones; never the greedy game) whose roots are seeded from a
+    mutated copy of the best game (`mutant`, one per game) instead, as ES perturbs its elite: restarts near the
+    incumbent, so that the search leaves its local optimum; 0 for none."""
+    mutation_rate: float = 0.1
+    """A mutant's chance per buffer of another move than the best game's (`mutant`)."""
+
     seed_weight: float = 0.5
     """How much of the root's prior is the greedy one-step policy's move (`selfplay.greedy_seed`), in self-play,
     Reanalyse and the final game; 0 for the network's policy alone. At 15 CPU s (one run each, seed 0) 0.5 found
@@ -213,8 +220,11 @@ class _Run:
         started = self.clock()
         best = None
         if self.config.best_seed_share > 0 and self.best is not None:
-            best = BestSeed(final_moves(self.problem, self.best.played), self.config.best_seed_share,
-                            self.config.best_seed_weight)
+            moves = final_moves(self.problem, self.best.played)
+            games = self.config.round_shape(self.problem)[1]
+            count = min(round(self.config.mutant_share * games), games - 1)
+            mutants = tuple(mutant(moves, self.config.mutation_rate, self.rng) for _ in range(count))
+            best = BestSeed(moves, self.config.best_seed_share, self.config.best_seed_weight, mutants)
         trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1,
                                         persist=self.config.persistent_rows, best=best)
         best = self.best
@@ -262,6 +272,15 @@ class _Run:
     def publish(self, iteration: int, weights: np.ndarray, loss: float) -> None:
         self.weights = weights
         self.losses.append(loss)
+
+
+def mutant(moves: dict, rate: float, rng: np.random.Generator) -> dict:
+    """A copy of ``moves`` (position -> action) where each position's action is, with probability ``rate``, one of
+    the other actions, uniformly (`seed_of` falls back to the greedy policy's move where it is illegal)."""
+    changed = rng.random(len(moves)) < rate
+    shifts = rng.integers(1, ACTIONS, len(moves))
+    return {position: (action + int(shift)) % ACTIONS if change else action
+            for (position, action), change, shift in zip(moves.items(), changed, shifts)}
 
 
 def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
