@@ -124,6 +124,8 @@ class MuZeroConfig:
     incumbent, so that the search leaves its local optimum; 0 for none."""
     mutation_rate: float = 0.1
     """A mutant's chance per buffer of another move than the best game's (`mutant`)."""
+    mutate_when_stalled: bool = False
+    """Mutants only in a round after one that found no better game (the incumbent's neighbourhood searched out)."""
 
     seed_weight: float = 0.5
     """How much of the root's prior is the greedy one-step policy's move (`selfplay.greedy_seed`), in self-play,
@@ -193,6 +195,7 @@ class _Run:
                              scalar_heads=self.layout.scalar_heads)
         self.saving = max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.best = None
+        self.stalled = False  # the last round found no better game
         self.curve, self.losses = [], []
         # the budget's clock: this process's CPU time (the machine is shared: wall clock counts other jobs' time),
         # wall clock when actors run on Ray; it starts at the first learner step, after both compiles
@@ -222,7 +225,8 @@ class _Run:
         if self.config.best_seed_share > 0 and self.best is not None:
             moves = final_moves(self.problem, self.best.played)
             games = self.config.round_shape(self.problem)[1]
-            count = min(round(self.config.mutant_share * games), games - 1)
+            share = self.config.mutant_share if self.stalled or not self.config.mutate_when_stalled else 0.0
+            count = min(round(share * games), games - 1)
             mutants = tuple(mutant(moves, self.config.mutation_rate, self.rng) for _ in range(count))
             best = BestSeed(moves, self.config.best_seed_share, self.config.best_seed_weight, mutants)
         trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1,
@@ -233,6 +237,7 @@ class _Run:
             self.moves += trajectory.game.moves
             if self.best is None or trajectory.game.total_reward > self.best.game.total_reward:
                 self.best = trajectory
+        self.stalled = self.best is best
         if self.best is not best and self.config.elite_fraction > 0:
             self.replay.set_elite(self.best)
         self.curve.append({"seconds": self.elapsed(), "temperature": temperature,
