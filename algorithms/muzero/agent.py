@@ -126,7 +126,12 @@ class MuZeroConfig:
     mutant_share: float = 0.0
     """The share of a round's best-seeded games (its last ones; never the greedy game) whose roots are seeded from a
     mutated copy of the best game (`mutant`, one per game) instead, as ES perturbs its elite: restarts near the
-    incumbent, so that the search leaves its local optimum; 0 for none."""
+    incumbent, so that the search leaves its local optimum; 0 for none. Not kept (twelfth session, 15 CPU s, seed
+    0, mlp_sgd / cnn_sgd / dqn_update_adam / transformer_decode, one run each): share 0.5 at rate 0.1 moved mlp_sgd
+    off the greedy seed's 0.4927 (0.5018, the only variant that did at seed 0) but with the learning-rate decay
+    found 0.4910 / 0.5197 / 0.6966 on the other three against the decay alone's 0.5044 / 0.5510 / 0.7152; share
+    0.25: 0.4927 / 0.4942 / 0.4852 / 0.7249; rate 0.2: 0.4927 on mlp_sgd; `mutate_when_stalled`: 0.4927 /
+    0.5248 / 0.4571 / 0.7125. Random flips find less than the Gumbel draws around the incumbent they replace."""
     mutation_rate: float = 0.1
     """A mutant's chance per buffer of another move than the best game's (`mutant`)."""
     mutate_when_stalled: bool = False
