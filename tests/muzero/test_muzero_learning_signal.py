@@ -1,6 +1,8 @@
 """MuZero's learning signal: scalar value and reward heads (`Sizes.heads` = "scalar": the networks' scalars, the
-replay's targets and the learner's squared-error loss against NumPy written here and values by hand) and
-self-imitation of the best game (`Replay.set_elite`: targets by hand)."""
+replay's targets and the learner's squared-error loss against NumPy written here and values by hand),
+self-imitation of the best game (`Replay.set_elite`: targets by hand), roots seeded from the best game and from its
+mutants (`BestSeed`, `agent.mutant`: by hand and against the same NumPy draws) and the cosine learning rate
+(`learner.learning_rate`: by hand and through Adam's steps)."""
 
 from __future__ import annotations
 
