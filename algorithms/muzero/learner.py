@@ -46,14 +46,18 @@ class LearnerConfig:
     final_lr: float | None = None
     """Cosine decay of the learning rate from ``lr`` at the first step to ``final_lr`` at the last (`learning_rate`);
     None: constant ``lr``."""
+    decay_steps: int | None = None
+    """The cosine's length in steps, ``final_lr`` after it; None: the run's steps."""
 
 
 def learning_rate(config: LearnerConfig, step: int, steps: int) -> float:
     """Step ``step``'s (of ``steps``) learning rate: ``lr``, or with ``final_lr`` the cosine schedule
-    final + (lr - final) (1 + cos(pi step / (steps - 1))) / 2."""
-    if config.final_lr is None or steps <= 1:
+    final + (lr - final) (1 + cos(pi min(step, n - 1) / (n - 1))) / 2 over n = ``steps`` (``decay_steps`` where
+    fewer)."""
+    length = steps if config.decay_steps is None else min(steps, config.decay_steps)
+    if config.final_lr is None or length <= 1:
         return config.lr
-    cosine = 0.5 * (1.0 + np.cos(np.pi * min(step, steps - 1) / (steps - 1)))
+    cosine = 0.5 * (1.0 + np.cos(np.pi * min(step, length - 1) / (length - 1)))
     return float(config.final_lr + (config.lr - config.final_lr) * cosine)
 
 
