@@ -245,6 +245,9 @@ def test_cosine_learning_rate_by_hand_and_in_the_learner():
     assert learning_rate(config, 0, 5) == pytest.approx(1e-2) and learning_rate(config, 4, 5) == pytest.approx(1e-3)
     assert learning_rate(config, 2, 5) == pytest.approx(5.5e-3)
     assert learning_rate(LearnerConfig(lr=3e-3), 7, 9) == 3e-3
+    short = dataclasses.replace(config, decay_steps=3)  # the cosine over 3 steps, then final_lr
+    assert [learning_rate(short, step, 10) for step in (0, 1, 2, 9)] == pytest.approx([1e-2, 5.5e-3, 1e-3, 1e-3])
+    assert learning_rate(short, 1, 2) == pytest.approx(1e-3)  # a run shorter than decay_steps decays over its own
     weights = random_weights(3)
     layout = Layout.of(weights)
     replay = Replay(unroll=2, n_step=3, discount=0.9999)
