@@ -53,6 +53,10 @@ def main(argv: list[str] | None = None) -> None:
                      help="ops per synthetic graph, every split")
     run.add_argument("--test-ops", type=int, nargs=2, default=None, metavar=("LO", "HI"),
                      help="ops per test graph, drawn separately (a size-transfer test; train / valid unchanged)")
+    run.add_argument("--more-train", type=int, default=0, metavar="N",
+                     help="N more training topologies, drawn separately (valid / test unchanged)")
+    run.add_argument("--more-train-ops", type=int, nargs=2, default=None, metavar=("LO", "HI"),
+                     help="ops per graph of the --more-train topologies (default: --ops)")
     run.add_argument("--imitate", type=int, default=600,
                      help="behaviour-cloning iterations of the heuristic proposal before REINFORCE (0: none)")
     run.add_argument("--imitation-lr", type=float, default=1e-2)
@@ -99,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     check.add_argument("--seeds", type=int, default=3)
     check.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    for flag in ("ops", "test_ops"):
+    for flag in ("ops", "test_ops", "more_train_ops"):
         low_high = getattr(args, flag, None)
         if low_high is not None and not 2 <= low_high[0] <= low_high[1]:
             parser.error(f"--{flag.replace('_', '-')} {low_high[0]} {low_high[1]}: need 2 <= LO <= HI")
@@ -111,7 +115,8 @@ def main(argv: list[str] | None = None) -> None:
 
     splits = data.splits(train=args.train_topologies, valid=args.valid_topologies, test=args.test_topologies,
                          variants=args.variants, ops=tuple(args.ops), seed=args.seed,
-                         test_ops=None if args.test_ops is None else tuple(args.test_ops))
+                         test_ops=None if args.test_ops is None else tuple(args.test_ops), more_train=args.more_train,
+                         more_train_ops=None if args.more_train_ops is None else tuple(args.more_train_ops))
     held_out = splits.test if args.on == "test" else splits.valid
     print(f"{len(splits.train)} training and {len(held_out)} {args.on} graphs x {args.eval_seeds} seeds "
           f"({args.train_topologies} / {args.valid_topologies} / {args.test_topologies} topologies)")
