@@ -14,13 +14,15 @@ from algorithms.reinforce import PATCH_FEATURES
 def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma: float = 0.99, lr: float = 1e-2,
                 seed: int = 0, n_step: int | None = None, env_name: str = "CartPole-v1",
                 env_options: dict | None = None, hidden: int = 64, seconds: list | None = None,
-                cpu_seconds: list | None = None) -> float:
+                cpu_seconds: list | None = None, device: str | None = None) -> float:
     """REINFORCE (Monte Carlo, or n-step returns truncated at the window's end) with masked returns and a
     batch-mean baseline; returns the mean seconds per iteration, and appends each iteration's seconds to
     ``seconds`` when given (and its CPU seconds, `time.process_time`, to ``cpu_seconds``). Image observations
     (3 x H x W) go through a convolution with kernel and stride H / 8 and 4 channels (`algorithms.reinforce`'s
-    patch embedding) first."""
+    patch embedding) first. ``device``: where the policy and its tensors live; by default the GPU where there is
+    one, as the torch backend's values (the same device on both sides of the bench)."""
     torch.manual_seed(seed)
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_name, **(env_options or {})) for _ in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     shape = envs.single_observation_space.shape
@@ -34,6 +36,7 @@ def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma
         features = int(np.prod(shape))
     policy = torch.nn.Sequential(*layers, torch.nn.Linear(features, hidden), torch.nn.Tanh(),
                                  torch.nn.Linear(hidden, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, actions))
+    policy.to(device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
     obs, _ = envs.reset(seed=seed)
     started = time.perf_counter()
@@ -41,10 +44,11 @@ def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma
         iteration_started, iteration_cpu = time.perf_counter(), time.process_time()
         log_probs, rewards, ends = [], [], []
         for _ in range(steps):
-            dist = torch.distributions.Categorical(logits=policy(torch.as_tensor(obs, dtype=torch.float32)))
+            observation = torch.as_tensor(obs, dtype=torch.float32, device=device)
+            dist = torch.distributions.Categorical(logits=policy(observation))
             action = dist.sample()
             log_probs.append(dist.log_prob(action))
-            obs, reward, terminated, truncated, _ = envs.step(action.numpy())
+            obs, reward, terminated, truncated, _ = envs.step(action.cpu().numpy())
             rewards.append(reward)
             ends.append(terminated | truncated)
         rewards_t, ends_t = np.asarray(rewards, np.float32), np.asarray(ends, np.float32)
@@ -58,7 +62,7 @@ def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma
             for k in range(min(n_step, steps)):
                 returns[:steps - k] += gamma ** k * rewards_t[k:] * alive[:steps - k]
                 alive[:steps - k] *= 1.0 - ends_t[k:]
-        returns_t = torch.as_tensor(returns)
+        returns_t = torch.as_tensor(returns, device=device)
         advantage = returns_t - returns_t.mean(dim=1, keepdim=True)
         loss = -(torch.stack(log_probs) * advantage).mean(dim=1).sum()
         optimizer.zero_grad()

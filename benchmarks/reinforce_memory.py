@@ -4,7 +4,8 @@
     python -m benchmarks.reinforce_memory [--steps 100 200 400] [--iterations 3]
 
 Prints a Markdown table: peak device bytes and seconds per iteration, torch backend, point by point
-(``vectorize=False``, as with a memory budget) and, for reference, the default vectorized run.
+(``vectorize=False``, as with a memory budget) and, for reference, the default vectorized run; on a GPU also
+the CUDA allocator's peak during the run (`benchmarks.window_memory.cuda_peak`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import time
 
 from algorithms.reinforce import train
+from benchmarks.window_memory import cuda_peak
 
 SETTINGS = (
     ("running sums", dict(incrementalize=True, vectorize=False)),
@@ -48,9 +50,11 @@ def main(argv: list[str] | None = None) -> None:
         for name, options in SETTINGS:
             cells, peaks = [], []
             for steps in args.steps:
-                peak, seconds = measure(steps, n_step, args.iterations, args.num_envs, options)
+                (peak, seconds), held = cuda_peak(lambda: measure(steps, n_step, args.iterations, args.num_envs,
+                                                                  options))
                 peaks.append(peak)
-                cells.append(f"{peak / 1e6:.3f} MB, {seconds:.3f} s/it")
+                cells.append(f"{peak / 1e6:.3f} MB, {seconds:.3f} s/it"
+                             + ("" if held is None else f", CUDA {held / 1e6:.3f} MB"))
             ratio = peaks[-1] / peaks[0]
             returns = "Monte Carlo" if n_step is None else f"{n_step}-step"
             print(f"| {returns} | {name} | " + " | ".join(cells) + f" | {ratio:.2f} |", flush=True)

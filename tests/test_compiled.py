@@ -158,7 +158,7 @@ def test_block_store_rows_grow_drop_freed_points_and_slice(backend):
         if k >= 3:
             store.free((0, k - 3))
     assert not store.has((0, 26)) and store.has((0, 27))
-    np.testing.assert_array_equal(np.asarray(store.slice((0,), 27, 30, 0)), [[27, 27], [28, 28], [29, 29]])
+    np.testing.assert_array_equal(arrays.to_numpy(store.slice((0,), 27, 30, 0)), [[27, 27], [28, 28], [29, 29]])
     assert store.rows[(0,)].buffers[0].shape[0] < 30  # the freed prefix was dropped when the row grew
     with pytest.raises(KeyError):
         store.slice((0,), 26, 28, 0)
@@ -180,8 +180,8 @@ def test_block_store_rows_written_downwards_grow_below(backend):
         row = store.rows[(0,)]
         layouts.add((row.base, row.buffers[0].shape[0]))
     assert len(layouts) <= 6, sorted(layouts)
-    np.testing.assert_array_equal(np.asarray(store.slice((0,), 0, 100, 0))[:, 0], np.arange(100))
-    assert float(np.asarray(store.get((0, 42))[0])[0]) == 42
+    np.testing.assert_array_equal(arrays.to_numpy(store.slice((0,), 0, 100, 0))[:, 0], np.arange(100))
+    assert float(arrays.to_numpy(store.get((0, 42))[0])[0]) == 42
 
 
 @pytest.mark.parametrize("backend", COMPILED)

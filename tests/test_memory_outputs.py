@@ -115,4 +115,4 @@ def test_a_partly_freed_point_swaps_only_what_is_left():
     assert pool.device_bytes == 0 and pool.host_bytes == 16 and pool.bytes_offloaded == 16
     pool.fetch((3, (1,)))
     fetched = pool.load((3, (1,)))
-    assert fetched[0] is None and np.asarray(fetched[1]).tolist() == [1.0] * 4 and pool.device_bytes == 16
+    assert fetched[0] is None and backend.to_numpy(fetched[1]).tolist() == [1.0] * 4 and pool.device_bytes == 16

@@ -233,6 +233,17 @@ def bench_ppo(iterations: int, quick: bool) -> None:
     _load("ppo_sweep").main(["--out", "ppo_sweep", "--iterations", str(iterations)] + (["--quick"] if quick else []))
 
 
+def device_line() -> str:
+    """Where the benchmarks' torch values and jax arrays live (the torch backend's rule: CUDA where torch sees a
+    GPU; jax's default device)."""
+    import jax  # noqa: PLC0415 (seconds to import: only for the bench, after its arguments are read)
+    import torch  # noqa: PLC0415
+
+    where = f"torch on {torch.cuda.get_device_name(0)} (CUDA)" if torch.cuda.is_available() else "torch on the CPU"
+    kind = jax.default_backend()
+    return f"{where}, jax on " + ("the CPU" if kind == "cpu" else f"{jax.devices()[0].device_kind} ({kind})")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="timerl")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -256,6 +267,9 @@ def main(argv: list[str] | None = None) -> None:
         plot_reinforce_memory(args.out, args.iterations, args.steps, args.n_step, args.backend, args.pixels,
                               args.device_memory)
         return
+    if args.command == "bench":
+        print(f"Device: {device_line()}")
+        print()
     if args.command == "bench" and args.suite == "ppo":
         bench_ppo(args.iterations, args.quick)
         return

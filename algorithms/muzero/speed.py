@@ -84,11 +84,14 @@ def time_mctx(batch: int, config: SearchConfig, repeats: int) -> dict:
         return mctx.muzero_policy(None, key, root, recurrent_fn, config.num_simulations, max_depth=config.max_depth,
                                   dirichlet_fraction=0.0).search_tree.children_visits[:, 0]
 
-    start = time.perf_counter()
-    visits = policy(jax.random.PRNGKey(0)).block_until_ready()
-    first = time.perf_counter() - start
-    key = jax.random.PRNGKey(1)
-    seconds, cpu = _fastest(lambda: policy(key).block_until_ready(), repeats)
+    # float32 products, as timerl's jax backend makes them (`timerl.backends.jax_backend`): on a GPU, XLA's default
+    # is TF32, and the visit counts then differ from timerl's by rounding alone
+    with jax.default_matmul_precision("float32"):
+        start = time.perf_counter()
+        visits = policy(jax.random.PRNGKey(0)).block_until_ready()
+        first = time.perf_counter() - start
+        key = jax.random.PRNGKey(1)
+        seconds, cpu = _fastest(lambda: policy(key).block_until_ready(), repeats)
     return {"first": first, "seconds": seconds, "cpu": cpu,
             "simulations_per_second": batch * config.num_simulations / seconds,
             "cpu_simulations_per_second": batch * config.num_simulations / cpu, "visits": np.asarray(visits)}

@@ -27,6 +27,14 @@ from timerl.ops.registry import OPS
 # wall, load < 1).
 jax.config.update("jax_cpu_enable_async_dispatch",
                   os.environ.get("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false").lower() in ("1", "true", "yes", "on"))
+# On a GPU, XLA's default precision for float32 matrix products and convolutions is TF32 (10-bit mantissas): a
+# PPO loss came out 2e-4 off the reference interpreter's and the torch backend's (torch keeps float32 products in
+# float32 unless told otherwise), and the RT MMapGame's legal moves differed from the NumPy game's at move 70 of a
+# game (an H100; both agree with float32 products). timerl's results do not depend on the device: products are
+# float32 unless JAX_DEFAULT_MATMUL_PRECISION (jax's own variable) says otherwise. No effect on the CPU, where
+# XLA's products are float32 at every precision.
+if "JAX_DEFAULT_MATMUL_PRECISION" not in os.environ:
+    jax.config.update("jax_default_matmul_precision", "highest")
 
 
 @jax.jit

@@ -44,8 +44,8 @@ class TorchBackend:
 
     def __init__(self) -> None:
         self.kernels: dict = {}
-        self.xp = _fast_namespace()
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.xp = _fast_namespace(self.device)
         self.on_cpu = self.device.type == "cpu"
         self._copies: Any = None  # the CUDA stream of fetches issued ahead (`fetch_ahead`), made on first use
         if self.on_cpu:
@@ -256,10 +256,12 @@ def _distinct(inputs: tuple) -> list:
     return [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def _fast_namespace() -> Any:
+def _fast_namespace(device: torch.device) -> Any:
     """array_api_compat's torch namespace, with the functions the per-step path calls most going straight to
     torch where the array API's answer is torch's own (same dtypes in, no promotion to do): the compat layer
-    costs more than the kernel on small arrays (matmul of a 16x64 batch: 16 us against 6 us)."""
+    costs more than the kernel on small arrays (matmul of a 16x64 batch: 16 us against 6 us). On a GPU the
+    creation functions make their arrays on ``device`` unless told otherwise (the array API's default device is
+    torch's, the CPU): an op's constants (a window's discount matrix, a one-hot's classes) meet its inputs there."""
     import types
 
     import array_api_compat.torch as compat
@@ -293,7 +295,26 @@ def _fast_namespace() -> Any:
 
     xp.matmul, xp.astype, xp.cumulative_sum, xp.take_along_axis = matmul, astype, cumulative_sum, take_along_axis
     xp.clip, xp.tanh = clip, tanh
+    if device.type != "cpu":
+        for name in _CREATION:
+            setattr(xp, name, _on_device(getattr(compat, name), device))
     return xp
+
+
+# the array API's functions that make an array from no array: their default device is the process's (the CPU)
+_CREATION = ("arange", "asarray", "empty", "eye", "full", "linspace", "ones", "zeros")
+
+
+def _on_device(create, device: torch.device):
+    """``create`` with ``device`` as its default device (an array made from a tensor stays where the tensor is)."""
+    default = device
+
+    def on_device(*args: Any, device: Any = None, **kwargs: Any) -> torch.Tensor:
+        if device is None and not (args and isinstance(args[0], torch.Tensor)):
+            device = default
+        return create(*args, device=device, **kwargs)
+
+    return functools.wraps(create)(on_device)
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)

@@ -135,21 +135,29 @@ def first_violation(xp: Any, found: Sequence[tuple[Any, tuple] | None]) -> tuple
 
 def raise_violation(node: Node, point: tuple[int, ...], details: Any) -> None:
     """Raise the error of ``node``'s check (which found bad values at ``point``) from the details it found."""
-    error = OPS[node.op].check_values.error([int(d) for d in np.asarray(details)])
+    error = OPS[node.op].check_values.error([int(d) for d in host_array(details)])
     raise _at(node, point, error) from None
+
+
+def host_array(value: Any) -> np.ndarray:
+    """``value`` as a NumPy array in host memory (a torch tensor on a GPU is copied there first)."""
+    if type(value).__module__.startswith("torch"):
+        value = value.detach().cpu()
+    return np.asarray(value)
 
 
 def sink_value(value: Any) -> Any:
     """What a sink function receives: a value it may keep but cannot use to change what other ops read.
 
-    NumPy arrays get a read-only view (free); torch tensors have no read-only flag, so they are cloned;
-    jax arrays are immutable already."""
+    NumPy arrays get a read-only view (free); torch tensors have no read-only flag, so they are cloned (on a
+    GPU: copied to the host, where a sink's NumPy and Python can read them, as jax arrays can be); jax arrays
+    are immutable already."""
     if isinstance(value, np.ndarray):
         view = value.view()
         view.flags.writeable = False
         return view
     if type(value).__module__.startswith("torch"):
-        return value.clone()
+        return value.clone() if value.device.type == "cpu" else value.cpu()
     return value
 
 

@@ -21,8 +21,11 @@ GZIP_ABOVE_BYTES = 300_000  # workload files larger than this are stored gzipped
 
 
 def compiled_hlo(program, extra_options: dict | None = None) -> str:
-    lowered = jax.jit(program.fn, donate_argnums=program.donate_argnums).lower(*program.args)
-    return lowered.compile(compiler_options={**COMPILER_OPTIONS, **(extra_options or {})}).as_text()
+    """The program compiled by XLA:CPU (the workloads are CPU programs, also on a machine whose jax defaults to a
+    GPU: its HLO, schedule and buffer assignment differ), optimized and scheduled, as text."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        lowered = jax.jit(program.fn, donate_argnums=program.donate_argnums).lower(*program.args)
+        return lowered.compile(compiler_options={**COMPILER_OPTIONS, **(extra_options or {})}).as_text()
 
 
 def record_of_text(program, text: str) -> dict:
