@@ -18,7 +18,7 @@ from algorithms import local_ray
 from algorithms.mmap.problem import Problem
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import Layout
-from algorithms.muzero.selfplay import BestSeed, SearchProgram, SelfPlay, Trajectory
+from algorithms.muzero.selfplay import BestSeed, Deadline, SearchProgram, SelfPlay, Trajectory
 
 
 class Actor:
@@ -30,10 +30,11 @@ class Actor:
                                  seed_weight=seed_weight, gumbel_temperature=gumbel_temperature)
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool, greedy_games: int,
-             count: int | None = None, persist: bool = False, best: BestSeed | None = None) -> list[Trajectory]:
+             count: int | None = None, persist: bool = False, best: BestSeed | None = None,
+             stagger: bool = False, deadline: Deadline | None = None) -> list[Trajectory]:
         self.selfplay.noise = noise
         return self.selfplay.play(weights, temperature, greedy_games=greedy_games, count=count, persist=persist,
-                                  best=best)
+                                  best=best, stagger=stagger, deadline=deadline)
 
     def searches(self) -> int:
         return self.selfplay.searches
@@ -71,19 +72,28 @@ class Actors:
                            for k, share in enumerate(row_shares)]
 
     def play(self, weights: np.ndarray, temperature: float, noise: bool = True,
-             greedy_games: int = 0, persist: bool = False, best: BestSeed | None = None) -> list[Trajectory]:
+             greedy_games: int = 0, persist: bool = False, best: BestSeed | None = None, stagger: bool = False,
+             deadline: Deadline | None = None) -> list[Trajectory]:
         """One round: every actor's games, in actor order; actor 0 plays the greedy ones. ``persist``: each actor's
-        rows keep their games in progress between rounds; ``best``: `SelfPlay.play`'s."""
+        rows keep their games in progress between rounds; ``best``, ``stagger``, ``deadline``: `SelfPlay.play`'s
+        (each actor stops at the deadline; ``at_least`` applies to actor 0 alone)."""
         if self.use_ray:
             shared = ray.put(weights)
             pending = [actor.play.remote(shared, temperature, noise, greedy_games if k == 0 else 0, share, persist,
-                                         best)
+                                         best, stagger, self._deadline(deadline, k))
                        for k, (actor, share) in enumerate(zip(self.actors, self.shares))]
             rounds = ray.get(pending)
         else:
-            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0, share, persist, best)
+            rounds = [actor.play(weights, temperature, noise, greedy_games if k == 0 else 0, share, persist, best,
+                                 stagger, self._deadline(deadline, k))
                       for k, (actor, share) in enumerate(zip(self.actors, self.shares))]
         return [trajectory for games in rounds for trajectory in games]
+
+    @staticmethod
+    def _deadline(deadline: Deadline | None, actor: int) -> Deadline | None:
+        if deadline is None or actor == 0:
+            return deadline
+        return Deadline(deadline.at, deadline.wall)
 
     def play_greedy(self, weights: np.ndarray) -> Trajectory:
         """One game without noise at temperature 0 (deterministic: a round of them would repeat it), by actor 0."""

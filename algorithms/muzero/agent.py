@@ -16,10 +16,13 @@ the result is the best game found.
 The budget: `seconds` of this process's CPU time (wall clock with Ray actors), from the first learner step to the
 end of the final round, so the learner's steps, self-play, Reanalyse and the final round are inside it and the
 compiles of the two programs (and jax's compile of the search at its first execution) are outside it (reported
-as `Outcome.compile_seconds`). A round is played only while the budget has room for it (a round's mean cost so
-far) and the learner's remaining steps at their mean cost so far, and the final round only where a round's mean
-cost still fits (the run then ends near its budget, up to a round short of it; the learner's steps alone may
-overrun a budget too small for them). The temperature falls over `selfplay_share` of the budget.
+as `Outcome.compile_seconds`). A round is played only while the budget has room for it (the longest round so
+far: rounds of persisting rows come in bursts) and the learner's remaining steps at their mean cost so far, and
+the final round only where the longest round still fits; every round stops searching at a deadline that leaves
+the learner's remaining steps their time (before the first step is measured: 1 - `selfplay_share` of the budget),
+returning the games ended by then (the first round, at least one), so a run does not overrun its budget by more
+than the misestimate of its steps' cost (nor a budget too small for the learner's steps and one game). The
+temperature falls over `selfplay_share` of the budget.
 
 Before the first round the replay buffer receives `demonstrations` copies of the production heuristic's game
 (`algorithms.mmap.baselines.heuristic`), reanalysed: the search's targets on the heuristic's states (these
@@ -45,10 +48,15 @@ from algorithms.muzero.learner import LearnerConfig, train
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import ACTIONS, Layout, Sizes, init_weights
 from algorithms.muzero.replay import Replay
-from algorithms.muzero.selfplay import BestSeed, SearchProgram, demonstration, final_moves
+from algorithms.muzero.selfplay import BestSeed, Deadline, SearchProgram, demonstration, final_moves
 
 
 FIRST_TEMPERATURE, FINAL_TEMPERATURE = 1.0, 0.2  # visit-count temperature over the budget (Table 6)
+PERSIST_ABOVE = 300
+"""`MuZeroConfig.persistent_rows` by size: rows persist on workloads of more buffers than this (the paper's
+sizes, `algorithms.mmap.bench.LARGE_WORKLOADS`: 301-5,597), not at or below it (the small suite: 131-256)."""
+PERSISTING_GAMES = 8
+"""Games per round where rows persist and `MuZeroConfig.games` is None (a quarter of the 32 rows)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,24 +133,37 @@ class MuZeroConfig:
     unseeded agent found 0.465 and 0.492; the rounds' mean return rose from 0.26-0.28 / 0.30-0.35 to 0.32-0.39 /
     0.42-0.51."""
 
-    persistent_rows: bool = False
+    persistent_rows: bool | None = None
     """Self-play rows persist across rounds (`SelfPlay.play(persist=True)`): a round ends when `games` games have
     ended, the games in progress go on in the next round with its weights, so no round ends with a tail of idle
-    rows and a round may be shorter than one game per row. Off: on lstm_lm_adam (670 buffers) a round of 32
-    games on 32 rows already fills 0.966 of its rows, and positions per CPU s were the same with it (README,
-    "Eleventh session")."""
+    rows and a round may be shorter than one game per row (`PERSISTING_GAMES` by default). None: by size, above
+    `PERSIST_ABOVE` buffers (`persists`). It does not raise throughput (lstm_lm_adam's 32 x 32 round already
+    fills 0.966 of its rows); it buys rounds, which learning needs: at the large suite's standard budget (5 CPU s
+    x buffers / 300) a round of 32 games on 32 rows takes 3.5-7 CPU s, so a run plays 1-3 rounds (README,
+    "Twelfth session, the paper's sizes")."""
+    staggered_starts: bool = True
+    """With `persistent_rows`: the rows' first games open with spread prefixes of the greedy policy's game
+    (`SelfPlay.play`'s ``stagger``), so games end at spread times from the first round on."""
 
     def round_shape(self, problem: Problem) -> tuple[int, int]:
         """(search rows, games per round). Chosen by measurement (README "Tenth session, throughput"): 32 rows
-        always; 64 games a round (rows refilled) up to 150 buffers, 32 above. One round of untrained self-play,
-        games per CPU s (rows x games): transformer_decode 16x16 19.2, 32x32 37.6, 32x64 52.7, 64x64 49.3;
-        cnn_sgd 9.3, 15.3, 16.8, 19.0; diffusion_sample 5.3, 8.4, 9.5, 10.5. On the larger workloads a round of
-        64 games costs 3.4-6.1 CPU s, so a 15 s budget fits 1-4 of them and ends with a third of it unused
-        (bench, 64x64: rnn_cond_scan_sgd 1 round, 5.7 s; diffusion_sample 1 round, 5.4 s); at 32x32 it plays more
-        games in all (96 against 64 on both, dqn_update_adam 320 against 192)."""
+        always; 64 games a round (rows refilled) up to 150 buffers, 32 above, `PERSISTING_GAMES` where rows
+        persist (`persists`). One round of untrained self-play, games per CPU s (rows x games): transformer_decode
+        16x16 19.2, 32x32 37.6, 32x64 52.7, 64x64 49.3; cnn_sgd 9.3, 15.3, 16.8, 19.0; diffusion_sample 5.3, 8.4,
+        9.5, 10.5. On the larger workloads a round of 64 games costs 3.4-6.1 CPU s, so a 15 s budget fits 1-4 of
+        them and ends with a third of it unused (bench, 64x64: rnn_cond_scan_sgd 1 round, 5.7 s; diffusion_sample
+        1 round, 5.4 s); at 32x32 it plays more games in all (96 against 64 on both, dqn_update_adam 320 against
+        192)."""
         if self.games is not None:
             return (self.games if self.rows is None else self.rows), self.games
-        return (32 if self.rows is None else self.rows), (64 if problem.num_buffers <= 150 else 32)
+        rows = 32 if self.rows is None else self.rows
+        if self.persists(problem):
+            return rows, PERSISTING_GAMES
+        return rows, (64 if problem.num_buffers <= 150 else 32)
+
+    def persists(self, problem: Problem) -> bool:
+        """Whether self-play rows persist across rounds on ``problem`` (`persistent_rows`)."""
+        return problem.num_buffers > PERSIST_ABOVE if self.persistent_rows is None else self.persistent_rows
 
     def learner_steps(self, seconds: float) -> int:
         if self.iterations is not None:
@@ -207,16 +228,22 @@ class _Run:
             self.replay.add(heuristic)
             self.replay.reanalyse_game(self.program, self.weights, len(self.replay.games) - 1, self.config.seed_weight)
 
-    def play_round(self, temperature: float, final: bool = False) -> None:
-        """A round of self-play (its first game noise-free and greedy); the final one, with the last weights, is
-        followed by no Reanalyse."""
+    def play_round(self, temperature: float, reserve: float, final: bool = False) -> None:
+        """A round of self-play (its first game noise-free and greedy) that stops searching ``reserve`` seconds
+        before the budget's end (`Deadline`); the final one, with the last weights, is followed by no Reanalyse."""
         started = self.clock()
+        deadline = Deadline(self.start + self.seconds - reserve, wall=self.config.workers > 1,
+                            at_least=1 if self.best is None else 0)
         best = None
         if self.config.best_seed_share > 0 and self.best is not None:
             best = BestSeed(final_moves(self.problem, self.best.played), self.config.best_seed_share,
                             self.config.best_seed_weight)
-        trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1,
-                                        persist=self.config.persistent_rows, best=best)
+        persist = self.config.persists(self.problem)
+        trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1, persist=persist, best=best,
+                                        stagger=persist and self.config.staggered_starts, deadline=deadline)
+        if not trajectories:  # stopped at the deadline before a game ended
+            self.round_seconds.append(self.clock() - started)
+            return
         best = self.best
         for trajectory in trajectories:
             self.replay.add(trajectory)
@@ -231,7 +258,7 @@ class _Run:
                            "best": self.best.game.total_reward / self.saving})
         new_positions = sum(len(t.actions) for t in trajectories)
         fraction = self.config.reanalyse_fraction
-        if len(self.curve) > 1 and fraction > 0 and not final:
+        if len(self.curve) > 1 and fraction > 0 and not final and not deadline.passed(len(trajectories)):
             count = int(new_positions * fraction / (1.0 - fraction))
             self.replay.reanalyse(self.program, self.weights, min(count, 4 * self.program.batch), self.rng,
                                   self.config.seed_weight)
@@ -247,17 +274,19 @@ class _Run:
         if iteration % self.config.steps_per_round == 0:
             elapsed = self.elapsed()
             rounds = sum(self.round_seconds)
-            step = (elapsed - rounds) / iteration if iteration else 0.0
-            needed = elapsed + self.round_cost() + step * (self.iterations - iteration)
-            if not self.curve or needed <= self.seconds:
+            if iteration:
+                reserve = (elapsed - rounds) / iteration * (self.iterations - iteration)  # the steps left
+            else:
+                reserve = (1.0 - self.config.selfplay_share) * self.seconds
+            if not self.curve or elapsed + self.longest_round() + reserve <= self.seconds:
                 progress = min(elapsed / max(self.config.selfplay_share * self.seconds, 1e-9), 1.0)
-                self.play_round(FIRST_TEMPERATURE - (FIRST_TEMPERATURE - FINAL_TEMPERATURE) * progress)
+                self.play_round(FIRST_TEMPERATURE - (FIRST_TEMPERATURE - FINAL_TEMPERATURE) * progress, reserve)
         batch = self.config.learner.batch
         return self.replay.sample(batch, self.rng, elite=round(batch * self.config.elite_fraction))
 
-    def round_cost(self) -> float:
-        """A round's mean cost so far, on the budget's clock (0 before the first)."""
-        return sum(self.round_seconds) / len(self.round_seconds) if self.round_seconds else 0.0
+    def longest_round(self) -> float:
+        """The longest round so far, on the budget's clock (0 before the first)."""
+        return max(self.round_seconds, default=0.0)
 
     def publish(self, iteration: int, weights: np.ndarray, loss: float) -> None:
         self.weights = weights
@@ -273,8 +302,8 @@ def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
     config = dataclasses.replace(config or MuZeroConfig(), seed=seed)
     run = _Run(problem, config, seconds)
     train(run.weights, run.layout, config.learner, run.iterations, run.feed, run.publish, config.backend, seed)
-    if run.elapsed() + run.round_cost() <= seconds:  # the final round only where the budget has room for it
-        run.play_round(FINAL_TEMPERATURE, final=True)
+    if run.elapsed() + run.longest_round() <= seconds:  # the final round only where the budget has room for it
+        run.play_round(FINAL_TEMPERATURE, 0.0, final=True)
     best = run.best
     return Outcome(result_of("muzero", best.game, best.played, run.moves), run.curve, run.losses,
                    len(run.curve), run.actors.searches, run.elapsed(), run.compile_seconds,

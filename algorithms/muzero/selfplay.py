@@ -21,6 +21,7 @@ as every baseline of `algorithms.mmap` plays; see game.py).
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -146,6 +147,11 @@ class Trajectory:
     """Searched without noise at temperature 0 (`SelfPlay.play`'s ``greedy_games``)."""
     seeded: bool = False
     """Its roots seeded from the best game (`BestSeed`) while a `play` call passes one."""
+    opening: int = 0
+    """Moves of a reference game replayed at its start without a search (`SelfPlay.play`'s ``stagger``)."""
+    opening_reward: float = 0.0
+    """The (scaled) reward of the moves before its first decision (an opening, forced moves): ``rewards`` start at
+    the first decision, so ``sum(rewards) + opening_reward`` is the game's return, scaled."""
 
 
 class Rows:
@@ -157,6 +163,36 @@ class Rows:
         self.games: list[Trajectory | None] = [None] * batch
         self.pending = [0.0] * batch
         self.last_moves: list[dict] = [{} for _ in range(batch)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Deadline:
+    """When a `SelfPlay.play` call stops searching: at ``at`` on this process's CPU clock (``wall``: on the wall
+    clock, the same in every process of the machine, as Ray actors need), once ``at_least`` games have ended."""
+
+    at: float
+    wall: bool = False
+    at_least: int = 0
+
+    def now(self) -> float:
+        return time.perf_counter() if self.wall else time.process_time()
+
+    def passed(self, ended: int, ahead: float = 0.0) -> bool:
+        """Whether the call stops, ``ended`` games having ended: ``ahead`` seconds from now (a search step's cost)
+        are past the deadline."""
+        return ended >= self.at_least and self.now() + ahead >= self.at
+
+
+def greedy_game(problem: Problem) -> list[int]:
+    """The moves (in play order, rewinds included) of the greedy one-step policy's game (`greedy_seed`'s policy,
+    with Drop-backup), the reference game of staggered starts."""
+    game = MMapGame(problem, drop_backup=True, backup_point="group")
+    played = []
+    while not game.done:
+        action = greedy_action(game)
+        played.append(action)
+        game.play(action)
+    return played
 
 
 def greedy_seed(game: MMapGame) -> np.ndarray:
@@ -222,7 +258,8 @@ class SelfPlay:
         self.rows: Rows | None = None  # games in progress between persisting calls of `play`
 
     def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0,
-             count: int | None = None, persist: bool = False, best: BestSeed | None = None) -> list[Trajectory]:
+             count: int | None = None, persist: bool = False, best: BestSeed | None = None,
+             stagger: bool = False, deadline: Deadline | None = None) -> list[Trajectory]:
         """``count`` (B when None) complete games, in the order they start; ``best``: the first of them (`BestSeed`'s
         share of ``count``) search with roots seeded from the best game (`Trajectory.seeded`). Temperature 0 plays
         the most visited action, as do the first `greedy_games` games, which are searched without noise (each round
@@ -237,12 +274,23 @@ class SelfPlay:
         and temperature. So no round ends with a tail of rows idle while its last games finish, and a round can
         be shorter than one game per row (at large sizes a round of B games took up to 41 CPU s). The first
         `greedy_games` games started in the call are the greedy ones (`Trajectory.greedy`); they may end in a
-        later call."""
+        later call.
+
+        ``stagger`` (with ``persist``): when the rows start afresh, row r's first game (unless a greedy one) opens
+        by replaying, without a search, the first r / B of the greedy one-step policy's game (`greedy_game`), so
+        the rows' first games end at spread times and so do all later ones: a round of ``count`` < B games then
+        ends after about ``count`` / B of a game's searches from the first call on (rows started together end
+        together, and the first round waits for most of them). ``deadline``: the call stops searching once it has
+        passed or its longest search step (the search and the moves up to the next decision) would pass it
+        (`Deadline`), and returns the games ended by then (those in progress go on at the next persisting
+        call; without ``persist`` they are dropped)."""
         batch = self.program.batch
         count = batch if count is None else count
+        opening = None
         if persist:
             if self.rows is None or len(self.rows.games) != batch:
                 self.rows = Rows(batch)
+                opening = greedy_game(self.problem) if stagger else None
             rows = self.rows
         else:
             rows = Rows(batch)
@@ -255,6 +303,17 @@ class SelfPlay:
                                     greedy=len(started) < greedy_games, seeded=len(started) < seeded_games)
             started.append(trajectory)
             rows.games[row], rows.pending[row], rows.last_moves[row] = trajectory, 0.0, {}
+            if opening is not None and not trajectory.greedy:
+                rows.pending[row] = self._open(trajectory, opening[:len(opening) * row // batch],
+                                               rows.last_moves[row])
+
+        def credit(row: int) -> None:  # the pending forced moves' rewards to the last decision (or the opening)
+            trajectory = rows.games[row]
+            if trajectory.rewards:
+                trajectory.rewards[-1] += rows.pending[row]
+            else:
+                trajectory.opening_reward += rows.pending[row]
+            rows.pending[row] = 0.0
 
         def more() -> bool:  # whether a free row starts a game
             return len(finished) < count if persist else len(started) < count
@@ -262,6 +321,8 @@ class SelfPlay:
         for row in range(batch):
             if rows.games[row] is None and (persist or len(started) < count):
                 start(row)
+        opening = None  # only the rows' first games open with it
+        step, last = 0.0, None if deadline is None else deadline.now()  # the longest search step of the call
         while True:
             for row in range(batch):
                 while rows.games[row] is not None:
@@ -269,15 +330,17 @@ class SelfPlay:
                     rows.pending[row] += self._forced_moves(trajectory.game, trajectory, rows.last_moves[row])
                     if not trajectory.game.done:
                         break
-                    if rows.pending[row] and trajectory.rewards:
-                        trajectory.rewards[-1] += rows.pending[row]
-                    rows.pending[row] = 0.0
+                    credit(row)
                     trajectory.total_reward = trajectory.game.total_reward
                     finished.append(trajectory)
                     rows.games[row] = None
                     if more():
                         start(row)
             live = [row for row in range(batch) if rows.games[row] is not None]
+            if deadline is not None:
+                step, last = max(step, deadline.now() - last), deadline.now()
+                if deadline.passed(len(finished), step):
+                    break
             if not live or (persist and len(finished) >= count):
                 break
             games = [rows.games[row].game for row in live]
@@ -303,9 +366,7 @@ class SelfPlay:
                                  self.rng)
             for row, action in zip(live, actions.tolist()):
                 trajectory = rows.games[row]
-                if trajectory.rewards:
-                    trajectory.rewards[-1] += rows.pending[row]
-                rows.pending[row] = 0.0
+                credit(row)
                 trajectory.features.append(features[row])
                 trajectory.legal.append(legal[row])
                 trajectory.actions.append(action)
@@ -316,13 +377,24 @@ class SelfPlay:
                 rows.last_moves[row][trajectory.game.position] = action
                 trajectory.rewards.append(trajectory.game.play(action) * self.reward_scale)
                 trajectory.played.append(action)
-        return finished if persist else started
+        return finished if persist else [trajectory for trajectory in started if trajectory.game.done]
 
     def _noise(self, batch: int, temperature: float) -> np.ndarray:
         """The root's noise draws for a search: Dirichlet (pUCT) or Gumbel (gumbel; `gumbel_temperature`)."""
         if self.program.config.search == "gumbel":
             return self.rng.gumbel(size=(batch, ACTIONS)) * (temperature if self.gumbel_temperature else 1.0)
         return self.rng.dirichlet([self.program.config.dirichlet_alpha] * ACTIONS, size=batch)
+
+    def _open(self, trajectory: Trajectory, moves: list[int], last_moves: dict) -> float:
+        """Replay ``moves`` from the start of ``trajectory``'s game without a search (a staggered start); their
+        rewards."""
+        reward = 0.0
+        for action in moves:
+            last_moves[trajectory.game.position] = action
+            reward += trajectory.game.play(action) * self.reward_scale
+            trajectory.played.append(action)
+        trajectory.opening = len(moves)
+        return reward
 
     def _forced_moves(self, game: MMapGame, trajectory: Trajectory, last_moves: dict) -> float:
         """Play the moves that need no search: those with one legal action, and (`replay_backups`) a position
