@@ -43,6 +43,22 @@ class LearnerConfig:
     unroll: int = 5
     lr: float = 2e-4
     weight_decay: float = 1e-4
+    final_lr: float | None = None
+    """Cosine decay of the learning rate from ``lr`` at the first step to ``final_lr`` at the last (`learning_rate`);
+    None: constant ``lr``."""
+    decay_steps: int | None = None
+    """The cosine's length in steps, ``final_lr`` after it; None: the run's steps."""
+
+
+def learning_rate(config: LearnerConfig, step: int, steps: int) -> float:
+    """Step ``step``'s (of ``steps``) learning rate: ``lr``, or with ``final_lr`` the cosine schedule
+    final + (lr - final) (1 + cos(pi min(step, n - 1) / (n - 1))) / 2 over n = ``steps`` (``decay_steps`` where
+    fewer)."""
+    length = steps if config.decay_steps is None else min(steps, config.decay_steps)
+    if config.final_lr is None or length <= 1:
+        return config.lr
+    cosine = 0.5 * (1.0 + np.cos(np.pi * min(step, length - 1) / (length - 1)))
+    return float(config.final_lr + (config.lr - config.final_lr) * cosine)
 
 
 def cross_entropy(logits, target):
@@ -112,7 +128,9 @@ def train(initial: np.ndarray, layout: Layout, config: LearnerConfig, iterations
         loss = unroll_loss(Networks(weights, layout), batch, config.unroll).mean()
         objective = loss + 0.5 * config.weight_decay * (weights * weights).sum()
         objective.backward()
-        trl.optim.Adam([weights], lr=config.lr).step()
+        lr = config.lr if config.final_lr is None else trl.source(
+            lambda point: np.float32(learning_rate(config, point["i"], iterations)), (), "float32", (i,))
+        trl.optim.Adam([weights], lr=lr).step()
         loss.sink(lambda point, value: losses.__setitem__(point["i"], float(value)))
         with ctx.when(i >= 1):
             weights.sink(lambda point, value: publish(point["i"] - 1, np.asarray(value).copy(),

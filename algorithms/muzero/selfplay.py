@@ -147,6 +147,8 @@ class Trajectory:
     """Searched without noise at temperature 0 (`SelfPlay.play`'s ``greedy_games``)."""
     seeded: bool = False
     """Its roots seeded from the best game (`BestSeed`) while a `play` call passes one."""
+    seed_moves: dict | None = None
+    """The moves its roots are seeded from (`BestSeed.moves_of`: the best game's or a mutant's)."""
     opening: int = 0
     """Moves of a reference game replayed at its start without a search (`SelfPlay.play`'s ``stagger``)."""
     opening_reward: float = 0.0
@@ -219,10 +221,19 @@ class BestSeed:
     moves: dict  # position -> action (`final_moves` of the best game)
     share: float
     weight: float
+    mutants: tuple = ()
+    """Mutated copies of ``moves`` (`agent.mutant`): the last seeded games' seeds, one each."""
 
     def games(self, count: int) -> int:
         """How many of a round's ``count`` games are seeded from ``moves``: at least one while ``share`` > 0."""
         return 0 if self.share <= 0 else max(1, round(self.share * count))
+
+    def moves_of(self, index: int, count: int) -> dict | None:
+        """The seed moves of a round's game ``index`` (of ``count``): None past the seeded games, a mutant for
+        the last `len(mutants)` of them, else ``moves``."""
+        seeded = self.games(count)
+        mutant = index - (seeded - len(self.mutants))
+        return None if index >= seeded else self.mutants[mutant] if mutant >= 0 else self.moves
 
 
 def final_moves(problem: Problem, played) -> dict[int, int]:
@@ -300,7 +311,8 @@ class SelfPlay:
 
         def start(row: int) -> None:
             trajectory = Trajectory(game=MMapGame(self.problem, drop_backup=True, backup_point="group"),
-                                    greedy=len(started) < greedy_games, seeded=len(started) < seeded_games)
+                                    greedy=len(started) < greedy_games, seeded=len(started) < seeded_games,
+                                    seed_moves=None if best is None else best.moves_of(len(started), count))
             started.append(trajectory)
             rows.games[row], rows.pending[row], rows.last_moves[row] = trajectory, 0.0, {}
             if opening is not None and not trajectory.greedy:
@@ -352,7 +364,8 @@ class SelfPlay:
             seeds, seed_weight = None, self.seed_weight
             if self.seed_weight > 0 or best is not None:
                 seeded = [best is not None and rows.games[row].seeded for row in live]
-                seeds = np.stack([seed_of(game, best.moves if on else None) for game, on in zip(games, seeded)])[index]
+                seeds = np.stack([seed_of(game, rows.games[row].seed_moves if on else None)
+                                  for game, row, on in zip(games, live, seeded)])[index]
                 seed_weight = np.array([best.weight if on else self.seed_weight for on in seeded])[index]
             greedy = np.array([rows.games[row] is not None and rows.games[row].greedy for row in range(batch)])
             searched = self.program.search(weights, features, legal, noise, exact=greedy, seed=seeds,

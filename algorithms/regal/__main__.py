@@ -2,26 +2,26 @@
 training graphs, then compares REGAL with BRKGA on the test graphs (tables on stdout, Fig. 2 as a PNG).
 
 Defaults fit a 2-core machine: 48 training, 10 validation and 10 test topologies of 12-28 ops, 2
-variants each; 200 REINFORCE iterations of 16 episodes (4 graphs x 4 sampled actions, sharing their BRKGA
-seeds) with BRKGA-200 inside the reward (one seed), from a policy whose first choices are 33% uniform
-(initial logit +2): on the validation split these beat 100 iterations at the test budget (BRKGA-500, 2
-seeds, 78% uniform) at half the BRKGA evaluations (docs/REGAL.md), and the paper's Fig. 3 finds its policies
-carry over to other budgets. REINFORCE is preceded by 600 iterations of behaviour cloning of the
-objective's heuristic proposal (`features.imitation_target`: the list schedule where it fits for runtime,
-a depth-first order on wide graphs for peak memory); for runtime REINFORCE then runs 60 iterations at
-lr 1e-3 from there instead (validation: 98.3% of cases match or beat BRKGA-500 against 81.7% for REINFORCE
-alone, docs/REGAL.md), the peak-memory policy is the imitation alone (`FINE_TUNE`, chosen on the
-validation split); ``--imitate 0`` trains by REINFORCE alone; ``--distil BUDGET`` makes the runtime
-policy imitate proposals centred on uniform BRKGA-BUDGET's best solutions of the training graphs instead
-(`train.distillation_data`, learning from search: docs/REGAL.md, eighth pass);
-evaluation at 500 and 5,000 evaluations, each test case with each op's most likely action. The
-paper's 5,000 / 50,000 are scaled by 1/10 because our graphs are small: on them BRKGA-5K mostly already
-finds what BRKGA-30K finds, while 500 evaluations leave gaps of up to 19% (as 5,000 do on the paper's
-graphs of hundreds of ops). ``--transfer`` adds the
-six smallest MMapGame workloads (59-153 ops) as a second test set, never trained on. ``--ops LO HI`` sets the
-synthetic graphs' sizes, ``--test-ops LO HI`` the test graphs' alone (drawn separately; train and valid
-unchanged, so a policy trained on small graphs is tested on larger ones). ``diagnose`` prints
-what known proposals gain (`diagnose.py`)."""
+variants each, evaluated at the paper's budgets (REGAL-5K against BRKGA-5K and BRKGA-50K), each test case
+with each op's most likely action. The runtime policy learns from search (``--distil 50000``,
+`train.distillation_data`): uniform BRKGA-50K on every training graph, each best solution's priorities
+respaced by their decoded order, rounded to the quantized means with concentration 4, affinities left
+uniform, and 600 iterations of behaviour cloning of these actions, nothing else (chosen on the validation
+split against the heuristic-imitating policy, REINFORCE fine-tunes of it, two solutions per graph and more
+training graphs: docs/REGAL.md, eighth and ninth passes). The peak-memory policy imitates its heuristic
+(`features.imitation_target`: a depth-first order on wide graphs; ``--distil-objectives`` chooses which
+objectives distil; a distilled peak-memory policy lost on validation). ``--distil 0`` gives the runtime
+policy the heuristic too (the list schedule where it fits), then 60 REINFORCE iterations at lr 1e-3
+(`FINE_TUNE`); ``--imitate 0`` trains by REINFORCE alone: 200 iterations of 16 episodes (4 graphs x 4
+sampled actions sharing their BRKGA seeds) with BRKGA-200 inside the reward, from a policy whose first
+choices are 33% uniform (initial logit +2). ``--budget 500 --big-budget 5000`` is the scale of the earlier
+passes (the paper's budgets over 10, since on these small graphs BRKGA-5K mostly finds what BRKGA-30K
+finds). ``--weights DIR --reuse`` evaluates saved weights; ``algorithms/regal/weights`` holds the
+defaults' (training seed 0). ``--transfer`` adds the six smallest MMapGame workloads (59-153 ops) as a
+second test set, never trained on. ``--ops LO HI`` sets the synthetic graphs' sizes, ``--test-ops LO HI``
+the test graphs' alone (drawn separately; train and valid unchanged, so a policy trained on small graphs
+is tested on larger ones), ``--more-train N`` adds separately drawn training topologies (``--more-train-ops
+LO HI``). ``diagnose`` prints what known proposals gain (`diagnose.py`)."""
 
 from __future__ import annotations
 
@@ -53,12 +53,18 @@ def main(argv: list[str] | None = None) -> None:
                      help="ops per synthetic graph, every split")
     run.add_argument("--test-ops", type=int, nargs=2, default=None, metavar=("LO", "HI"),
                      help="ops per test graph, drawn separately (a size-transfer test; train / valid unchanged)")
+    run.add_argument("--more-train", type=int, default=0, metavar="N",
+                     help="N more training topologies, drawn separately (valid / test unchanged)")
+    run.add_argument("--more-train-ops", type=int, nargs=2, default=None, metavar=("LO", "HI"),
+                     help="ops per graph of the --more-train topologies (default: --ops)")
     run.add_argument("--imitate", type=int, default=600,
                      help="behaviour-cloning iterations of the heuristic proposal before REINFORCE (0: none)")
     run.add_argument("--imitation-lr", type=float, default=1e-2)
-    run.add_argument("--distil", type=int, default=0, metavar="BUDGET",
-                     help="runtime: imitate proposals centred on uniform BRKGA-BUDGET's best solutions on the "
-                          "training graphs instead of the heuristic (0: the heuristic)")
+    run.add_argument("--distil", type=int, default=50000, metavar="BUDGET",
+                     help="the --distil-objectives' policies imitate proposals centred on uniform BRKGA-BUDGET's "
+                          "best solutions on the training graphs instead of their heuristic (0: the heuristic)")
+    run.add_argument("--distil-objectives", nargs="*", default=["runtime"], choices=OBJECTIVES,
+                     help="the objectives whose policy --distil trains (the others imitate their heuristic)")
     run.add_argument("--distil-seeds", type=int, default=1, help="BRKGA runs per training graph to distil")
     run.add_argument("--distil-concentration", type=float, default=4.0, choices=(4.0, 10.0, 30.0),
                      help="the concentration of the distilled Betas")
@@ -78,8 +84,8 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--rounds", type=int, default=2, help="message-passing rounds T")
     run.add_argument("--samples", type=int, default=4, help="sampled actions per graph in a batch")
     run.add_argument("--uniform-logit", type=float, default=2.0, help="initial preference for Beta(1, 1)")
-    run.add_argument("--budget", type=int, default=500)
-    run.add_argument("--big-budget", type=int, default=5000)
+    run.add_argument("--budget", type=int, default=5000)
+    run.add_argument("--big-budget", type=int, default=50000)
     run.add_argument("--eval-seeds", type=int, default=3,
                      help="BRKGA seeds per test graph; each (graph, seed) is one test case")
     run.add_argument("--greedy", action=argparse.BooleanOptionalAction, default=True,
@@ -99,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     check.add_argument("--seeds", type=int, default=3)
     check.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    for flag in ("ops", "test_ops"):
+    for flag in ("ops", "test_ops", "more_train_ops"):
         low_high = getattr(args, flag, None)
         if low_high is not None and not 2 <= low_high[0] <= low_high[1]:
             parser.error(f"--{flag.replace('_', '-')} {low_high[0]} {low_high[1]}: need 2 <= LO <= HI")
@@ -111,7 +117,8 @@ def main(argv: list[str] | None = None) -> None:
 
     splits = data.splits(train=args.train_topologies, valid=args.valid_topologies, test=args.test_topologies,
                          variants=args.variants, ops=tuple(args.ops), seed=args.seed,
-                         test_ops=None if args.test_ops is None else tuple(args.test_ops))
+                         test_ops=None if args.test_ops is None else tuple(args.test_ops), more_train=args.more_train,
+                         more_train_ops=None if args.more_train_ops is None else tuple(args.more_train_ops))
     held_out = splits.test if args.on == "test" else splits.valid
     print(f"{len(splits.train)} training and {len(held_out)} {args.on} graphs x {args.eval_seeds} seeds "
           f"({args.train_topologies} / {args.valid_topologies} / {args.test_topologies} topologies)")
@@ -161,15 +168,16 @@ FINE_TUNE = {"runtime": 60, "peak_memory": 0}
 
 
 def fit(kind: str, graphs: list, args: argparse.Namespace, sizes: Sizes) -> train.Trained:
-    """Imitation of the objective's heuristic proposal (`features.imitation_target`), then a REINFORCE
-    fine-tune from there; with ``--imitate 0``, REINFORCE from scratch."""
+    """Imitation of BRKGA's solutions (``--distil``, the ``--distil-objectives``) or of the objective's
+    heuristic proposal (`features.imitation_target`), then a REINFORCE fine-tune from there (`FINE_TUNE`,
+    none after distillation); with ``--imitate 0``, REINFORCE from scratch."""
     config = train.Config(kind=kind, iterations=args.iterations, batch=args.batch, train_budget=args.train_budget,
                           lr=args.lr, sizes=sizes, seed=args.seed if args.train_seed is None else args.train_seed,
                           workers=args.workers, samples=args.samples, seeds=args.seeds)
     start = time.perf_counter()
     warm = None
     if args.imitate > 0:
-        distilled = args.distil > 0 and kind == "runtime"
+        distilled = args.distil > 0 and kind in args.distil_objectives
         if distilled:
             examples, targets = train.distillation_data(graphs, kind, args.distil, args.distil_seeds,
                                                         args.distil_concentration, args.workers,
@@ -182,7 +190,8 @@ def fit(kind: str, graphs: list, args: argparse.Namespace, sizes: Sizes) -> trai
                                                                       lr=args.imitation_lr))
         print(f"{kind}: imitated {what} in {time.perf_counter() - start:.0f} s; mean "
               f"log-likelihood of its actions {cloned.curve[-1]['reward']:+.4f}", flush=True)
-        # the distilled policy was measured as it is (docs/REGAL.md, eighth pass); --fine-tune N adds REINFORCE
+        # the distilled policy is used as it is: 40 REINFORCE iterations at BRKGA-5K from it lost 0.4 points
+        # on the validation split (docs/REGAL.md, ninth pass); --fine-tune N adds them
         fine_tune = (0 if distilled else FINE_TUNE[kind]) if args.fine_tune is None else args.fine_tune
         if fine_tune == 0:
             return cloned

@@ -100,10 +100,18 @@ def generate(topologies: int, variants: int = 2, ops: tuple[int, int] = (12, 28)
 
 
 def splits(train: int = 48, valid: int = 8, test: int = 20, variants: int = 2, ops: tuple[int, int] = (12, 28),
-           seed: int = 0, test_ops: tuple[int, int] | None = None) -> Splits:
+           seed: int = 0, test_ops: tuple[int, int] | None = None, more_train: int = 0,
+           more_train_ops: tuple[int, int] | None = None) -> Splits:
     """Topology counts per split; every split's graphs come from its own topologies. With ``test_ops``, the
     test topologies are drawn separately, of that many ops (numbered after the others, from another seed),
-    and train / valid are the same as without ``test_ops`` (so weights trained on them carry over)."""
+    and train / valid are the same as without ``test_ops`` (so weights trained on them carry over). With
+    ``more_train``, that many more training topologies (of ``more_train_ops`` ops, by default ``ops``) are
+    drawn separately too, from a third seed and numbered after all others, and appended to train; valid
+    and test stay the same graphs."""
+    if more_train > 0:
+        kept = splits(train, valid, test, variants, ops, seed, test_ops)
+        more = generate(more_train, variants, more_train_ops or ops, seed + 2_000_003, first=train + 2 * (valid + test))
+        return Splits(kept.train + more, kept.valid, kept.test)
     if test_ops is not None:
         kept = splits(train, valid, test, variants, ops, seed)
         other = generate(test, variants, test_ops, seed + 1_000_003, first=train + valid + test)

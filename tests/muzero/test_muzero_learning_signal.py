@@ -1,8 +1,12 @@
 """MuZero's learning signal: scalar value and reward heads (`Sizes.heads` = "scalar": the networks' scalars, the
-replay's targets and the learner's squared-error loss against NumPy written here and values by hand) and
-self-imitation of the best game (`Replay.set_elite`: targets by hand)."""
+replay's targets and the learner's squared-error loss against NumPy written here and values by hand),
+self-imitation of the best game (`Replay.set_elite`: targets by hand), roots seeded from the best game and from its
+mutants (`BestSeed`, `agent.mutant`: by hand and against the same NumPy draws) and the cosine learning rate
+(`learner.learning_rate`: by hand and through Adam's steps)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -13,14 +17,15 @@ from algorithms.mmap.problem import build_problem
 from algorithms.mmap.synthetic import synthetic_instance
 from algorithms.muzero.features import FEATURES
 from algorithms.muzero.mcts import SearchConfig
-from algorithms.muzero.learner import LearnerConfig, batch_shapes, train
+from algorithms.muzero.agent import mutant
+from algorithms.muzero.learner import LearnerConfig, batch_shapes, learning_rate, train
 from algorithms.muzero.networks import Layout, Networks, Sizes, init_weights, shapes
 from algorithms.muzero.replay import Replay
 from algorithms.muzero.selfplay import BestSeed, SearchProgram, SelfPlay, final_moves
 from algorithms.muzero.support import REWARD_UNIT, VALUE_UNIT, two_hot
 
 from test_muzero_learning import (SIZES, fake_trajectory, greedy_game, np_dynamics, np_prediction,
-                                  np_representation, np_unroll_loss)
+                                  np_representation, np_unroll_loss, random_weights)
 
 SCALAR = Sizes(hidden=8, image=4, trunk=8, head=8, heads="scalar")
 
@@ -189,3 +194,78 @@ def test_best_seed_share_seeds_the_first_games_only():
     assert plain.played == greedy_actions
     assert [BestSeed({}, share, 1.0).games(count) for share, count in ((0.0, 8), (0.01, 8), (0.25, 8), (1.0, 8))] \
         == [0, 1, 2, 8]
+
+
+def test_mutant_changes_moves_at_the_rate_by_hand():
+    """`agent.mutant`: rate 0 keeps every move, rate 1 changes every one to another action; in between the same
+    draws written out with NumPy (a uniform below the rate changes the move, shifted by 1 or 2 modulo 3)."""
+    moves = {position: position % 3 for position in range(0, 400, 2)}
+    assert mutant(moves, 0.0, np.random.default_rng(0)) == moves
+    flipped = mutant(moves, 1.0, np.random.default_rng(0))
+    assert list(flipped) == list(moves) and all(flipped[p] != a and 0 <= flipped[p] < 3 for p, a in moves.items())
+    rng = np.random.default_rng(5)
+    changed, shifts = rng.random(len(moves)) < 0.1, rng.integers(1, 3, len(moves))
+    expected = {p: (a + s) % 3 if c else a for (p, a), c, s in zip(moves.items(), changed, shifts)}
+    mutated = mutant(moves, 0.1, np.random.default_rng(5))
+    assert mutated == expected and 0 < sum(mutated[p] != a for p, a in moves.items()) < len(moves) // 4
+
+
+def test_best_seed_moves_of_by_hand():
+    """`BestSeed.moves_of`: the seeded games' first ones get the best game's moves, their last `len(mutants)` one
+    mutant each, games past the share none."""
+    best, first, second = {0: 0}, {0: 1}, {0: 2}
+    seed = BestSeed(best, 1.0, 0.8, (first, second))
+    assert [seed.moves_of(index, 4) for index in range(4)] == [best, best, first, second]
+    half = BestSeed(best, 0.5, 0.8, (first,))
+    assert [half.moves_of(index, 4) for index in range(4)] == [best, first, None, None]
+    assert [BestSeed(best, 1.0, 0.8).moves_of(index, 2) for index in range(2)] == [best, best]
+
+
+def test_mutant_seeded_game_replays_its_mutant():
+    """Two noise-free games seeded at weight 1 with one simulation, the second from a 'mutant' (here another
+    sampled game's final moves): game 0 replays the best game, game 1 the other game, mapping and return."""
+    problem, layout, weights, sampled = sampled_round()
+    ordered = sorted(sampled, key=lambda t: t.total_reward)
+    best, other = ordered[-1], ordered[0]
+    assert best.total_reward != other.total_reward
+    two = SearchProgram(layout, batch=2, config=SearchConfig(num_simulations=1, max_depth=1))
+    seed = BestSeed(final_moves(problem, best.played), 1.0, 1.0, (final_moves(problem, other.played),))
+    first, second = SelfPlay(problem, two, seed=0, noise=False).play(layout.pack(weights), 0.0, greedy_games=2,
+                                                                     best=seed)
+    assert first.seeded and second.seeded
+    assert first.total_reward == best.total_reward and mapping_records(first.game) == mapping_records(best.game)
+    assert second.total_reward == other.total_reward and mapping_records(second.game) == mapping_records(other.game)
+
+
+def test_cosine_learning_rate_by_hand_and_in_the_learner():
+    """`learning_rate`: lr at the first step, final_lr at the last, their mean half-way; None keeps lr. In the
+    learner: Adam's first step moves every weight by lr (|m / sqrt(v)| = 1 there), and with final_lr 0 the last
+    of two steps moves nothing; final_lr = lr gives the constant schedule's weights exactly."""
+    config = LearnerConfig(batch=4, unroll=2, lr=1e-2, final_lr=1e-3)
+    assert learning_rate(config, 0, 5) == pytest.approx(1e-2) and learning_rate(config, 4, 5) == pytest.approx(1e-3)
+    assert learning_rate(config, 2, 5) == pytest.approx(5.5e-3)
+    assert learning_rate(LearnerConfig(lr=3e-3), 7, 9) == 3e-3
+    short = dataclasses.replace(config, decay_steps=3)  # the cosine over 3 steps, then final_lr
+    assert [learning_rate(short, step, 10) for step in (0, 1, 2, 9)] == pytest.approx([1e-2, 5.5e-3, 1e-3, 1e-3])
+    assert learning_rate(short, 1, 2) == pytest.approx(1e-3)  # a run shorter than decay_steps decays over its own
+    weights = random_weights(3)
+    layout = Layout.of(weights)
+    replay = Replay(unroll=2, n_step=3, discount=0.9999)
+    rng = np.random.default_rng(4)
+    replay.add(fake_trajectory(list(rng.normal(size=6)), list(rng.normal(size=6))))
+    batch = replay.sample(4, rng)
+    batch["features"] = rng.normal(size=batch["features"].shape).astype(np.float32)
+
+    def run(config, steps):
+        published = []
+        train(layout.pack(weights), layout, config, steps, lambda i: batch, lambda i, w, loss: published.append(w))
+        return [layout.pack(weights)] + published
+
+    decayed = run(dataclasses.replace(config, final_lr=0.0), 2)
+    first = np.abs(decayed[1] - decayed[0])
+    assert first.max() == pytest.approx(1e-2, rel=1e-4) and np.mean(first > 0.99e-2) > 0.9
+    assert np.array_equal(decayed[2], decayed[1])
+    constant = run(LearnerConfig(batch=4, unroll=2, lr=1e-2), 3)
+    same = run(dataclasses.replace(config, final_lr=1e-2), 3)
+    for a, b in zip(constant, same):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-7)

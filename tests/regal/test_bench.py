@@ -41,3 +41,15 @@ def test_bench_distils_search_without_reinforce(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "imitated BRKGA-200's solutions (1 per graph)" in printed and "trained in" not in printed
     assert (tmp_path / "runtime.npy").exists() and (tmp_path / "fig2.png").exists()
+
+
+def test_distil_objectives_choose_which_policies_learn_from_search(tmp_path, capsys):
+    """``--distil-objectives``: only the objectives named distil BRKGA's solutions; by default peak memory
+    imitates its heuristic even with ``--distil`` set (the default, 50000: not run here)."""
+    common = ["bench", "--objectives", "peak_memory", "--train-topologies", "3", "--valid-topologies", "1",
+              "--test-topologies", "1", "--variants", "1", "--imitate", "3", "--budget", "40", "--big-budget", "80",
+              "--eval-seeds", "1", "--out", str(tmp_path / "fig2.png")]
+    regal_main(common)
+    assert "peak_memory: imitated the heuristic proposal" in capsys.readouterr().out
+    regal_main(common + ["--distil", "200", "--distil-objectives", "peak_memory"])
+    assert "peak_memory: imitated BRKGA-200's solutions (1 per graph)" in capsys.readouterr().out

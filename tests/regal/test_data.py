@@ -79,7 +79,21 @@ def test_larger_test_split_keeps_train_and_valid():
     assert not seen & {g.topology for g in larger.test}
 
 
-@pytest.mark.parametrize("flag", ["--ops", "--test-ops"])
+def test_more_training_graphs_keep_valid_and_test():
+    """``more_train``: separately drawn training topologies (of their own size range) appended to train;
+    valid and test are the same graphs as without them, and no topology is shared."""
+    plain = data.splits(train=4, valid=2, test=2, variants=2, seed=3, test_ops=(30, 34))
+    more = data.splits(train=4, valid=2, test=2, variants=2, seed=3, test_ops=(30, 34), more_train=3,
+                       more_train_ops=(40, 44))
+    assert [g.name for g in more.train[:8]] == [g.name for g in plain.train] and len(more.train) == 8 + 6
+    assert [g.name for g in more.valid] == [g.name for g in plain.valid]
+    assert [g.name for g in more.test] == [g.name for g in plain.test]
+    assert all(40 <= g.num_ops <= 44 for g in more.train[8:])
+    added = {g.topology for g in more.train[8:]}
+    assert len(added) == 3 and not added & {g.topology for g in plain.train + plain.valid + plain.test}
+
+
+@pytest.mark.parametrize("flag", ["--ops", "--test-ops", "--more-train-ops"])
 def test_bench_rejects_a_bad_size_range(flag, capsys):
     with pytest.raises(SystemExit):
         regal_main(["bench", flag, "30", "20"])
