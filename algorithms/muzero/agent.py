@@ -237,6 +237,7 @@ class _Run:
         self.created = time.perf_counter()
         self.start: float | None = None
         self.round_seconds: list[float] = []
+        self.longest_reanalyse = 0.0  # a round's Reanalyse runs only where the longest so far fits its deadline
         self.moves = 0
 
     def elapsed(self) -> float:
@@ -286,10 +287,13 @@ class _Run:
                            "best": self.best.game.total_reward / self.saving})
         new_positions = sum(len(t.actions) for t in trajectories)
         fraction = self.config.reanalyse_fraction
-        if len(self.curve) > 1 and fraction > 0 and not final and not deadline.passed(len(trajectories)):
+        if len(self.curve) > 1 and fraction > 0 and not final and \
+                not deadline.passed(len(trajectories), self.longest_reanalyse):
             count = int(new_positions * fraction / (1.0 - fraction))
+            reanalysed = self.clock()
             self.replay.reanalyse(self.program, self.weights, min(count, 4 * self.program.batch), self.rng,
                                   self.config.seed_weight)
+            self.longest_reanalyse = max(self.longest_reanalyse, self.clock() - reanalysed)
         self.round_seconds.append(self.clock() - started)
 
     def feed(self, iteration: int) -> dict:

@@ -266,6 +266,7 @@ class SelfPlay:
         self.reward_scale = REWARD_SCALE / max(problem.latency_all_slow - problem.latency_all_fast, 1e-12)
         self.searches = 0
         self.live_rows = 0  # rows of those searches that held a live game (the rest repeat one)
+        self.longest_step = 0.0  # the longest search step under a `Deadline` so far (its clock), for the next one
         self.rows: Rows | None = None  # games in progress between persisting calls of `play`
 
     def play(self, weights: np.ndarray, temperature: float, greedy_games: int = 0,
@@ -292,8 +293,8 @@ class SelfPlay:
         the rows' first games end at spread times and so do all later ones: a round of ``count`` < B games then
         ends after about ``count`` / B of a game's searches from the first call on (rows started together end
         together, and the first round waits for most of them). ``deadline``: the call stops searching once it has
-        passed or its longest search step (the search and the moves up to the next decision) would pass it
-        (`Deadline`), and returns the games ended by then (those in progress go on at the next persisting
+        passed or the longest search step so far (the search and the moves up to the next decision, over this
+        and earlier calls) would pass it (`Deadline`), and returns the games ended by then (those in progress go on at the next persisting
         call; without ``persist`` they are dropped)."""
         batch = self.program.batch
         count = batch if count is None else count
@@ -334,7 +335,7 @@ class SelfPlay:
             if rows.games[row] is None and (persist or len(started) < count):
                 start(row)
         opening = None  # only the rows' first games open with it
-        step, last = 0.0, None if deadline is None else deadline.now()  # the longest search step of the call
+        last = None if deadline is None else deadline.now()
         while True:
             for row in range(batch):
                 while rows.games[row] is not None:
@@ -350,8 +351,8 @@ class SelfPlay:
                         start(row)
             live = [row for row in range(batch) if rows.games[row] is not None]
             if deadline is not None:
-                step, last = max(step, deadline.now() - last), deadline.now()
-                if deadline.passed(len(finished), step):
+                self.longest_step, last = max(self.longest_step, deadline.now() - last), deadline.now()
+                if deadline.passed(len(finished), self.longest_step):
                     break
             if not live or (persist and len(finished) >= count):
                 break

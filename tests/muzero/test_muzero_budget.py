@@ -112,7 +112,7 @@ def test_a_run_stays_inside_a_tiny_budget(persistent_rows):
     problem = build_problem(synthetic_instance(seed=1, num_instructions=16))
     config = MuZeroConfig(games=8, rows=4, sizes=SIZES, simulations=4, max_depth=2,
                           persistent_rows=persistent_rows, steps_per_round=5)
-    seconds = 0.6
+    seconds = 1.0
     outcome = muzero_play(problem, seed=0, seconds=seconds, config=config)
     assert outcome.seconds <= seconds and outcome.rounds >= 2
     check_mapping(problem, outcome.result.mapping)
