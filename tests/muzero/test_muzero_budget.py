@@ -108,11 +108,15 @@ def test_deadline_stops_a_call_once_enough_games_ended(setting):
 def test_a_run_stays_inside_a_tiny_budget(persistent_rows):
     """`muzero_play` on a small workload at a budget of a few rounds: the budget's clock never passes it (the
     longest round decides whether another fits, a round stops at its deadline), and the result is a whole game
-    that replays to its reward and mapping."""
+    that replays to its reward and mapping. The budget is six times the round a run always plays (until one
+    game has ended), measured first: a fixed budget (0.6 CPU s) was less than that round on a GPU machine whose
+    CPU launched the search's kernels (1.33 s)."""
     problem = build_problem(synthetic_instance(seed=1, num_instructions=16))
     config = MuZeroConfig(games=8, rows=4, sizes=SIZES, simulations=4, max_depth=2,
                           persistent_rows=persistent_rows, steps_per_round=5)
-    seconds = 1.0
+    first = muzero_play(problem, seed=0, seconds=1e-3, config=config)
+    assert first.rounds == 1
+    seconds = 6 * first.seconds
     outcome = muzero_play(problem, seed=0, seconds=seconds, config=config)
     assert outcome.seconds <= seconds and outcome.rounds >= 2
     check_mapping(problem, outcome.result.mapping)
