@@ -18,7 +18,8 @@ from algorithms import local_ray
 from algorithms.mmap.problem import Problem
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import Layout
-from algorithms.muzero.selfplay import BestSeed, Deadline, SearchProgram, SelfPlay, Trajectory
+from algorithms.muzero.seeding import BestSeed
+from algorithms.muzero.selfplay import Deadline, SearchProgram, SelfPlay, Trajectory
 
 
 class Actor:

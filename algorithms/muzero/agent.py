@@ -48,7 +48,8 @@ from algorithms.muzero.learner import LearnerConfig, train
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import ACTIONS, Layout, Sizes, init_weights
 from algorithms.muzero.replay import Replay
-from algorithms.muzero.selfplay import BestSeed, Deadline, SearchProgram, demonstration, final_moves
+from algorithms.muzero.seeding import BestSeed, final_moves
+from algorithms.muzero.selfplay import Deadline, SearchProgram, demonstration
 
 
 FIRST_TEMPERATURE, FINAL_TEMPERATURE = 1.0, 0.2  # visit-count temperature over the budget (Table 6)
@@ -94,9 +95,9 @@ class MuZeroConfig:
     n_step: int = 10
     learner: LearnerConfig = LearnerConfig(lr=3e-3, final_lr=2e-4, decay_steps=300)
     """Adam from 3e-3 down to the paper's 2e-4 (Table 6, for 24-hour runs) by a cosine over the run's first 300
-    learner steps (all of them at 15 CPU s), 2e-4 after them (`learner.learning_rate`): at the few hundred steps of batch 16 that a budget of seconds buys, 2e-4 throughout
-    leaves the networks near their initial ones (transformer_decode, 100 steps: the loss 6.7 -> 5.5 at 2e-4, -> 3.2
-    at 1e-3 and 3e-3). On a 55-buffer synthetic workload, 300 steps at 3e-3 raise the sampled games' mean return
+    learner steps (all of them at 15 CPU s), 2e-4 after them (`learner.learning_rate`): at the few hundred steps
+    of batch 16 that a budget of seconds buys, 2e-4 throughout leaves the networks near their initial ones
+    (transformer_decode, 100 steps: the loss 6.7 -> 5.5 at 2e-4, -> 3.2 at 1e-3 and 3e-3). On a 55-buffer synthetic workload, 300 steps at 3e-3 raise the sampled games' mean return
     from 0.24-0.29 to 0.38-0.40 (four seeds; 1e-3 at 160 steps: no rise): `tests/muzero/test_muzero_training.py`.
     The decay (twelfth session): at a constant 3e-3 the noise-free game climbed and then collapsed within 15 CPU s
     (cnn_sgd 0.480 -> 0.354 at round 11 of 17, transformer_decode 0.713 -> 0.587), the networks pulling the
@@ -123,7 +124,7 @@ class MuZeroConfig:
     best_seed_share: float = 1.0
     """The share of a round's games (its first ones, the greedy game among them) whose roots are seeded from the
     best game found so far (its final move at each buffer where legal, else the greedy policy's:
-    `selfplay.BestSeed`) at seed weight `best_seed_weight`, so they search around the incumbent; 0: every root is
+    `seeding.BestSeed`) at seed weight `best_seed_weight`, so they search around the incumbent; 0: every root is
     seeded with the greedy policy's move (`seed_weight`). Measured at 15 CPU s, seed 0, one run per cell (README,
     "Eleventh session"): share 1 at weight 0.8 against 0 raised the best game on 6 of 8 workloads
     (autoencoder_momentum 0.4613 -> 0.5001, dqn_update_adam 0.4595 -> 0.4997), the same on mlp_sgd, lower on
@@ -149,7 +150,7 @@ class MuZeroConfig:
     """Mutants only in a round after one that found no better game (the incumbent's neighbourhood searched out)."""
 
     seed_weight: float = 0.5
-    """How much of the root's prior is the greedy one-step policy's move (`selfplay.greedy_seed`), in self-play,
+    """How much of the root's prior is the greedy one-step policy's move (`seeding.greedy_seed`), in self-play,
     Reanalyse and the final game; 0 for the network's policy alone. At 15 CPU s (one run each, seed 0) 0.5 found
     0.455 on mlp_sgd (0.8: 0.403; 0.5 with 16 games a round: 0.412) and 0.548 on autoencoder_momentum, where the
     unseeded agent found 0.465 and 0.492; the rounds' mean return rose from 0.26-0.28 / 0.30-0.35 to 0.32-0.39 /

@@ -28,12 +28,12 @@ import numpy as np
 
 import timerl as trl
 from timerl.rt import functional as F
-from algorithms.mmap.baselines.policies import greedy_action
 from algorithms.mmap.game import MMapGame
 from algorithms.mmap.problem import Problem
 from algorithms.muzero.features import FEATURES, Encoder
 from algorithms.muzero.mcts import Root, SearchConfig, Step, gumbel_search_root, search_root
 from algorithms.muzero.networks import ACTIONS, Layout, Networks
+from algorithms.muzero.seeding import BestSeed, greedy_game, greedy_seed, seed_of
 from algorithms.muzero.support import REWARD_SCALE
 
 
@@ -185,68 +185,6 @@ class Deadline:
         return ended >= self.at_least and self.now() + ahead >= self.at
 
 
-def greedy_game(problem: Problem) -> list[int]:
-    """The moves (in play order, rewinds included) of the greedy one-step policy's game (`greedy_seed`'s policy,
-    with Drop-backup), the reference game of staggered starts."""
-    game = MMapGame(problem, drop_backup=True, backup_point="group")
-    played = []
-    while not game.done:
-        action = greedy_action(game)
-        played.append(action)
-        game.play(action)
-    return played
-
-
-def greedy_seed(game: MMapGame) -> np.ndarray:
-    """One-hot on the greedy one-step policy's move (`policies.greedy_action`: a positive benefit placed with the
-    least space x time, else Drop), the root's seed distribution in self-play."""
-    return np.eye(ACTIONS, dtype=np.float32)[greedy_action(game)]
-
-
-def seed_of(game: MMapGame, moves: dict | None) -> np.ndarray:
-    """The root's seed distribution: one-hot on ``moves[position]`` (e.g. the best game's move at this buffer,
-    `final_moves`) where it is legal, else `greedy_seed`."""
-    action = -1 if moves is None else moves.get(game.position, -1)
-    if action >= 0 and game.legal_actions()[action]:
-        return np.eye(ACTIONS, dtype=np.float32)[action]
-    return greedy_seed(game)
-
-
-@dataclasses.dataclass(frozen=True)
-class BestSeed:
-    """Roots seeded from the best game so far (`SelfPlay.play`): a ``share`` of a round's games (its first ones, the
-    greedy game among them) search with the seed `seed_of(game, moves)` at seed weight ``weight``; the others with
-    the greedy policy's seed at `SelfPlay.seed_weight`."""
-
-    moves: dict  # position -> action (`final_moves` of the best game)
-    share: float
-    weight: float
-    mutants: tuple = ()
-    """Mutated copies of ``moves`` (`agent.mutant`): the last seeded games' seeds, one each."""
-
-    def games(self, count: int) -> int:
-        """How many of a round's ``count`` games are seeded from ``moves``: at least one while ``share`` > 0."""
-        return 0 if self.share <= 0 else max(1, round(self.share * count))
-
-    def moves_of(self, index: int, count: int) -> dict | None:
-        """The seed moves of a round's game ``index`` (of ``count``): None past the seeded games, a mutant for
-        the last `len(mutants)` of them, else ``moves``."""
-        seeded = self.games(count)
-        mutant = index - (seeded - len(self.mutants))
-        return None if index >= seeded else self.mutants[mutant] if mutant >= 0 else self.moves
-
-
-def final_moves(problem: Problem, played) -> dict[int, int]:
-    """Position -> the last action played there, replaying ``played`` (a game's moves in play order, rewinds
-    included) from the start: where a game ended up at every buffer."""
-    game = MMapGame(problem, drop_backup=True, backup_point="group")
-    moves = {}
-    for action in played:
-        moves[game.position] = int(action)
-        game.play(int(action))
-    return moves
-
-
 class SelfPlay:
     def __init__(self, problem: Problem, program: SearchProgram, seed: int = 0, noise: bool = True,
                  seed_weight: float = 0.0, replay_backups: bool = True, gumbel_temperature: bool = False):
@@ -294,8 +232,8 @@ class SelfPlay:
         ends after about ``count`` / B of a game's searches from the first call on (rows started together end
         together, and the first round waits for most of them). ``deadline``: the call stops searching once it has
         passed or the longest search step so far (the search and the moves up to the next decision, over this
-        and earlier calls) would pass it (`Deadline`), and returns the games ended by then (those in progress go on at the next persisting
-        call; without ``persist`` they are dropped)."""
+        and earlier calls) would pass it (`Deadline`), and returns the games ended by then (those in progress go on
+        at the next persisting call; without ``persist`` they are dropped)."""
         batch = self.program.batch
         count = batch if count is None else count
         opening = None

@@ -18,12 +18,11 @@ from algorithms.mmap.mapping import mapping_records
 from algorithms.mmap.problem import build_problem
 from algorithms.mmap.synthetic import synthetic_instance
 from algorithms.muzero.agent import PERSIST_ABOVE, MuZeroConfig, muzero_play
-from algorithms.muzero.mcts import SearchConfig
-from algorithms.muzero.networks import Layout, Sizes, init_weights
-from algorithms.muzero.selfplay import Deadline, SearchProgram, SelfPlay, greedy_game
+from algorithms.muzero.seeding import greedy_game
+from algorithms.muzero.selfplay import Deadline, SelfPlay
 from algorithms.muzero.support import REWARD_SCALE
+from test_muzero_hostbatch import SIZES, greedy_game_alone
 
-SIZES = Sizes(hidden=8, image=4, trunk=8, head=8)
 ROWS = 4
 
 
@@ -31,13 +30,7 @@ ROWS = 4
 def setting():
     """A small workload, the initial networks packed, a search program of ROWS rows, and the noise-free game one
     row plays alone."""
-    problem = build_problem(synthetic_instance(seed=1, num_instructions=16))
-    weights = init_weights(SIZES, 0)
-    layout = Layout.of(weights)
-    packed = layout.pack(weights)
-    program = SearchProgram(layout, batch=ROWS, config=SearchConfig(num_simulations=4, max_depth=2))
-    (alone,) = SelfPlay(problem, program, seed=0).play(packed, 0.0, greedy_games=1, count=1)
-    return problem, packed, program, alone
+    return greedy_game_alone(ROWS, instructions=16)
 
 
 def assert_whole_game(problem, trajectory):
@@ -135,5 +128,6 @@ def test_rows_persist_by_size():
     config = MuZeroConfig()
     assert [config.persists(problem) for problem in (small, edge, large)] == [False, False, True]
     assert [config.round_shape(problem) for problem in (small, edge, large)] == [(32, 64), (32, 32), (32, 8)]
-    assert MuZeroConfig(persistent_rows=True).persists(small) and not MuZeroConfig(persistent_rows=False).persists(large)
+    assert MuZeroConfig(persistent_rows=True).persists(small)
+    assert not MuZeroConfig(persistent_rows=False).persists(large)
     assert MuZeroConfig(games=16, rows=32).round_shape(large) == (32, 16)

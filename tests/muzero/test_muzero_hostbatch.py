@@ -73,10 +73,11 @@ def test_choose_draws_as_rng_choice_row_by_row():
         assert legal[row, actions[row]]
 
 
-def greedy_game_alone(batch: int):
-    """A small workload, the initial networks packed, a search program of ``batch`` rows, and the noise-free game
-    one row plays alone (noise-free play is deterministic: the game every greedy row must reproduce)."""
-    problem = build_problem(synthetic_instance(seed=1, num_instructions=8))
+def greedy_game_alone(batch: int, instructions: int = 8):
+    """A small workload (``instructions`` instructions), the initial networks packed, a search program of ``batch``
+    rows, and the noise-free game one row plays alone (noise-free play is deterministic: the game every greedy row
+    must reproduce)."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=instructions))
     weights = init_weights(SIZES, 0)
     layout = Layout.of(weights)
     packed = layout.pack(weights)

@@ -21,7 +21,8 @@ from algorithms.muzero.agent import mutant
 from algorithms.muzero.learner import LearnerConfig, batch_shapes, learning_rate, train
 from algorithms.muzero.networks import Layout, Networks, Sizes, init_weights, shapes
 from algorithms.muzero.replay import Replay
-from algorithms.muzero.selfplay import BestSeed, SearchProgram, SelfPlay, final_moves
+from algorithms.muzero.seeding import BestSeed, final_moves
+from algorithms.muzero.selfplay import SearchProgram, SelfPlay
 from algorithms.muzero.support import REWARD_UNIT, VALUE_UNIT, two_hot
 
 from test_muzero_learning import (SIZES, fake_trajectory, greedy_game, np_dynamics, np_prediction,
