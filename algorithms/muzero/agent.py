@@ -97,8 +97,9 @@ class MuZeroConfig:
     """Adam from 3e-3 down to the paper's 2e-4 (Table 6, for 24-hour runs) by a cosine over the run's first 300
     learner steps (all of them at 15 CPU s), 2e-4 after them (`learner.learning_rate`): at the few hundred steps
     of batch 16 that a budget of seconds buys, 2e-4 throughout leaves the networks near their initial ones
-    (transformer_decode, 100 steps: the loss 6.7 -> 5.5 at 2e-4, -> 3.2 at 1e-3 and 3e-3). On a 55-buffer synthetic workload, 300 steps at 3e-3 raise the sampled games' mean return
-    from 0.24-0.29 to 0.38-0.40 (four seeds; 1e-3 at 160 steps: no rise): `tests/muzero/test_muzero_training.py`.
+    (transformer_decode, 100 steps: the loss 6.7 -> 5.5 at 2e-4, -> 3.2 at 1e-3 and 3e-3). On a 55-buffer
+    synthetic workload, 300 steps at 3e-3 raise the sampled games' mean return from 0.24-0.29 to 0.38-0.40 (four
+    seeds; 1e-3 at 160 steps: no rise): `tests/muzero/test_muzero_training.py`.
     The decay (twelfth session): at a constant 3e-3 the noise-free game climbed and then collapsed within 15 CPU s
     (cnn_sgd 0.480 -> 0.354 at round 11 of 17, transformer_decode 0.713 -> 0.587), the networks pulling the
     incumbent's search off it; with the decay, at 15 CPU s on four workloads and seeds 0 and 1, the best game's
@@ -259,28 +260,21 @@ class _Run:
         started = self.clock()
         deadline = Deadline(self.start + self.seconds - reserve, wall=self.config.workers > 1,
                             at_least=1 if self.best is None else 0)
-        best = None
-        if self.config.best_seed_share > 0 and self.best is not None:
-            moves = final_moves(self.problem, self.best.played)
-            games = self.config.round_shape(self.problem)[1]
-            share = self.config.mutant_share if self.stalled or not self.config.mutate_when_stalled else 0.0
-            count = min(round(share * games), games - 1)
-            mutants = tuple(mutant(moves, self.config.mutation_rate, self.rng) for _ in range(count))
-            best = BestSeed(moves, self.config.best_seed_share, self.config.best_seed_weight, mutants)
         persist = self.config.persists(self.problem)
-        trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1, persist=persist, best=best,
-                                        stagger=persist and self.config.staggered_starts, deadline=deadline)
+        trajectories = self.actors.play(self.weights, temperature, True, greedy_games=1, persist=persist,
+                                        best=self.best_seed(), stagger=persist and self.config.staggered_starts,
+                                        deadline=deadline)
         if not trajectories:  # stopped at the deadline before a game ended
             self.round_seconds.append(self.clock() - started)
             return
-        best = self.best
+        previous = self.best
         for trajectory in trajectories:
             self.replay.add(trajectory)
             self.moves += trajectory.game.moves
             if self.best is None or trajectory.game.total_reward > self.best.game.total_reward:
                 self.best = trajectory
-        self.stalled = self.best is best
-        if self.best is not best and self.config.elite_fraction > 0:
+        self.stalled = self.best is previous
+        if not self.stalled and self.config.elite_fraction > 0:
             self.replay.set_elite(self.best)
         self.curve.append({"seconds": self.elapsed(), "temperature": temperature,
                            "mean": float(np.mean([t.total_reward for t in trajectories])) / self.saving,
@@ -296,6 +290,18 @@ class _Run:
                                   self.config.seed_weight)
             self.longest_reanalyse = max(self.longest_reanalyse, self.clock() - reanalysed)
         self.round_seconds.append(self.clock() - started)
+
+    def best_seed(self) -> BestSeed | None:
+        """The round's seeding from the best game so far (with mutants of it, `mutant_share`); None before the
+        first game or with `best_seed_share` 0."""
+        if self.config.best_seed_share <= 0 or self.best is None:
+            return None
+        moves = final_moves(self.problem, self.best.played)
+        games = self.config.round_shape(self.problem)[1]
+        share = self.config.mutant_share if self.stalled or not self.config.mutate_when_stalled else 0.0
+        count = min(round(share * games), games - 1)
+        mutants = tuple(mutant(moves, self.config.mutation_rate, self.rng) for _ in range(count))
+        return BestSeed(moves, self.config.best_seed_share, self.config.best_seed_weight, mutants)
 
     def feed(self, iteration: int) -> dict:
         """Iteration i's batch; first a self-play round every `steps_per_round` iterations while the budget has

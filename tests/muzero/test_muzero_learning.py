@@ -99,8 +99,10 @@ def np_unroll_loss(w, batch, unroll, head_loss=cross_entropy):
     return total.mean()
 
 
-def test_networks_match_numpy():
-    weights = random_weights(1)
+def run_networks(weights: dict, outputs) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The networks of ``weights`` on 5 random feature rows and actions (seed 2), compiled for torch:
+    ``outputs(nets, state, following, reward, policy, value)`` names the tensors to sink. Returns the features,
+    the actions and what each sink got."""
     layout = Layout.of(weights)
     rng = np.random.default_rng(2)
     features = rng.normal(size=(5, FEATURES)).astype(np.float32)
@@ -112,11 +114,17 @@ def test_networks_match_numpy():
         state = nets.representation(trl.tensor(features))
         following, reward = nets.dynamics(state, trl.tensor(action))
         policy, value = nets.prediction(following)
-        outputs = {"state": state, "following": following, "reward": reward, "policy": policy, "value": value,
-                   "value_scalar": scalar_of(value)}
-        for name, tensor in outputs.items():
+        for name, tensor in outputs(nets, state, following, reward, policy, value).items():
             tensor.sink(lambda point, array, name=name: got.__setitem__(name, np.asarray(array)))
     ctx.compile(bounds={ctx.bounds[0]: 1}, backend="torch").execute()
+    return features, action, got
+
+
+def test_networks_match_numpy():
+    weights = random_weights(1)
+    features, action, got = run_networks(weights, lambda nets, state, following, reward, policy, value: {
+        "state": state, "following": following, "reward": reward, "policy": policy, "value": value,
+        "value_scalar": scalar_of(value)})
     state = np_representation(weights, features)
     following, reward = np_dynamics(weights, state, action)
     policy, value = np_prediction(weights, following)
@@ -186,10 +194,11 @@ def test_value_targets_by_hand():
                 np.testing.assert_allclose(batch["reward"][row, k], two_hot(np.array(float(t + k + 1))), atol=1e-6)
 
 
-def test_learner_matches_numpy_loss_and_learns_a_fixed_batch():
-    weights = random_weights(3)
+def train_fixed_batch(weights: dict, scalar_heads: bool = False) -> tuple[Layout, dict, list]:
+    """40 learner steps (batch 6, K = 2, lr 1e-2) on one batch sampled from a fake trajectory, its features
+    random: the layout, the batch and what each step published (weights, loss)."""
     layout = Layout.of(weights)
-    replay = Replay(unroll=2, n_step=3, discount=0.9999)
+    replay = Replay(unroll=2, n_step=3, discount=0.9999, scalar_heads=scalar_heads)
     rng = np.random.default_rng(4)
     replay.add(fake_trajectory(list(rng.normal(size=6)), list(rng.normal(size=6))))
     config = LearnerConfig(batch=6, unroll=2, lr=1e-2)
@@ -198,6 +207,12 @@ def test_learner_matches_numpy_loss_and_learns_a_fixed_batch():
     published = []
     train(layout.pack(weights), layout, config, 40, lambda i: batch,
           lambda i, w, loss: published.append((w, loss)))
+    return layout, batch, published
+
+
+def test_learner_matches_numpy_loss_and_learns_a_fixed_batch():
+    weights = random_weights(3)
+    layout, batch, published = train_fixed_batch(weights)
     losses = [loss for _, loss in published]
     assert len(published) == 40
     np.testing.assert_allclose(losses[0], np_unroll_loss(weights, batch, 2), rtol=1e-4)

@@ -11,7 +11,6 @@ import dataclasses
 import numpy as np
 import pytest
 
-import timerl as trl
 from algorithms.mmap.mapping import mapping_records
 from algorithms.mmap.problem import build_problem
 from algorithms.mmap.synthetic import synthetic_instance
@@ -19,14 +18,15 @@ from algorithms.muzero.features import FEATURES
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.agent import mutant
 from algorithms.muzero.learner import LearnerConfig, batch_shapes, learning_rate, train
-from algorithms.muzero.networks import Layout, Networks, Sizes, init_weights, shapes
+from algorithms.muzero.networks import Layout, Sizes, init_weights, shapes
 from algorithms.muzero.replay import Replay
 from algorithms.muzero.seeding import BestSeed, final_moves
 from algorithms.muzero.selfplay import SearchProgram, SelfPlay
 from algorithms.muzero.support import REWARD_UNIT, VALUE_UNIT, two_hot
 
 from test_muzero_learning import (SIZES, fake_trajectory, greedy_game, np_dynamics, np_prediction,
-                                  np_representation, np_unroll_loss, random_weights)
+                                  np_representation, np_unroll_loss, random_weights, run_networks,
+                                  train_fixed_batch)
 
 SCALAR = Sizes(hidden=8, image=4, trunk=8, head=8, heads="scalar")
 
@@ -45,20 +45,10 @@ def np_scalar_unroll_loss(w, batch, unroll):
 def test_scalar_heads_have_one_output_and_read_in_units():
     assert shapes(SCALAR)["pred.value"] == (8, 1) and shapes(SCALAR)["dyn.reward"] == (8, 1)
     weights = random_scalar_weights(1)
-    layout = Layout.of(weights)
-    assert layout.scalar_heads and not Layout.of(init_weights(Sizes(hidden=8, image=4, trunk=8, head=8))).scalar_heads
-    rng = np.random.default_rng(2)
-    features = rng.normal(size=(5, FEATURES)).astype(np.float32)
-    action = rng.integers(3, size=5)
-    got = {}
-    ctx = trl.Context("i")
-    with ctx:
-        nets = Networks(trl.tensor(layout.pack(weights)), layout)
-        following, reward = nets.dynamics(nets.representation(trl.tensor(features)), trl.tensor(action))
-        _, value = nets.prediction(following)
-        nets.reward_of(reward).sink(lambda point, array: got.__setitem__("reward", np.asarray(array)))
-        nets.value_of(value).sink(lambda point, array: got.__setitem__("value", np.asarray(array)))
-    ctx.compile(bounds={ctx.bounds[0]: 1}, backend="torch").execute()
+    assert Layout.of(weights).scalar_heads
+    assert not Layout.of(init_weights(Sizes(hidden=8, image=4, trunk=8, head=8))).scalar_heads
+    features, action, got = run_networks(weights, lambda nets, state, following, reward, policy, value: {
+        "reward": nets.reward_of(reward), "value": nets.value_of(value)})
     following, reward = np_dynamics(weights, np_representation(weights, features), action)
     _, value = np_prediction(weights, following)
     np.testing.assert_allclose(got["reward"], reward[:, 0] * REWARD_UNIT, rtol=1e-4, atol=1e-4)
@@ -84,15 +74,7 @@ def test_scalar_targets_by_hand():
 
 def test_scalar_learner_matches_numpy_loss_and_learns_a_fixed_batch():
     weights = random_scalar_weights(3)
-    layout = Layout.of(weights)
-    replay = Replay(unroll=2, n_step=3, discount=0.9999, scalar_heads=True)
-    rng = np.random.default_rng(4)
-    replay.add(fake_trajectory(list(rng.normal(size=6)), list(rng.normal(size=6))))
-    config = LearnerConfig(batch=6, unroll=2, lr=1e-2)
-    batch = replay.sample(config.batch, rng)
-    batch["features"] = rng.normal(size=batch["features"].shape).astype(np.float32)
-    published = []
-    train(layout.pack(weights), layout, config, 40, lambda i: batch, lambda i, w, loss: published.append((w, loss)))
+    layout, batch, published = train_fixed_batch(weights, scalar_heads=True)
     losses = [loss for _, loss in published]
     np.testing.assert_allclose(losses[0], np_scalar_unroll_loss(weights, batch, 2), rtol=1e-4)
     np.testing.assert_allclose(losses[11], np_scalar_unroll_loss(layout.unpack(published[10][0]), batch, 2),

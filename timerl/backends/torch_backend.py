@@ -305,9 +305,8 @@ def _fast_namespace(device: torch.device) -> Any:
 _CREATION = ("arange", "asarray", "empty", "eye", "full", "linspace", "ones", "zeros")
 
 
-def _on_device(create, device: torch.device):
-    """``create`` with ``device`` as its default device (an array made from a tensor stays where the tensor is)."""
-    default = device
+def _on_device(create, default: torch.device):
+    """``create`` with ``default`` as its default device (an array made from a tensor stays where the tensor is)."""
 
     def on_device(*args: Any, device: Any = None, **kwargs: Any) -> torch.Tensor:
         if device is None and not (args and isinstance(args[0], torch.Tensor)):
