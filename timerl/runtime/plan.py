@@ -21,7 +21,6 @@ gradient accumulation) go through `timerl.runtime.evaluate`, the same code the r
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -179,7 +178,7 @@ class GroupLowering:
             size = static_bytes(member)
             values = "(" + ", ".join(outputs) + ("," if len(outputs) == 1 else "") + ")"
             if n in stored:
-                body.append(f"store(({n}, point), {values}, {size if size is not None else 'None'})")
+                body.append(_Store(n, values, size))
                 if size is not None:
                     stored_sizes.update({name: output_bytes(member, k) for k, name in enumerate(outputs)})
             elif member.category is MERGE and self._picks_stored(member, inside):
@@ -251,11 +250,10 @@ class GroupLowering:
                 mentions[name] = mentions.get(name, 0) + 1
         result: list[str] = []
         for line in body:
-            bound = _CONSTANT.fullmatch(line)
-            if bound is not None and mentions[bound[1]] == 1:
-                if result and result[-1] == f"m = {bound[2]}":
+            if isinstance(line, _Constant) and mentions[line.name] == 1:
+                if result and result[-1] == f"m = {line.member}":
                     result.pop()
-                sizes.pop(bound[1], None)
+                sizes.pop(line.name, None)
                 continue
             result.append(line)
         return result
@@ -313,7 +311,7 @@ class GroupLowering:
         n, ns = member.id, self.ns
         if member.category is CONST:
             self.constants[f"C{n}"] = np.asarray(member.attrs["value"])  # moved in at the first run, in its session
-            return [f"{outputs[0]} = C{n}"]
+            return [_Constant(n, outputs[0])]
         if member.category is MERGE:
             return [f"{outputs[0]}, = {args}"]
         if self._pure(member):
@@ -392,8 +390,29 @@ class GroupLowering:
         return [f"m = {steps[0][0].id}", f"{', '.join(results)}, = F{group.id}({call})"]
 
 
-_CONSTANT = re.compile(r"(v(\d+)_0) = C\2")
-_STORE = re.compile(r"store\(\((\d+), point\), (\(.*\)), (\w+)\)")
+class _Constant(str):
+    """A generated line binding constant member ``member``'s value to local ``name``, which
+    `GroupLowering._without_unread_constants` drops where no other line reads it."""
+
+    member: int
+    name: str
+
+    def __new__(cls, member: int, name: str) -> "_Constant":
+        line = super().__new__(cls, f"{name} = C{member}")
+        line.member, line.name = member, name
+        return line
+
+
+class _Store(str):
+    """A generated line storing member ``member``'s values (a tuple's source) in the pool; `_batched_stores`
+    joins consecutive ones into one call, from their ``entry``."""
+
+    entry: str
+
+    def __new__(cls, member: int, values: str, size: int | None) -> "_Store":
+        line = super().__new__(cls, f"store(({member}, point), {values}, {size})")
+        line.entry = f"({member}, {values}, {size})"
+        return line
 
 
 def _batched_stores(body: list[str]) -> list[str]:
@@ -409,12 +428,11 @@ def _batched_stores(body: list[str]) -> list[str]:
         run.clear()
 
     for line in body:
-        stored = _STORE.fullmatch(line)
-        if stored is None:
+        if isinstance(line, _Store):
+            run.append((line, line.entry))
+        else:
             flush()
             result.append(line)
-        else:
-            run.append((line, f"({stored[1]}, {stored[2]}, {stored[3]})"))
     flush()
     return result
 
