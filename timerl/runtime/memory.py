@@ -86,16 +86,8 @@ class MemoryPool:
             size = self.nbytes_of(values)
         if self.capacity is not None:
             self._reserve(size, lambda: self.describe(key), self.pinned)
-        store = self.blocks.get(key[0])
-        if store is not None:
-            store.put(key[1], values)
-            self.block_bytes[key] = size
-        else:
-            self.device[key] = (values, size)
-        self.device_bytes += size
-        if self.device_bytes > self.peak_device_bytes:
-            self.peak_device_bytes = self.device_bytes
-        self.timeline.add(self.device_bytes, self.host_bytes)
+        self._place(key, values, size)
+        self._grown(size)
 
     def store_many(self, point: tuple[int, ...], entries: tuple[tuple[int, tuple[Any, ...], int | None], ...]
                    ) -> None:
@@ -105,18 +97,26 @@ class MemoryPool:
             for member, values, size in entries:
                 self.store((member, point), values, size)
             return
-        device, blocks, total = self.device, self.blocks, 0
+        total = 0
         for member, values, size in entries:
             if size is None:
                 size = self.nbytes_of(values)
-            store = blocks.get(member)
-            if store is None:
-                device[(member, point)] = (values, size)
-            else:
-                store.put(point, values)
-                self.block_bytes[(member, point)] = size
+            self._place((member, point), values, size)
             total += size
-        self.device_bytes += total
+        self._grown(total)
+
+    def _place(self, key: Key, values: tuple[Any, ...], size: int) -> None:
+        """Where a stored point's outputs go: its member's block store, or the device dict."""
+        store = self.blocks.get(key[0])
+        if store is None:
+            self.device[key] = (values, size)
+        else:
+            store.put(key[1], values)
+            self.block_bytes[key] = size
+
+    def _grown(self, size: int) -> None:
+        """``size`` more bytes on the device: the count, its peak and the timeline."""
+        self.device_bytes += size
         if self.device_bytes > self.peak_device_bytes:
             self.peak_device_bytes = self.device_bytes
         self.timeline.add(self.device_bytes, self.host_bytes)
@@ -135,10 +135,7 @@ class MemoryPool:
     def hold(self, size: int) -> None:
         """Bytes held (positive) or given back (negative) outside the stored points, e.g. random draws computed
         ahead for a row of points (`timerl.runtime.plan.DrawPrefetch`); only without a device budget."""
-        self.device_bytes += size
-        if self.device_bytes > self.peak_device_bytes:
-            self.peak_device_bytes = self.device_bytes
-        self.timeline.add(self.device_bytes, self.host_bytes)
+        self._grown(size)
 
     def nbytes_of(self, values: tuple[Any, ...]) -> int:
         return sum(self.backend.nbytes(v) for v in values)
