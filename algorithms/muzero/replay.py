@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from algorithms.muzero.features import FEATURES
 from algorithms.muzero.networks import ACTIONS
 from algorithms.muzero.support import REWARD_UNIT, VALUE_UNIT, scalar_target, two_hot
 
@@ -70,44 +71,53 @@ class Replay:
         return sum(len(game["actions"]) for game in self.games)
 
     def value_targets(self, game: dict) -> np.ndarray:
-        """z_u for every u of one game (module docstring)."""
+        """z_u for every u of one game (module docstring): the n-step window's rewards summed term by term over
+        all positions at once (j = 0 .. n - 1, zeros past the end), then the bootstrap where u + n < T."""
         rewards, values, length = game["rewards"], game["values"], len(game["actions"])
+        padded = np.concatenate([rewards, np.zeros(self.n_step)])
         targets = np.zeros(length)
-        for u in range(length):
-            steps = min(self.n_step, length - u)
-            targets[u] = np.dot(self.discount ** np.arange(steps), rewards[u:u + steps])
-            if u + self.n_step < length:
-                targets[u] += self.discount ** self.n_step * values[u + self.n_step]
+        for j in range(self.n_step):
+            targets += self.discount ** j * padded[j:j + length]
+        if self.n_step < length:
+            targets[:length - self.n_step] += self.discount ** self.n_step * values[self.n_step:]
         return targets
 
     def sample(self, batch: int, rng: np.random.Generator, elite: int = 0) -> dict[str, np.ndarray]:
         """A batch of ``batch`` positions with their unroll targets (module docstring), uniform over the stored
         positions; with ``elite`` > 0 (and `set_elite` called) its first ``elite`` rows are positions of the elite
-        game."""
+        game. The generator is drawn per row (its start, then K actions for past the end), the rows' positions
+        gathered game by game, and the masks and targets built for the whole batch at once."""
         K = self.unroll
         lengths = np.array([len(game["actions"]) for game in self.games])
         elite = min(elite, batch) if self.elite is not None else 0
         picks = [self.games[g] for g in rng.choice(len(self.games), size=batch - elite, p=lengths / lengths.sum())]
-        out = {"features": [], "actions": [], "policy": [], "policy_mask": [], "legal": [], "value": [],
-               "reward": []}
-        for game in [self.elite] * elite + picks:
-            length = len(game["actions"])
-            t = int(rng.integers(length))
+        chosen = [self.elite] * elite + picks
+        starts, fill = np.empty(batch, np.int64), np.empty((batch, K), np.int64)
+        for row, game in enumerate(chosen):
+            starts[row] = rng.integers(len(game["actions"]))
+            fill[row] = rng.integers(ACTIONS, size=K)
+        row_lengths = np.array([len(game["actions"]) for game in chosen], dtype=np.int64)
+        positions = starts[:, None] + np.arange(K + 1)
+        inside = positions < row_lengths[:, None]
+        clipped = np.minimum(positions, row_lengths[:, None] - 1)
+        features = np.empty((batch, FEATURES), np.float32)
+        actions, rewards = np.empty((batch, K), np.int64), np.empty((batch, K))
+        policy, legal = np.empty((batch, K + 1, ACTIONS), np.float32), np.empty((batch, K + 1, ACTIONS), bool)
+        z = np.empty((batch, K + 1))
+        for row, game in enumerate(chosen):
             if "z" not in game:  # cached until Reanalyse replaces the game's values
                 game["z"] = self.value_targets(game)
-            z = game["z"]
-            positions = np.arange(t, t + K + 1)
-            inside = positions < length
-            clipped = np.minimum(positions, length - 1)
-            out["features"].append(game["features"][t])
-            out["actions"].append(np.where(inside[:K], game["actions"][clipped[:K]], rng.integers(ACTIONS, size=K)))
-            out["policy"].append(np.where(inside[:, None], game["policies"][clipped], 1.0 / ACTIONS))
-            out["policy_mask"].append(inside.astype(np.float32))
-            out["legal"].append(np.where(inside[:, None], game["legal"][clipped], True))
-            out["value"].append(self._target(np.where(inside, z[clipped], 0.0), VALUE_UNIT))
-            out["reward"].append(self._target(np.where(inside[:K], game["rewards"][clipped[:K]], 0.0), REWARD_UNIT))
-        return {name: np.stack(arrays).astype(np.int64 if name == "actions" else np.float32)
-                for name, arrays in out.items()}
+            at = clipped[row]
+            features[row] = game["features"][starts[row]]
+            actions[row], rewards[row] = game["actions"][at[:K]], game["rewards"][at[:K]]
+            policy[row], legal[row], z[row] = game["policies"][at], game["legal"][at], game["z"][at]
+        return {"features": features,
+                "actions": np.where(inside[:, :K], actions, fill),
+                "policy": np.where(inside[:, :, None], policy, np.float32(1.0 / ACTIONS)),
+                "policy_mask": inside.astype(np.float32),
+                "legal": np.where(inside[:, :, None], legal, True).astype(np.float32),
+                "value": self._target(np.where(inside, z, 0.0), VALUE_UNIT).astype(np.float32),
+                "reward": self._target(np.where(inside[:, :K], rewards, 0.0), REWARD_UNIT).astype(np.float32)}
 
     def _target(self, x: np.ndarray, unit: float) -> np.ndarray:
         """Value or reward targets (reward units) as the heads learn them: two-hot, or / ``unit`` (scalar)."""
