@@ -21,7 +21,9 @@ defaults' (training seed 0). ``--transfer`` adds the six smallest MMapGame workl
 second test set, never trained on. ``--ops LO HI`` sets the synthetic graphs' sizes, ``--test-ops LO HI``
 the test graphs' alone (drawn separately; train and valid unchanged, so a policy trained on small graphs
 is tested on larger ones), ``--more-train N`` adds separately drawn training topologies (``--more-train-ops
-LO HI``). ``diagnose`` prints what known proposals gain (`diagnose.py`)."""
+LO HI``). ``--uniform-share S`` hedges REGAL's proposal at evaluation: a share S of the chromosomes BRKGA
+samples (initial population, mutants) stays uniform (`brkga.Proposal`; default `UNIFORM_SHARE`, per objective).
+``diagnose`` prints what known proposals gain (`diagnose.py`)."""
 
 from __future__ import annotations
 
@@ -88,6 +90,9 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--big-budget", type=int, default=50000)
     run.add_argument("--eval-seeds", type=int, default=3,
                      help="BRKGA seeds per test graph; each (graph, seed) is one test case")
+    run.add_argument("--uniform-share", type=float, default=None, metavar="SHARE",
+                     help="share of REGAL's sampled chromosomes drawn uniform instead of from the proposal, every "
+                          "objective (default: `UNIFORM_SHARE`, per objective)")
     run.add_argument("--greedy", action=argparse.BooleanOptionalAction, default=True,
                      help="propose each op's most likely action (--no-greedy: one action drawn from the policy)")
     run.add_argument("--transfer", action="store_true", help="also evaluate on the MMapGame workloads")
@@ -109,6 +114,8 @@ def main(argv: list[str] | None = None) -> None:
         low_high = getattr(args, flag, None)
         if low_high is not None and not 2 <= low_high[0] <= low_high[1]:
             parser.error(f"--{flag.replace('_', '-')} {low_high[0]} {low_high[1]}: need 2 <= LO <= HI")
+    if getattr(args, "uniform_share", None) is not None and not 0.0 <= args.uniform_share <= 1.0:
+        parser.error(f"--uniform-share {args.uniform_share}: need a fraction in [0, 1]")
     if args.command == "diagnose":
         test = data.splits(train=48, valid=10, test=args.test_topologies, seed=args.seed).test
         for kind in args.objectives:
@@ -142,14 +149,15 @@ def main(argv: list[str] | None = None) -> None:
         # against 90.0% / +1.37%, peak memory 88.3% / +1.09% against 81.7% / +1.25%); policies trained by
         # REINFORCE alone did better sampled (--no-greedy), their argmax often an action rarely drawn (docs/REGAL.md)
         actions = train.propose(trained, held_out * args.eval_seeds, greedy=args.greedy, seed=args.seed)
+        share = UNIFORM_SHARE[kind] if args.uniform_share is None else args.uniform_share
         start = time.perf_counter()
         outcomes.append(bench.evaluate(held_out * args.eval_seeds, actions, kind, args.budget, args.big_budget,
-                                       args.seed, args.workers))
+                                       args.seed, args.workers, share))
         print(f"{kind}: evaluated in {time.perf_counter() - start:.0f} s", flush=True)
         if workloads:
             transfer.append(bench.evaluate(workloads, train.propose(trained, workloads, greedy=args.greedy,
                                                                     seed=args.seed), kind, args.budget,
-                                           args.big_budget, args.seed, args.workers))
+                                           args.big_budget, args.seed, args.workers, share))
     print(bench.markdown(outcomes))
     if transfer:
         print("\nTransfer to the MMapGame workloads (" + ", ".join(SMALL) + "):")
@@ -165,6 +173,10 @@ def main(argv: list[str] | None = None) -> None:
 # fine-tuning iterations at lr 1e-3 moved priorities one bin lower on some graphs (88.3% / +1.31% and
 # 88.3% / +1.73%; docs/REGAL.md, sixth pass)
 FINE_TUNE = {"runtime": 60, "peak_memory": 0}
+
+# the share of REGAL's sampled chromosomes (initial population, mutants) drawn uniform at evaluation
+# (`brkga.Proposal.uniform_share`; training's reward uses the plain proposal)
+UNIFORM_SHARE = {"runtime": 0.0, "peak_memory": 0.0}
 
 
 def fit(kind: str, graphs: list, args: argparse.Namespace, sizes: Sizes) -> train.Trained:

@@ -50,10 +50,12 @@ class Outcome:
 
 
 def evaluate(graphs: list[CompGraph], actions: list[np.ndarray], kind: str, budget: int = 5000,
-             big_budget: int = 50000, seed: int = 0, workers: int = 1) -> Outcome:
+             big_budget: int = 50000, seed: int = 0, workers: int = 1, uniform_share: float = 0.0) -> Outcome:
+    """Test case k: ``graphs[k]`` with BRKGA seed ``seed + k``; REGAL's proposal hedged by ``uniform_share``
+    (`brkga.Proposal`)."""
     jobs = []
     for k, (graph, action) in enumerate(zip(graphs, actions)):
-        jobs += [(graph, kind, budget, None, seed + k), (graph, kind, budget, action, seed + k),
+        jobs += [(graph, kind, budget, None, seed + k), (graph, kind, budget, action, seed + k, uniform_share),
                  (graph, kind, big_budget, None, seed + k)]
     costs = run_jobs(jobs, workers).reshape(len(graphs), 3)
     return Outcome(kind, [g.name for g in graphs], costs[:, 0], costs[:, 1], costs[:, 2], budget, big_budget)

@@ -56,10 +56,21 @@ class Proposal:
     function (a 4097-point table per distinct (alpha, beta), linearly interpolated; Beta(1, 1) genes keep
     the draw). So every proposal consumes the random stream identically, and two BRKGA runs with one seed
     differ only by their proposals (common random numbers: REGAL's reward and the bench compare
-    proposals, not the luck of the search)."""
+    proposals, not the luck of the search).
+
+    ``uniform_share`` hedges the proposal: of every ``count`` chromosomes sampled (the initial population,
+    each generation's mutants) the first ``floor(uniform_share * count + 1/2)`` keep their uniform draws,
+    the rest go through the Betas. No draw is added or skipped, so the stream stays common: share 0 is the
+    plain proposal, share 1 uniform BRKGA, bit for bit; in between a bad proposal costs less while a good
+    one still seeds most mutants."""
 
     alpha: np.ndarray
     beta: np.ndarray
+    uniform_share: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.uniform_share <= 1.0:
+            raise ValueError(f"a proposal's uniform_share is a fraction in [0, 1], got {self.uniform_share}")
 
     @classmethod
     def uniform(cls, length: int) -> Proposal:
@@ -75,8 +86,9 @@ class Proposal:
 
     def sample(self, rng: np.random.Generator, count: int) -> np.ndarray:
         genes = rng.random((count, self.alpha.size))
+        hedged = int(np.floor(self.uniform_share * count + 0.5))
         for table, columns in self.groups:
-            genes[:, columns] = np.interp(genes[:, columns], _GRID, table)
+            genes[hedged:, columns] = np.interp(genes[hedged:, columns], _GRID, table)
         return genes
 
 

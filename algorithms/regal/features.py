@@ -180,9 +180,10 @@ def beta_parameters(actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(uniform, 1.0, mean * concentration), np.where(uniform, 1.0, (1.0 - mean) * concentration)
 
 
-def proposal(graph: CompGraph, actions: np.ndarray) -> Proposal:
+def proposal(graph: CompGraph, actions: np.ndarray, uniform_share: float = 0.0) -> Proposal:
     """BRKGA's mutant distribution from ``actions`` (ops, HEADS): affinities and op priorities per op, and
-    each tensor's d transfer keys from its producer's transfer head."""
+    each tensor's d transfer keys from its producer's transfer head; ``uniform_share`` of the sampled
+    chromosomes drawn uniform instead (`Proposal`)."""
     ops = graph.num_ops
     alpha, beta = np.ones(chromosome_length(graph)), np.ones(chromosome_length(graph))
     node_alpha, node_beta = beta_parameters(np.asarray(actions)[:ops])
@@ -191,7 +192,7 @@ def proposal(graph: CompGraph, actions: np.ndarray) -> Proposal:
         genes[:ops * DEVICES] = node[:, :DEVICES].ravel()
         genes[ops * DEVICES:priorities] = node[:, PRIORITY]
         genes[priorities:] = np.repeat(node[graph.producer, TRANSFER], DEVICES)  # (tensors, d), row-major
-    return Proposal(alpha, beta)
+    return Proposal(alpha, beta, uniform_share)
 
 
 def solution_actions(graph: CompGraph, keys: np.ndarray, concentration: float = 10.0,

@@ -1,6 +1,7 @@
 """BRKGA runs in parallel on local Ray (``--workers N``), for the reward inside training and for the bench.
 
-A job is ``(graph, kind, budget, actions, seed)``: one BRKGA run, ``actions`` None for uniform BRKGA. Each
+A job is ``(graph, kind, budget, actions, seed[, uniform_share])`` (`Job`): one BRKGA run, ``actions`` None for
+uniform BRKGA, ``uniform_share`` (default 0) the share of the proposal's samples drawn uniform. Each
 run is fully determined by its job (its own seeded generator), so the costs do not depend on which worker
 ran it or in what order: ``run_jobs(jobs, workers)`` returns exactly what ``workers=1`` (plain serial calls)
 returns. Jobs are cut into chunks, a few per worker, so that a task carries several runs of ~50 ms each
@@ -13,7 +14,7 @@ Ray starts once per process, on first use (`algorithms.local_ray`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import ray
@@ -22,22 +23,35 @@ from algorithms import local_ray
 from algorithms.regal import brkga, features
 from algorithms.regal.graph import CompGraph
 
-Job = tuple[CompGraph, str, int, "np.ndarray | None", int]
+
+class Job(NamedTuple):
+    """One BRKGA run; plain 5-tuples (no hedge) are accepted wherever a job is."""
+
+    graph: CompGraph
+    kind: str
+    budget: int
+    actions: np.ndarray | None  # None: uniform BRKGA
+    seed: int
+    uniform_share: float = 0.0  # `brkga.Proposal.uniform_share`
+
+
 CHUNKS_PER_WORKER = 4
 
 
-def brkga_cost(job: Job) -> float:
+def _search(job: tuple) -> brkga.Result:
+    job = Job(*job)
+    proposal = None if job.actions is None else features.proposal(job.graph, job.actions, job.uniform_share)
+    return brkga.optimize(job.graph, job.kind, job.budget, proposal, job.seed)
+
+
+def brkga_cost(job: tuple) -> float:
     """One BRKGA run's best cost."""
-    graph, kind, budget, actions, seed = job
-    proposal = None if actions is None else features.proposal(graph, actions)
-    return brkga.optimize(graph, kind, budget, proposal, seed).best_cost
+    return _search(job).best_cost
 
 
-def brkga_best(job: Job) -> np.ndarray:
+def brkga_best(job: tuple) -> np.ndarray:
     """One BRKGA run's best chromosome."""
-    graph, kind, budget, actions, seed = job
-    proposal = None if actions is None else features.proposal(graph, actions)
-    return brkga.optimize(graph, kind, budget, proposal, seed).best
+    return _search(job).best
 
 
 @ray.remote

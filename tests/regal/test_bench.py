@@ -53,3 +53,25 @@ def test_distil_objectives_choose_which_policies_learn_from_search(tmp_path, cap
     assert "peak_memory: imitated the heuristic proposal" in capsys.readouterr().out
     regal_main(common + ["--distil", "200", "--distil-objectives", "peak_memory"])
     assert "peak_memory: imitated BRKGA-200's solutions (1 per graph)" in capsys.readouterr().out
+
+
+def test_full_uniform_share_reproduces_brkga():
+    """A proposal hedged with share 1 draws every chromosome uniform: REGAL's runs are uniform BRKGA's."""
+    graphs = generate(2, 1, ops=(8, 10), seed=6)
+    actions = [np.random.default_rng(g).integers(0, features.CHOICES, (graph.num_ops, features.HEADS))
+               for g, graph in enumerate(graphs)]
+    outcome = bench.evaluate(graphs, actions, "runtime", budget=120, big_budget=240, uniform_share=1.0)
+    np.testing.assert_array_equal(outcome.regal, outcome.brkga)
+
+
+def test_bench_passes_the_uniform_share(tmp_path, capsys):
+    """``--uniform-share 1`` reaches the evaluation (REGAL ties uniform BRKGA on every case); a share outside
+    [0, 1] is refused with a message naming the flag."""
+    common = ["bench", "--objectives", "runtime", "--distil", "0", "--train-topologies", "3", "--valid-topologies",
+              "1", "--test-topologies", "1", "--variants", "1", "--imitate", "3", "--fine-tune", "0", "--budget", "40",
+              "--big-budget", "80", "--eval-seeds", "2", "--out", str(tmp_path / "fig2.png")]
+    regal_main(common + ["--uniform-share", "1"])
+    assert "| runtime | 2 | 100.0% | +0.00% | +0.00% | +0.00% |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        regal_main(common + ["--uniform-share", "1.5"])
+    assert "--uniform-share 1.5: need a fraction in [0, 1]" in capsys.readouterr().err

@@ -2,8 +2,9 @@
 
 import numpy as np
 import pytest
+import scipy.stats
 
-from algorithms.regal import brkga
+from algorithms.regal import brkga, features, parallel
 from algorithms.regal.data import generate
 from algorithms.regal.perfmodel import chromosome_length, objective
 
@@ -77,3 +78,64 @@ def test_beats_random_sampling_with_the_same_budget(kind):
     # random sampling can hit the optimum of an easy graph too: never worse, better on most
     assert (np.array(searched) <= np.array(sampled)).all()
     assert (np.array(searched) < np.array(sampled)).sum() >= 2
+
+
+def _recorded_run(proposal, seed=3, budget=300, length=4):
+    cost = Counting(sphere)
+    brkga.run(cost, length, budget=budget, proposal=proposal, seed=seed)
+    return cost.seen
+
+
+# quantile functions with bounded slopes (u^2, 1 - (1 - u)^2, the arcsine law's), which the proposal's
+# 4097-point table interpolates to within 1e-6
+BETAS = (np.array([0.5, 1.0, 1.0, 0.5]), np.array([1.0, 0.5, 1.0, 0.5]))
+
+
+def test_hedge_share_zero_is_the_plain_proposal():
+    """Share 0: the first population is every draw mapped through its gene's Beta quantiles (by hand, with
+    SciPy's Beta), and the whole run is the unhedged proposal's, bit for bit."""
+    plain, hedged = _recorded_run(brkga.Proposal(*BETAS)), _recorded_run(brkga.Proposal(*BETAS, uniform_share=0.0))
+    assert len(plain) == len(hedged)
+    for a, b in zip(plain, hedged):
+        np.testing.assert_array_equal(a, b)
+    draws = np.random.default_rng(3).random((20, 4))  # population max(20, 4)
+    np.testing.assert_allclose(plain[0], scipy.stats.beta.ppf(draws, *BETAS), atol=1e-5)
+
+
+def test_hedge_share_one_is_uniform_brkga():
+    uniform, hedged = _recorded_run(None), _recorded_run(brkga.Proposal(*BETAS, uniform_share=1.0))
+    assert len(uniform) == len(hedged)
+    for a, b in zip(uniform, hedged):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_hedge_share_half_by_hand():
+    """Length 4: population 20, 4 elites, 13 children, 3 mutants. Share 0.5 keeps the first 10 of the 20
+    initial draws uniform and the first 2 of each generation's 3 mutants (floor(1.5 + 1/2)); the others
+    follow the Betas. The generator's calls replayed by hand: initial draws, the children's parents and
+    genes, then the mutants' draws."""
+    seen = _recorded_run(brkga.Proposal(*BETAS, uniform_share=0.5))
+    rng = np.random.default_rng(3)
+    initial = rng.random((20, 4))
+    rng.integers(0, 4, 13), rng.integers(0, 16, 13), rng.random((13, 4))
+    mutants = rng.random((3, 4))
+    np.testing.assert_array_equal(seen[0][:10], initial[:10])
+    np.testing.assert_allclose(seen[0][10:], scipy.stats.beta.ppf(initial[10:], *BETAS), atol=1e-5)
+    assert not np.allclose(seen[0][10:, :2], initial[10:, :2], atol=0.01)
+    np.testing.assert_array_equal(seen[1][13:15], mutants[:2])
+    np.testing.assert_allclose(seen[1][15], scipy.stats.beta.ppf(mutants[2], *BETAS), atol=1e-5)
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5])
+def test_hedge_share_outside_zero_one_is_refused(share):
+    with pytest.raises(ValueError, match="uniform_share"):
+        brkga.Proposal(*BETAS, uniform_share=share)
+
+
+def test_jobs_carry_the_hedge():
+    """A job's sixth field: 0 is the 5-field job, 1 the uniform run."""
+    graph = generate(1, 1, ops=(8, 10), seed=2)[0]
+    actions = np.random.default_rng(0).integers(0, features.CHOICES, (graph.num_ops, features.HEADS))
+    costs = parallel.run_jobs([(graph, "runtime", 80, actions, 5), (graph, "runtime", 80, actions, 5, 0.0),
+                               (graph, "runtime", 80, None, 5), (graph, "runtime", 80, actions, 5, 1.0)])
+    assert costs[0] == costs[1] and costs[2] == costs[3]
