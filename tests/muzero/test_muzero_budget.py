@@ -123,11 +123,12 @@ def test_a_run_stays_inside_a_tiny_budget(persistent_rows):
 
 def test_rows_persist_by_size():
     """`MuZeroConfig.persistent_rows` None: rows persist above `PERSIST_ABOVE` buffers, 8 games a round on 32
-    rows; at or below it rounds are as before (64 games up to 150 buffers, 32 above); set, it holds at any size."""
+    rows; at or below it 32 games a round (64 up to 150 buffers until the fourteenth session); set, it holds at any
+    size."""
     small, edge, large = (SimpleNamespace(num_buffers=count) for count in (131, PERSIST_ABOVE, PERSIST_ABOVE + 1))
     config = MuZeroConfig()
     assert [config.persists(problem) for problem in (small, edge, large)] == [False, False, True]
-    assert [config.round_shape(problem) for problem in (small, edge, large)] == [(32, 64), (32, 32), (32, 8)]
+    assert [config.round_shape(problem) for problem in (small, edge, large)] == [(32, 32), (32, 32), (32, 8)]
     assert MuZeroConfig(persistent_rows=True).persists(small)
     assert not MuZeroConfig(persistent_rows=False).persists(large)
     assert MuZeroConfig(games=16, rows=32).round_shape(large) == (32, 16)
@@ -135,16 +136,17 @@ def test_rows_persist_by_size():
 
 def test_extra_rounds_fill_the_budget_and_stay_inside_it():
     """Rounds come one per `steps_per_round` learner steps, so with few steps (10, a round every 5: 3 rounds and
-    the final one) a run ends well short of a budget of 30 first rounds; `extra_rounds` plays more rounds in it,
-    and its clock still never passes the budget."""
+    the final one) a run ends well short of a budget of 30 first rounds; `extra_rounds` (the default) plays more
+    rounds in it, and its clock still never passes the budget."""
     problem = build_problem(synthetic_instance(seed=1, num_instructions=16))
     config = MuZeroConfig(games=8, rows=4, sizes=SIZES, simulations=4, max_depth=2, steps_per_round=5,
-                          iterations=10)
+                          iterations=10, extra_rounds=0)
+    assert MuZeroConfig().extra_rounds == 4
     seconds = 30 * muzero_play(problem, seed=0, seconds=1e-3, config=config).seconds
     plain = muzero_play(problem, seed=0, seconds=seconds, config=config)
-    filled = muzero_play(problem, seed=0, seconds=seconds, config=dataclasses.replace(config, extra_rounds=True))
+    filled = muzero_play(problem, seed=0, seconds=seconds, config=dataclasses.replace(config, extra_rounds=4))
     assert plain.rounds == 4 and plain.seconds < seconds / 2
-    assert filled.rounds > plain.rounds and filled.seconds <= seconds
+    assert plain.rounds < filled.rounds <= plain.rounds + 4 * 3 and filled.seconds <= seconds  # at most 4 a round
     check_mapping(problem, filled.result.mapping)
 
 
