@@ -2,7 +2,8 @@
 
 The learner program (learner.train) sources each iteration's batch from `_Run.feed`: every
 `steps_per_round` iterations it first plays a round of `games` self-play games with the latest weights
-(while the wall-clock budget lasts) and reanalyses stored positions, then samples the batch. The result is the
+(while the wall-clock budget lasts; then up to `extra_rounds` more where the budget has room for them besides the
+rounds and steps still to come) and reanalyses stored positions, then samples the batch. The result is the
 best game found, as for every search baseline of `algorithms.mmap` (ES, MCTS report their best game too),
 after a final round with the last weights (where the budget has room for it): its noise-free greedy game and
 `games` - 1 sampled ones at the schedule's last temperature (the sampled rows of the batch cost the search nothing
@@ -153,8 +154,8 @@ class MuZeroConfig:
     extra_rounds: int = 4
     """Rounds beyond one per `steps_per_round` learner steps: after a round, up to this many more at once while the
     budget has room for one besides the learner's remaining steps and a longest round for each remaining one
-    (`_Run.spare`); 0 for none. (The cap keeps a budget far above the run, as in the training test, finite; in the
-    runs below at most 1-2 came after one round.)
+    (`_Run.spare`); 0 for none. (The cap keeps a run finite under a budget far above it, as in the training test;
+    the A/B runs below at seeds 0 and 1 had none.)
     The learner's steps follow the budget (`steps_per_second`), a round comes every 20 of them, so where rounds are
     cheap (cnn_sgd, rnn_cond_scan_sgd, dqn_update_adam: 0.53-0.56 CPU s) a 15 s run ended at 11.8-13.2 s. With it
     (fourteenth session, 15 CPU s, the 8 small workloads, seeds 0 and 1, one run per cell; README) those runs use
