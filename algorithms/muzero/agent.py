@@ -2,7 +2,8 @@
 
 The learner program (learner.train) sources each iteration's batch from `_Run.feed`: every
 `steps_per_round` iterations it first plays a round of `games` self-play games with the latest weights
-(while the wall-clock budget lasts) and reanalyses stored positions, then samples the batch. The result is the
+(while the wall-clock budget lasts; then up to `extra_rounds` more where the budget has room for them besides the
+rounds and steps still to come) and reanalyses stored positions, then samples the batch. The result is the
 best game found, as for every search baseline of `algorithms.mmap` (ES, MCTS report their best game too),
 after a final round with the last weights (where the budget has room for it): its noise-free greedy game and
 `games` - 1 sampled ones at the schedule's last temperature (the sampled rows of the batch cost the search nothing
@@ -150,6 +151,19 @@ class MuZeroConfig:
     mutate_when_stalled: bool = False
     """Mutants only in a round after one that found no better game (the incumbent's neighbourhood searched out)."""
 
+    extra_rounds: int = 4
+    """Rounds beyond one per `steps_per_round` learner steps: after a round, up to this many more at once while the
+    budget has room for one besides the learner's remaining steps and a longest round for each remaining one
+    (`_Run.spare`); 0 for none. (The cap keeps a run finite under a budget far above it, as in the training test;
+    the A/B runs below at seeds 0 and 1 had none.)
+    The learner's steps follow the budget (`steps_per_second`), a round comes every 20 of them, so where rounds are
+    cheap (cnn_sgd, rnn_cond_scan_sgd, dqn_update_adam: 0.53-0.56 CPU s) a 15 s run ended at 11.8-13.2 s. With it
+    (fourteenth session, 15 CPU s, the 8 small workloads, seeds 0 and 1, one run per cell; README) those runs use
+    14.2-14.7 s and play 18-23 rounds (17 before): cnn_sgd 0.5044 / 0.5149 -> 0.5140 / 0.5403, rnn_cond_scan_sgd
+    0.1253 / 0.1442 -> 0.1441 / 0.1486, dqn_update_adam 0.5510 / 0.5142 -> 0.5504 / 0.4867, autoencoder_momentum
+    0.5014 / 0.4992 -> 0.5014 / 0.4954; the other four play as many rounds as before (their rounds fill the budget)
+    and find the same (mlp_sgd at seed 0 0.5286 -> 0.5104: one round fewer by the clock, no extra round)."""
+
     seed_weight: float = 0.5
     """How much of the root's prior is the greedy one-step policy's move (`seeding.greedy_seed`), in self-play,
     Reanalyse and the final game; 0 for the network's policy alone. At 15 CPU s (one run each, seed 0) 0.5 found
@@ -170,20 +184,21 @@ class MuZeroConfig:
     (`SelfPlay.play`'s ``stagger``), so games end at spread times from the first round on."""
 
     def round_shape(self, problem: Problem) -> tuple[int, int]:
-        """(search rows, games per round). Chosen by measurement (README "Tenth session, throughput"): 32 rows
-        always; 64 games a round (rows refilled) up to 150 buffers, 32 above, `PERSISTING_GAMES` where rows
-        persist (`persists`). One round of untrained self-play, games per CPU s (rows x games): transformer_decode
-        16x16 19.2, 32x32 37.6, 32x64 52.7, 64x64 49.3; cnn_sgd 9.3, 15.3, 16.8, 19.0; diffusion_sample 5.3, 8.4,
-        9.5, 10.5. On the larger workloads a round of 64 games costs 3.4-6.1 CPU s, so a 15 s budget fits 1-4 of
-        them and ends with a third of it unused (bench, 64x64: rnn_cond_scan_sgd 1 round, 5.7 s; diffusion_sample
-        1 round, 5.4 s); at 32x32 it plays more games in all (96 against 64 on both, dqn_update_adam 320 against
-        192)."""
+        """(search rows, games per round): 32 rows always; 32 games a round (`PERSISTING_GAMES` where rows persist,
+        `persists`). Throughput (README "Tenth session, throughput"), one round of untrained self-play, games per
+        CPU s (rows x games): transformer_decode 16x16 19.2, 32x32 37.6, 32x64 52.7, 64x64 49.3; cnn_sgd 9.3, 15.3,
+        16.8, 19.0; diffusion_sample 5.3, 8.4, 9.5, 10.5; so the tenth session played 64 games a round up to 150
+        buffers. With `extra_rounds` the budget is filled by rounds either way, and 32 games a round there play
+        twice the rounds, each after the learner's latest steps (fourteenth session, 15 CPU s, seeds 0 / 1, one run
+        per cell; README): transformer_decode 0.7125 / 0.6879 -> 0.7302 / 0.7179 (ES 0.7196 / 0.7170),
+        autoencoder_momentum 0.5014 / 0.4954 -> 0.5096 / 0.4968, mlp_sgd 0.5104 / 0.5109 -> 0.4928 / 0.4927 (ES
+        0.5290 / 0.4918)."""
         if self.games is not None:
             return (self.games if self.rows is None else self.rows), self.games
         rows = 32 if self.rows is None else self.rows
         if self.persists(problem):
             return rows, PERSISTING_GAMES
-        return rows, (64 if problem.num_buffers <= 150 else 32)
+        return rows, 32
 
     def persists(self, problem: Problem) -> bool:
         """Whether self-play rows persist across rounds on ``problem`` (`persistent_rows`)."""
@@ -318,10 +333,25 @@ class _Run:
             else:
                 reserve = (1.0 - self.config.selfplay_share) * self.seconds
             if not self.curve or elapsed + self.longest_round() + reserve <= self.seconds:
-                progress = min(elapsed / max(self.config.selfplay_share * self.seconds, 1e-9), 1.0)
-                self.play_round(FIRST_TEMPERATURE - (FIRST_TEMPERATURE - FINAL_TEMPERATURE) * progress, reserve)
+                self.play_round(self.temperature(), reserve)
+                for _ in range(self.config.extra_rounds if iteration else 0):
+                    if self.spare(iteration, reserve) < self.longest_round():
+                        break
+                    self.play_round(self.temperature(), reserve)
         batch = self.config.learner.batch
         return self.replay.sample(batch, self.rng, elite=round(batch * self.config.elite_fraction))
+
+    def temperature(self) -> float:
+        """The schedule's temperature now: FIRST_TEMPERATURE down to FINAL_TEMPERATURE over `selfplay_share`."""
+        progress = min(self.elapsed() / max(self.config.selfplay_share * self.seconds, 1e-9), 1.0)
+        return FIRST_TEMPERATURE - (FIRST_TEMPERATURE - FINAL_TEMPERATURE) * progress
+
+    def spare(self, iteration: int, steps: float) -> float:
+        """The budget left over at ``iteration`` once the learner's remaining steps (``steps`` seconds) and a
+        longest round for each of the remaining rounds (the later ones of `steps_per_round`, the final one) have
+        their time (`MuZeroConfig.extra_rounds`)."""
+        rounds_left = (self.iterations - iteration) // self.config.steps_per_round + 1
+        return self.seconds - self.elapsed() - steps - rounds_left * self.longest_round()
 
     def longest_round(self) -> float:
         """The longest round so far, on the budget's clock (0 before the first)."""

@@ -17,7 +17,7 @@ from algorithms.mmap.check import check_mapping
 from algorithms.mmap.mapping import mapping_records
 from algorithms.mmap.problem import build_problem
 from algorithms.mmap.synthetic import synthetic_instance
-from algorithms.muzero.agent import PERSIST_ABOVE, MuZeroConfig, muzero_play
+from algorithms.muzero.agent import PERSIST_ABOVE, MuZeroConfig, _Run, muzero_play
 from algorithms.muzero.seeding import greedy_game
 from algorithms.muzero.selfplay import Deadline, SelfPlay
 from algorithms.muzero.support import REWARD_SCALE
@@ -123,11 +123,37 @@ def test_a_run_stays_inside_a_tiny_budget(persistent_rows):
 
 def test_rows_persist_by_size():
     """`MuZeroConfig.persistent_rows` None: rows persist above `PERSIST_ABOVE` buffers, 8 games a round on 32
-    rows; at or below it rounds are as before (64 games up to 150 buffers, 32 above); set, it holds at any size."""
+    rows; at or below it 32 games a round (64 up to 150 buffers until the fourteenth session); set, it holds at any
+    size."""
     small, edge, large = (SimpleNamespace(num_buffers=count) for count in (131, PERSIST_ABOVE, PERSIST_ABOVE + 1))
     config = MuZeroConfig()
     assert [config.persists(problem) for problem in (small, edge, large)] == [False, False, True]
-    assert [config.round_shape(problem) for problem in (small, edge, large)] == [(32, 64), (32, 32), (32, 8)]
+    assert [config.round_shape(problem) for problem in (small, edge, large)] == [(32, 32), (32, 32), (32, 8)]
     assert MuZeroConfig(persistent_rows=True).persists(small)
     assert not MuZeroConfig(persistent_rows=False).persists(large)
     assert MuZeroConfig(games=16, rows=32).round_shape(large) == (32, 16)
+
+
+def test_extra_rounds_fill_the_budget_and_stay_inside_it():
+    """Rounds come one per `steps_per_round` learner steps, so with few steps (10, a round every 5: 3 rounds and
+    the final one) a run ends well short of a budget of 30 first rounds; `extra_rounds` (the default) plays more
+    rounds in it, and its clock still never passes the budget."""
+    problem = build_problem(synthetic_instance(seed=1, num_instructions=16))
+    config = MuZeroConfig(games=8, rows=4, sizes=SIZES, simulations=4, max_depth=2, steps_per_round=5,
+                          iterations=10, extra_rounds=0)
+    assert MuZeroConfig().extra_rounds == 4
+    seconds = 30 * muzero_play(problem, seed=0, seconds=1e-3, config=config).seconds
+    plain = muzero_play(problem, seed=0, seconds=seconds, config=config)
+    filled = muzero_play(problem, seed=0, seconds=seconds, config=dataclasses.replace(config, extra_rounds=4))
+    assert plain.rounds == 4 and plain.seconds < seconds / 2
+    assert plain.rounds < filled.rounds <= plain.rounds + 4 * 3 and filled.seconds <= seconds  # at most 4 a round
+    check_mapping(problem, filled.result.mapping)
+
+
+def test_spare_by_hand():
+    """`_Run.spare`: the budget less the time used, the learner's remaining steps and one longest round for each
+    round left (the later ones every `steps_per_round` steps and the final one)."""
+    run = SimpleNamespace(seconds=15.0, iterations=300, config=MuZeroConfig(steps_per_round=20),
+                          elapsed=lambda: 6.0, longest_round=lambda: 0.5)
+    # at iteration 200: rounds at 220, 240, 260, 280, 300 and the final one = 6 rounds of 0.5 s; steps 2.0 s
+    assert _Run.spare(run, 200, 2.0) == pytest.approx(15.0 - 6.0 - 2.0 - 3.0)
