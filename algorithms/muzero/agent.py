@@ -49,7 +49,7 @@ from algorithms.muzero.learner import LearnerConfig, train
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import ACTIONS, Layout, Sizes, init_weights
 from algorithms.muzero.replay import Replay
-from algorithms.muzero.seeding import BestSeed, final_moves
+from algorithms.muzero.seeding import BestSeed, final_moves, seed_game
 from algorithms.muzero.selfplay import Deadline, SearchProgram, demonstration
 
 
@@ -183,6 +183,22 @@ class MuZeroConfig:
     """With `persistent_rows`: the rows' first games open with spread prefixes of the greedy policy's game
     (`SelfPlay.play`'s ``stagger``), so games end at spread times from the first round on."""
 
+    seed_first_round: bool | None = None
+    """The first round's roots seeded (as `best_seed_share` / `best_seed_weight` seed later rounds' from the best
+    game) from `seeding.seed_game`, the better of the greedy and the keep-groups one-step policies' games
+    (`policies.keep_groups_action`), and its staggered rows opening with prefixes of that game (`BestSeed.played`);
+    False: the first round's roots take the greedy policy's move at `seed_weight`. None: where rows persist
+    (`persists`: the large suite), not on the small suite, where it lowered cnn_sgd's best game in the session
+    that first tried it and again in the fourteenth (cnn_sgd, 15 CPU s, seed 0: 0.5044 off, 0.4333 on: a first
+    round of 32 games all seeded from the one-step game stays next to it). On the large suite (README, "Fourteenth
+    session"; one run per seed): MuZero >= ES on 8/8 at seeds 0 and 1 (off: 7/8), lstm_lm_adam 0.4451 / 0.4047
+    against ES's 0.4076 / 0.3601 (off: 0.3349 / 0.3365); mostly the seed game itself (keep-groups on lstm_lm_adam:
+    0.4047, greedy 0.3232), above it on 2 of 8 at seed 0 and 1 of 8 at seed 1."""
+
+    def seeds_first_round(self, problem: Problem) -> bool:
+        """Whether the first round is seeded from `seeding.seed_game` on ``problem`` (`seed_first_round`)."""
+        return self.persists(problem) if self.seed_first_round is None else self.seed_first_round
+
     def round_shape(self, problem: Problem) -> tuple[int, int]:
         """(search rows, games per round): 32 rows always; 32 games a round (`PERSISTING_GAMES` where rows persist,
         `persists`). Throughput (README "Tenth session, throughput"), one round of untrained self-play, games per
@@ -307,10 +323,17 @@ class _Run:
         self.round_seconds.append(self.clock() - started)
 
     def best_seed(self) -> BestSeed | None:
-        """The round's seeding from the best game so far (with mutants of it, `mutant_share`); None before the
-        first game or with `best_seed_share` 0."""
-        if self.config.best_seed_share <= 0 or self.best is None:
+        """The round's seeding from the best game so far (with mutants of it, `mutant_share`); before the first
+        game, from `seeding.seed_game` where `MuZeroConfig.seeds_first_round`, else None; None with
+        `best_seed_share` 0."""
+        if self.config.best_seed_share <= 0:
             return None
+        if self.best is None:
+            if not self.config.seeds_first_round(self.problem):
+                return None
+            played = seed_game(self.problem)  # inside the budget: 0.04-0.4 CPU s on the large suite
+            return BestSeed(final_moves(self.problem, played), self.config.best_seed_share,
+                            self.config.best_seed_weight, played=tuple(played))
         moves = final_moves(self.problem, self.best.played)
         games = self.config.round_shape(self.problem)[1]
         share = self.config.mutant_share if self.stalled or not self.config.mutate_when_stalled else 0.0

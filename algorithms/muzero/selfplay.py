@@ -227,8 +227,9 @@ class SelfPlay:
         later call.
 
         ``stagger`` (with ``persist``): when the rows start afresh, row r's first game (unless a greedy one) opens
-        by replaying, without a search, the first r / B of the greedy one-step policy's game (`greedy_game`), so
-        the rows' first games end at spread times and so do all later ones: a round of ``count`` < B games then
+        by replaying, without a search, the first r / B of ``best.played`` where given (the first round's seed
+        game), else of the greedy one-step policy's game (`greedy_game`), so the rows' first games end at spread
+        times and so do all later ones: a round of ``count`` < B games then
         ends after about ``count`` / B of a game's searches from the first call on (rows started together end
         together, and the first round waits for most of them). ``deadline``: the call stops searching once it has
         passed or the longest search step so far (the search and the moves up to the next decision, over this
@@ -240,7 +241,8 @@ class SelfPlay:
         if persist:
             if self.rows is None or len(self.rows.games) != batch:
                 self.rows = Rows(batch)
-                opening = greedy_game(self.problem) if stagger else None
+                if stagger:
+                    opening = list(best.played) if best is not None and best.played else greedy_game(self.problem)
             rows = self.rows
         else:
             rows = Rows(batch)

@@ -1,4 +1,5 @@
-"""Move choices shared by the baselines: legal moves, preference lists, and the greedy one-step policy."""
+"""Move choices shared by the baselines: legal moves, preference lists, and two one-step policies (greedy and
+keep-groups)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,26 @@ def greedy_action(game: MMapGame) -> int:
     if game.current_benefit() <= 0:
         return first_legal(game, (DROP, COPY, NO_COPY))
     return smallest_placement(game, (COPY, NO_COPY))
+
+
+def keep_groups_action(game: MMapGame) -> int:
+    """`greedy_action`, except that an output whose alias group has members still to come stays resident: where
+    the output is placed at all (a positive benefit, or its group already in fast memory so that Drop is illegal)
+    it takes NoCopy (fast memory over its whole live range, no eviction copy) before Copy, whatever the footprint.
+
+    Why: aliased buffers share one memory (game.py, Eq. 4), so the group's later members must sit at the same
+    offset. A Copy of the output evicts it right after its write; the group's next member then needs a prefetch
+    into exactly that offset, which the supply or the space often refuses, and the game rewinds to drop the group
+    (Drop-backup). Kept resident, the next member reading the same tensor reuses the allocation at no cost.
+    Otherwise (an input, the group's last member, no group) the move is `greedy_action`'s.
+    """
+    problem, position = game.problem, game.position
+    group = problem.alias_group[position]
+    members_to_come = group >= 0 and problem.group_last_buffer[group] > position
+    placed = game.current_benefit() > 0 or not game.legal_actions()[DROP]
+    if problem.is_output[position] and members_to_come and placed:
+        return first_legal(game, (NO_COPY, COPY, DROP))
+    return greedy_action(game)
 
 
 def smallest_placement(game: MMapGame, order: tuple[int, int]) -> int:
