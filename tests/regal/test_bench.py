@@ -75,3 +75,18 @@ def test_bench_passes_the_uniform_share(tmp_path, capsys):
     with pytest.raises(SystemExit):
         regal_main(common + ["--uniform-share", "1.5"])
     assert "--uniform-share 1.5: need a fraction in [0, 1]" in capsys.readouterr().err
+
+
+def test_default_training_seeds_are_the_shipped_ones(tmp_path):
+    """Without --train-seed the runtime policy trains with seed --seed + 1 and peak memory with --seed
+    (`TRAIN_SEED`, what algorithms/regal/weights holds): the same weights as naming those seeds."""
+    common = ["bench", "--distil", "0", "--train-topologies", "3", "--valid-topologies", "1", "--test-topologies", "1",
+              "--variants", "1", "--imitate", "3", "--fine-tune", "0", "--budget", "40", "--big-budget", "80",
+              "--eval-seeds", "1", "--out", str(tmp_path / "fig2.png")]
+    weights = {}
+    for name, extra in (("default", []), ("one", ["--train-seed", "1"]), ("zero", ["--train-seed", "0"])):
+        regal_main(common + extra + ["--weights", str(tmp_path / name)])
+        weights[name] = {kind: np.load(tmp_path / name / f"{kind}.npy") for kind in ("runtime", "peak_memory")}
+    np.testing.assert_array_equal(weights["default"]["runtime"], weights["one"]["runtime"])
+    np.testing.assert_array_equal(weights["default"]["peak_memory"], weights["zero"]["peak_memory"])
+    assert not np.array_equal(weights["default"]["runtime"], weights["zero"]["runtime"])
