@@ -91,7 +91,8 @@ def test_imitation_learns_the_heuristic_and_reinforce_starts_from_it(splits, clo
     REINFORCE started from those weights with a constant reward (every sample of a graph equal: zero
     advantage) leaves the policy's proposals as they were; from a fresh start they differ."""
     policy, targets = cloned
-    assert any((t == features.UNIFORM).all() for t in targets) and not all((t == features.UNIFORM).all() for t in targets)
+    uniform = [(t == features.UNIFORM).all() for t in targets]
+    assert any(uniform) and not all(uniform)
     likelihood = [row["reward"] for row in policy.curve]
     greedy = train.propose(policy, splits.train)
     agreement = np.mean([(a == t).mean() for a, t in zip(greedy, targets)])
