@@ -164,6 +164,11 @@ class MuZeroConfig:
     0.5014 / 0.4992 -> 0.5014 / 0.4954; the other four play as many rounds as before (their rounds fill the budget)
     and find the same (mlp_sgd at seed 0 0.5286 -> 0.5104: one round fewer by the clock, no extra round)."""
 
+    spread_extra_rounds: bool = False
+    """Extra rounds only where the spare budget holds one after every scheduled round left (`_Run.extra_share`),
+    so they spread over the run; off: as soon as one fits, which puts them early (cnn_sgd, autoencoder_momentum at
+    seed 0: 2-4 extras after each of the first 2-6 scheduled rounds, none later)."""
+
     seed_weight: float = 0.5
     """How much of the root's prior is the greedy one-step policy's move (`seeding.greedy_seed`), in self-play,
     Reanalyse and the final game; 0 for the network's policy alone. At 15 CPU s (one run each, seed 0) 0.5 found
@@ -336,7 +341,7 @@ class _Run:
             if not self.curve or elapsed + self.longest_round() + reserve <= self.seconds:
                 self.play_round(self.temperature(), reserve)
                 for _ in range(self.config.extra_rounds if iteration else 0):
-                    if self.spare(iteration, reserve) < self.longest_round():
+                    if self.spare(iteration, reserve) < self.longest_round() * self.extra_share(iteration):
                         break
                     self.play_round(self.temperature(), reserve)
         batch = self.config.learner.batch
@@ -353,6 +358,13 @@ class _Run:
         their time (`MuZeroConfig.extra_rounds`)."""
         rounds_left = (self.iterations - iteration) // self.config.steps_per_round + 1
         return self.seconds - self.elapsed() - steps - rounds_left * self.longest_round()
+
+    def extra_share(self, iteration: int) -> int:
+        """How many longest rounds the spare budget must hold for an extra round now: 1 (extras as soon as they
+        fit: early), or with `spread_extra_rounds` one for each scheduled round left (an extra at each of them)."""
+        if not self.config.spread_extra_rounds:
+            return 1
+        return (self.iterations - iteration) // self.config.steps_per_round + 1
 
     def longest_round(self) -> float:
         """The longest round so far, on the budget's clock (0 before the first)."""
