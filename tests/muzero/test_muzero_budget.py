@@ -162,7 +162,8 @@ def test_spare_by_hand():
 def test_spread_extra_rounds_need_room_for_one_after_every_round_left():
     """`_Run.extra_share`: an extra round needs one longest round of spare budget, or with `spread_extra_rounds`
     one for each scheduled round left (at iteration 200 of 300, a round every 20: 220 .. 300 and the final one)."""
-    run = SimpleNamespace(iterations=300, config=MuZeroConfig(steps_per_round=20))
+    run = SimpleNamespace(iterations=300, config=MuZeroConfig(steps_per_round=20, spread_extra_rounds=False))
     assert _Run.extra_share(run, 200) == 1
-    run.config = MuZeroConfig(steps_per_round=20, spread_extra_rounds=True)
+    assert MuZeroConfig().spread_extra_rounds  # the default
+    run.config = MuZeroConfig(steps_per_round=20)
     assert _Run.extra_share(run, 200) == 6 and _Run.extra_share(run, 300) == 1
