@@ -157,3 +157,13 @@ def test_spare_by_hand():
                           elapsed=lambda: 6.0, longest_round=lambda: 0.5)
     # at iteration 200: rounds at 220, 240, 260, 280, 300 and the final one = 6 rounds of 0.5 s; steps 2.0 s
     assert _Run.spare(run, 200, 2.0) == pytest.approx(15.0 - 6.0 - 2.0 - 3.0)
+
+
+def test_spread_extra_rounds_need_room_for_one_after_every_round_left():
+    """`_Run.extra_share`: an extra round needs one longest round of spare budget, or with `spread_extra_rounds`
+    one for each scheduled round left (at iteration 200 of 300, a round every 20: 220 .. 300 and the final one)."""
+    run = SimpleNamespace(iterations=300, config=MuZeroConfig(steps_per_round=20, spread_extra_rounds=False))
+    assert _Run.extra_share(run, 200) == 1
+    assert MuZeroConfig().spread_extra_rounds  # the default
+    run.config = MuZeroConfig(steps_per_round=20)
+    assert _Run.extra_share(run, 200) == 6 and _Run.extra_share(run, 300) == 1
