@@ -327,14 +327,19 @@ def test_policy_loss_is_over_legal_actions_by_hand():
     np.testing.assert_allclose(losses[0], np.log(2.0) + 1.5 * np.log(ATOMS), rtol=1e-5)
 
 
-def greedy_game(problem) -> tuple[list[int], float]:
-    """The greedy one-step policy's game (`policies.greedy_action`): its actions and its return."""
+def played_with(problem, policy) -> tuple[list[int], float]:
+    """A one-step policy's game (game -> action), written out here: its actions and its return."""
     game = new_game(problem)
     actions = []
     while not game.done:
-        actions.append(greedy_action(game))
+        actions.append(policy(game))
         game.play(actions[-1])
     return actions, game.total_reward
+
+
+def greedy_game(problem) -> tuple[list[int], float]:
+    """The greedy one-step policy's game (`policies.greedy_action`): its actions and its return."""
+    return played_with(problem, greedy_action)
 
 
 def test_seeded_root_plays_the_greedy_policy():

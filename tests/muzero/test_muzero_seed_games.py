@@ -22,19 +22,10 @@ from algorithms.muzero.seeding import BestSeed, final_moves, greedy_game, seed_g
 from algorithms.muzero.selfplay import SearchProgram, SelfPlay
 
 from test_muzero_hostbatch import SIZES
+from test_muzero_learning import played_with
 
 KEEP_WINS = dict(seed=4, num_instructions=8, in_place_fraction=0.3)  # 19 buffers
 GREEDY_WINS = dict(seed=7, num_instructions=12, in_place_fraction=0.5)  # 33 buffers
-
-
-def played_with(problem, policy):
-    """A one-step policy's game, written out here: its moves and return."""
-    game = new_game(problem)
-    moves = []
-    while not game.done:
-        moves.append(policy(game))
-        game.play(moves[-1])
-    return moves, game.total_reward
 
 
 def replayed(problem, moves):
