@@ -207,6 +207,11 @@ class MuZeroConfig:
         """Whether the first round is seeded from `seeding.seed_game` on ``problem`` (`seed_first_round`)."""
         return self.persists(problem) if self.seed_first_round is None else self.seed_first_round
 
+    def rounds_left(self, iterations: int, iteration: int) -> int:
+        """The rounds still to come at learner step ``iteration`` of ``iterations``: the later ones of
+        `steps_per_round`, and the final one."""
+        return (iterations - iteration) // self.steps_per_round + 1
+
     def round_shape(self, problem: Problem) -> tuple[int, int]:
         """(search rows, games per round): 32 rows always; 32 games a round (`PERSISTING_GAMES` where rows persist,
         `persists`). Throughput (README "Tenth session, throughput"), one round of untrained self-play, games per
@@ -382,15 +387,13 @@ class _Run:
         """The budget left over at ``iteration`` once the learner's remaining steps (``steps`` seconds) and a
         longest round for each of the remaining rounds (the later ones of `steps_per_round`, the final one) have
         their time (`MuZeroConfig.extra_rounds`)."""
-        rounds_left = (self.iterations - iteration) // self.config.steps_per_round + 1
-        return self.seconds - self.elapsed() - steps - rounds_left * self.longest_round()
+        rounds = self.config.rounds_left(self.iterations, iteration)
+        return self.seconds - self.elapsed() - steps - rounds * self.longest_round()
 
     def extra_share(self, iteration: int) -> int:
         """How many longest rounds the spare budget must hold for an extra round now: 1 (extras as soon as they
         fit: early), or with `spread_extra_rounds` one for each scheduled round left (an extra at each of them)."""
-        if not self.config.spread_extra_rounds:
-            return 1
-        return (self.iterations - iteration) // self.config.steps_per_round + 1
+        return self.config.rounds_left(self.iterations, iteration) if self.config.spread_extra_rounds else 1
 
     def longest_round(self) -> float:
         """The longest round so far, on the budget's clock (0 before the first)."""
