@@ -99,15 +99,24 @@ def generate(topologies: int, variants: int = 2, ops: tuple[int, int] = (12, 28)
     return graphs
 
 
+MORE_VALID_FIRST = 1000  # the more_valid topologies are numbered from here, after every other split's
+
+
 def splits(train: int = 48, valid: int = 8, test: int = 20, variants: int = 2, ops: tuple[int, int] = (12, 28),
            seed: int = 0, test_ops: tuple[int, int] | None = None, more_train: int = 0,
-           more_train_ops: tuple[int, int] | None = None) -> Splits:
+           more_train_ops: tuple[int, int] | None = None, more_valid: int = 0) -> Splits:
     """Topology counts per split; every split's graphs come from its own topologies. With ``test_ops``, the
     test topologies are drawn separately, of that many ops (numbered after the others, from another seed),
     and train / valid are the same as without ``test_ops`` (so weights trained on them carry over). With
     ``more_train``, that many more training topologies (of ``more_train_ops`` ops, by default ``ops``) are
     drawn separately too, from a third seed and numbered after all others, and appended to train; valid
-    and test stay the same graphs."""
+    and test stay the same graphs. With ``more_valid``, that many more validation topologies (of ``ops`` ops)
+    are drawn the same way, from a fourth seed, numbered from `MORE_VALID_FIRST`, and appended to valid: a
+    larger validation split with train and test unchanged (docs/REGAL.md, eleventh pass)."""
+    if more_valid > 0:
+        kept = splits(train, valid, test, variants, ops, seed, test_ops, more_train, more_train_ops)
+        more = generate(more_valid, variants, ops, seed + 3_000_007, first=MORE_VALID_FIRST)
+        return Splits(kept.train, kept.valid + more, kept.test)
     if more_train > 0:
         kept = splits(train, valid, test, variants, ops, seed, test_ops)
         more = generate(more_train, variants, more_train_ops or ops, seed + 2_000_003, first=train + 2 * (valid + test))

@@ -93,6 +93,19 @@ def test_more_training_graphs_keep_valid_and_test():
     assert len(added) == 3 and not added & {g.topology for g in plain.train + plain.valid + plain.test}
 
 
+def test_more_validation_graphs_keep_train_and_test():
+    """``more_valid``: separately drawn validation topologies appended to valid; train and test are the same
+    graphs as without them, and no topology is shared."""
+    plain = data.splits(train=4, valid=2, test=2, variants=2, seed=3, more_train=1)
+    more = data.splits(train=4, valid=2, test=2, variants=2, seed=3, more_train=1, more_valid=3)
+    assert [g.name for g in more.train] == [g.name for g in plain.train]
+    assert [g.name for g in more.test] == [g.name for g in plain.test]
+    assert [g.name for g in more.valid[:4]] == [g.name for g in plain.valid] and len(more.valid) == 4 + 6
+    assert all(12 <= g.num_ops <= 28 for g in more.valid[4:])
+    added = {g.topology for g in more.valid[4:]}
+    assert len(added) == 3 and not added & {g.topology for g in plain.train + plain.valid + plain.test}
+
+
 @pytest.mark.parametrize("flag", ["--ops", "--test-ops", "--more-train-ops"])
 def test_bench_rejects_a_bad_size_range(flag, capsys):
     with pytest.raises(SystemExit):
