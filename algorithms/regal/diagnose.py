@@ -21,9 +21,9 @@ BRKGA-budget, the same seed, common random numbers):
   throughout. A proposal a policy can express from its node features (the list schedule is three of them).
 - ``list schedule where it fits``: the list schedule's proposal on graphs where the list schedule fits the
   memory limit (`features.list_schedule_fits`), uniform elsewhere: the runtime policy's imitation target.
-- ``depth first where wide``: `features.depth_order_actions` (op priorities rising with depth,
-  concentration 30, affinities uniform) on graphs with a depth level of 4 ops or more (`features.is_wide`),
-  uniform elsewhere: the peak-memory policy's imitation target.
+- ``depth first where wide``: `features.depth_order_actions` (op priorities rising with depth, concentration
+  `features.DEPTH_CONCENTRATION`, affinities uniform) on graphs with a depth level of 4 ops or more
+  (`features.is_wide`), uniform elsewhere: the peak-memory policy's imitation target.
 - ``transfers first``: every op priority Beta(3, 27) (mean 0.1), transfers uniform. The same Beta on every
   op keeps the ops' relative order (inversion sampling is monotone) and places them below the transfers,
   so a ready transfer runs before a ready op: a rule the first trained policies found on their own.

@@ -191,7 +191,7 @@ def test_depth_first_target_on_wide_graphs_by_hand():
     """a -> b, c, d, e (a fan-out of four at depth 2), b -> f: depths 1, 2, 2, 2, 2, 3, so the graph is wide
     (a level of 4 ops) and the peak-memory target gives uniform affinities and op priorities rising with
     depth: mean 0.1 for a (rank 0 of 2), 0.5 for b..e (rank 1 of 2: bin 2 of 5), 0.9 for f, concentration
-    30. Without e the widest level holds 3: not wide, so the target is uniform Beta(1, 1) everywhere. The
+    10. Without e the widest level holds 3: not wide, so the target is uniform Beta(1, 1) everywhere. The
     12th node feature says which; the 13th is the bin of the depth rank over 4: 0, 2/4 (x4), 4/4."""
     wide = from_edges([1.0] * 6, [(0, 1), (0, 2), (0, 3), (0, 4), (1, 5)], [1.0] * 6)
     narrow = from_edges([1.0] * 5, [(0, 1), (0, 2), (0, 3), (1, 4)], [1.0] * 5)
@@ -203,8 +203,8 @@ def test_depth_first_target_on_wide_graphs_by_hand():
     assert (target[:, :DEVICES] == features.UNIFORM).all()
     proposal = features.proposal(wide, target)
     priority = slice(DEVICES * 6, 3 * 6)
-    np.testing.assert_allclose(proposal.alpha[priority] + proposal.beta[priority], 30.0)
-    np.testing.assert_allclose(proposal.alpha[priority] / 30.0, [0.1, 0.5, 0.5, 0.5, 0.5, 0.9])
+    np.testing.assert_allclose(proposal.alpha[priority] + proposal.beta[priority], 10.0)
+    np.testing.assert_allclose(proposal.alpha[priority] / 10.0, [0.1, 0.5, 0.5, 0.5, 0.5, 0.9])
     assert (features.imitation_target(narrow, "peak_memory") == features.UNIFORM).all()
 
 
