@@ -170,6 +170,26 @@ def test_list_schedule_by_hand():
                                                    np.array([5, 4, 3, 1, 4.5]) / 5.0, [1] * 5], axis=1))
 
 
+def test_critical_path_and_its_anchored_affinities_by_hand():
+    """The list schedule's graph: a -> b, a -> c, b -> d, c -> d, and e alone, runtimes 1, 3, 2, 1, 4.5. The
+    longest path by runtime is a, b, d (5; a, c, d takes 4, e 4.5), the 14th node feature. Anchored, those
+    three ops get affinity mean 0.7 for device 0 and 0.3 for device 1 (concentration 4: actions 9 and 3), c and
+    e uniform, the other heads untouched. With c's runtime 3 both paths through a take 5: a, b, c, d."""
+    graph = from_edges([1.0, 3.0, 2.0, 1.0, 4.5], [(0, 1), (0, 2), (1, 3), (2, 3)], [1.0] * 5)
+    np.testing.assert_array_equal(features.critical_path(graph), [True, True, False, True, False])
+    np.testing.assert_array_equal(features.node_features(graph)[:, 13], [1.0, 1.0, 0.0, 1.0, 0.0])
+    given = np.arange(5 * features.HEADS).reshape(5, features.HEADS) % features.CHOICES
+    anchored = features.critical_path_actions(graph, given)
+    np.testing.assert_array_equal(anchored[:, 0], [9, 9, features.UNIFORM, 9, features.UNIFORM])
+    np.testing.assert_array_equal(anchored[:, 1], [3, 3, features.UNIFORM, 3, features.UNIFORM])
+    np.testing.assert_array_equal(anchored[:, DEVICES:], given[:, DEVICES:])
+    alpha, beta = features.beta_parameters(np.array([9, 3]))
+    np.testing.assert_allclose(alpha / (alpha + beta), [0.7, 0.3])
+    np.testing.assert_allclose(alpha + beta, [4.0, 4.0])
+    tie = from_edges([1.0, 3.0, 3.0, 1.0, 4.5], [(0, 1), (0, 2), (1, 3), (2, 3)], [1.0] * 5)
+    np.testing.assert_array_equal(features.critical_path(tie), [True, True, True, True, False])
+
+
 def test_list_schedule_fits_the_memory_limit_by_hand():
     """A chain a -> b -> c of sizes 2, 3, 4 (runtimes 1): the list schedule runs it on device 0, where b
     needs a and b live (5) and c needs b and c (7), so its peak is 7. It fits a limit of 7, not one of 6.5;
