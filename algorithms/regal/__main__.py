@@ -23,8 +23,10 @@ as a second test set, never trained on. ``--ops LO HI`` sets the synthetic graph
 the test graphs' alone (drawn separately; train and valid unchanged, so a policy trained on small graphs
 is tested on larger ones), ``--more-train N`` adds separately drawn training topologies (``--more-train-ops
 LO HI``), ``--more-valid N`` validation ones (``--on valid --more-valid 30``: 80 graphs, the eleventh
-pass's). ``--uniform-share S`` hedges REGAL's proposal at evaluation: a share S of the chromosomes BRKGA samples
-(initial population, mutants) stays uniform (`brkga.Proposal`; default `UNIFORM_SHARE`, per objective).
+pass's), and ``--fresh-test N`` replaces the test split by N separately drawn topologies (``--fresh-test 30
+--eval-seeds 2``: the eleventh pass's second test split, 120 cases). ``--uniform-share S`` hedges REGAL's
+proposal at evaluation: a share S of the chromosomes BRKGA samples (initial population, mutants) stays
+uniform (`brkga.Proposal`; default `UNIFORM_SHARE`, per objective).
 ``diagnose`` prints what known proposals gain (`diagnose.py`)."""
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ def main(argv: list[str] | None = None) -> None:
                      help="ops per test graph, drawn separately (a size-transfer test; train / valid unchanged)")
     run.add_argument("--more-train", type=int, default=0, metavar="N",
                      help="N more training topologies, drawn separately (valid / test unchanged)")
+    run.add_argument("--fresh-test", type=int, default=0, metavar="N",
+                     help="replace the test split by N test topologies drawn separately (of --test-ops or --ops ops; "
+                          "train / valid unchanged): a larger held-out split")
     run.add_argument("--more-valid", type=int, default=0, metavar="N",
                      help="N more validation topologies, drawn separately (train / test unchanged; with --on valid)")
     run.add_argument("--more-train-ops", type=int, nargs=2, default=None, metavar=("LO", "HI"),
@@ -135,10 +140,11 @@ def main(argv: list[str] | None = None) -> None:
                          variants=args.variants, ops=tuple(args.ops), seed=args.seed,
                          test_ops=None if args.test_ops is None else tuple(args.test_ops), more_train=args.more_train,
                          more_train_ops=None if args.more_train_ops is None else tuple(args.more_train_ops),
-                         more_valid=args.more_valid)
+                         more_valid=args.more_valid, fresh_test=args.fresh_test)
     held_out = splits.test if args.on == "test" else splits.valid
     print(f"{len(splits.train)} training and {len(held_out)} {args.on} graphs x {args.eval_seeds} seeds "
-          f"({args.train_topologies} / {args.valid_topologies + args.more_valid} / {args.test_topologies} topologies)")
+          f"({args.train_topologies} / {args.valid_topologies + args.more_valid} / "
+          f"{args.fresh_test or args.test_topologies} topologies)")
     sizes = Sizes(rounds=args.rounds, uniform_logit=args.uniform_logit)
     outcomes, transfer = [], []
     workloads = [from_workload(name, args.seed) for name in SMALL] if args.transfer else []

@@ -100,11 +100,12 @@ def generate(topologies: int, variants: int = 2, ops: tuple[int, int] = (12, 28)
 
 
 MORE_VALID_FIRST = 1000  # the more_valid topologies are numbered from here, after every other split's
+FRESH_TEST_FIRST = 2000  # and the fresh_test topologies from here
 
 
 def splits(train: int = 48, valid: int = 8, test: int = 20, variants: int = 2, ops: tuple[int, int] = (12, 28),
            seed: int = 0, test_ops: tuple[int, int] | None = None, more_train: int = 0,
-           more_train_ops: tuple[int, int] | None = None, more_valid: int = 0) -> Splits:
+           more_train_ops: tuple[int, int] | None = None, more_valid: int = 0, fresh_test: int = 0) -> Splits:
     """Topology counts per split; every split's graphs come from its own topologies. With ``test_ops``, the
     test topologies are drawn separately, of that many ops (numbered after the others, from another seed),
     and train / valid are the same as without ``test_ops`` (so weights trained on them carry over). With
@@ -112,7 +113,14 @@ def splits(train: int = 48, valid: int = 8, test: int = 20, variants: int = 2, o
     drawn separately too, from a third seed and numbered after all others, and appended to train; valid
     and test stay the same graphs. With ``more_valid``, that many more validation topologies (of ``ops`` ops)
     are drawn the same way, from a fourth seed, numbered from `MORE_VALID_FIRST`, and appended to valid: a
-    larger validation split with train and test unchanged (docs/REGAL.md, eleventh pass)."""
+    larger validation split with train and test unchanged (docs/REGAL.md, eleventh pass). With ``fresh_test``,
+    the test split is replaced by that many test topologies of ``test_ops`` (default ``ops``) ops drawn
+    separately, from a fifth seed, numbered from `FRESH_TEST_FIRST`: a second, larger held-out split, train
+    and valid unchanged."""
+    if fresh_test > 0:
+        kept = splits(train, valid, test, variants, ops, seed, None, more_train, more_train_ops, more_valid)
+        fresh = generate(fresh_test, variants, test_ops or ops, seed + 4_000_037, first=FRESH_TEST_FIRST)
+        return Splits(kept.train, kept.valid, fresh)
     if more_valid > 0:
         kept = splits(train, valid, test, variants, ops, seed, test_ops, more_train, more_train_ops)
         more = generate(more_valid, variants, ops, seed + 3_000_007, first=MORE_VALID_FIRST)

@@ -106,6 +106,20 @@ def test_more_validation_graphs_keep_train_and_test():
     assert len(added) == 3 and not added & {g.topology for g in plain.train + plain.valid + plain.test}
 
 
+def test_a_fresh_test_split_replaces_test_and_keeps_train_and_valid():
+    """``fresh_test``: the test split is N separately drawn topologies (of ``test_ops`` ops when given);
+    train and valid are the same graphs as without it, and no topology is shared."""
+    plain = data.splits(train=4, valid=2, test=2, variants=2, seed=3, more_valid=1)
+    fresh = data.splits(train=4, valid=2, test=2, variants=2, seed=3, more_valid=1, fresh_test=3)
+    larger = data.splits(train=4, valid=2, test=2, variants=2, seed=3, fresh_test=2, test_ops=(30, 32))
+    assert [g.name for g in fresh.train] == [g.name for g in plain.train]
+    assert [g.name for g in fresh.valid] == [g.name for g in plain.valid]
+    assert len(fresh.test) == 6 and all(12 <= g.num_ops <= 28 for g in fresh.test)
+    assert len(larger.test) == 4 and all(30 <= g.num_ops <= 32 for g in larger.test)
+    added = {g.topology for g in fresh.test}
+    assert len(added) == 3 and not added & {g.topology for g in plain.train + plain.valid + plain.test}
+
+
 @pytest.mark.parametrize("flag", ["--ops", "--test-ops", "--more-train-ops"])
 def test_bench_rejects_a_bad_size_range(flag, capsys):
     with pytest.raises(SystemExit):
