@@ -5,10 +5,11 @@ Defaults fit a 2-core machine: 48 training, 10 validation and 10 test topologies
 variants each, evaluated at the paper's budgets (REGAL-5K against BRKGA-5K and BRKGA-50K), each test case
 with each op's most likely action. The runtime policy learns from search (``--distil 50000``,
 `train.distillation_data`): uniform BRKGA-50K on every training graph, each best solution's priorities
-respaced by their decoded order, rounded to the quantized means with concentration 4, affinities left
-uniform, and 600 iterations of behaviour cloning of these actions, nothing else (chosen on the validation
-split against the heuristic-imitating policy, REINFORCE fine-tunes of it, two solutions per graph and more
-training graphs: docs/REGAL.md, eighth and ninth passes). The peak-memory policy imitates its heuristic
+respaced by their decoded order, rounded to the quantized means with concentration 4, affinities anchored
+on the critical path (``--distil-critical-path``: its ops share a device, the rest left to the search), and
+600 iterations of behaviour cloning of these actions, nothing else (chosen on the validation split against
+the heuristic-imitating policy, REINFORCE fine-tunes of it, two solutions per graph, more training graphs
+and uniform affinities: docs/REGAL.md, eighth to eleventh passes). The peak-memory policy imitates its heuristic
 (`features.imitation_target`: a depth-first order on wide graphs; ``--distil-objectives`` chooses which
 objectives distil; a distilled peak-memory policy lost on validation). ``--distil 0`` gives the runtime
 policy the heuristic too (the list schedule where it fits), then 60 REINFORCE iterations at lr 1e-3

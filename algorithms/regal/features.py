@@ -325,7 +325,8 @@ def is_wide(graph: CompGraph, depth: np.ndarray | None = None) -> bool:
 
 # the depth order's concentration: 10 at the paper's budgets (on 200 validation cases at BRKGA-5K, where wide,
 # +0.72% against concentration 30's +0.40% and 4's -0.09%, worst case -5.51% against -12.85%; at BRKGA-500 the
-# fourth pass chose 30: +1.00% against 10's +0.60%; docs/REGAL.md, eleventh pass)
+# fourth pass chose 30: +1.00% against 10's +0.60%; docs/REGAL.md, eleventh pass, where the two test splits
+# measured 10 against 30 at +0.05 and -0.17 points: no difference there)
 DEPTH_CONCENTRATION = 10.0
 
 
