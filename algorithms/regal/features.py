@@ -115,11 +115,12 @@ def list_schedule(graph: CompGraph) -> ListSchedule:
     return ListSchedule(device, start, float(finish.max()), rank)
 
 
-def critical_path(graph: CompGraph) -> np.ndarray:
+def critical_path(graph: CompGraph, schedule: ListSchedule | None = None) -> np.ndarray:
     """(ops,) bool: the ops on a longest path by runtime (their runtime plus the longest runtime path before
-    and after them equals the longest path of the graph; ties mark every such path)."""
+    and after them equals the longest path of the graph; ties mark every such path). ``schedule``: the
+    graph's list schedule if already computed (its upward ranks are the paths after each op)."""
     reads = graph.op_adjacency() > 0
-    after = list_schedule(graph).upward_rank  # the op's runtime plus the longest runtime path after it
+    after = (list_schedule(graph) if schedule is None else schedule).upward_rank  # runtime + longest path after
     before = np.zeros(graph.num_ops)
     for v in graph.order:
         parents = np.flatnonzero(reads[:, v])
@@ -171,7 +172,7 @@ def node_features(graph: CompGraph) -> np.ndarray:
                      height / longest, tightness, heuristic.device.astype(float),
                      heuristic.start / max(heuristic.makespan, 1e-12),
                      heuristic.upward_rank / max(heuristic.upward_rank.max(), 1e-12), fits, wide,
-                     depth_level(depth) / (MEANS.size - 1), critical_path(graph).astype(float)], axis=1)
+                     depth_level(depth) / (MEANS.size - 1), critical_path(graph, heuristic).astype(float)], axis=1)
 
 
 def edge_features(graph: CompGraph) -> np.ndarray:
