@@ -118,11 +118,13 @@ def splits(train: int = 48, valid: int = 8, test: int = 20, variants: int = 2, o
     separately, from a fifth seed, numbered from `FRESH_TEST_FIRST`: a second, larger held-out split, train
     and valid unchanged."""
     if fresh_test > 0:
-        kept = splits(train, valid, test, variants, ops, seed, None, more_train, more_train_ops, more_valid)
+        kept = splits(train, valid, test, variants, ops, seed, more_train=more_train, more_train_ops=more_train_ops,
+                      more_valid=more_valid)
         fresh = generate(fresh_test, variants, test_ops or ops, seed + 4_000_037, first=FRESH_TEST_FIRST)
         return Splits(kept.train, kept.valid, fresh)
     if more_valid > 0:
-        kept = splits(train, valid, test, variants, ops, seed, test_ops, more_train, more_train_ops)
+        kept = splits(train, valid, test, variants, ops, seed, test_ops=test_ops, more_train=more_train,
+                      more_train_ops=more_train_ops)
         more = generate(more_valid, variants, ops, seed + 3_000_007, first=MORE_VALID_FIRST)
         return Splits(kept.train, kept.valid + more, kept.test)
     if more_train > 0:
