@@ -129,6 +129,10 @@ def main(argv: list[str] | None = None) -> None:
         low_high = getattr(args, flag, None)
         if low_high is not None and not 2 <= low_high[0] <= low_high[1]:
             parser.error(f"--{flag.replace('_', '-')} {low_high[0]} {low_high[1]}: need 2 <= LO <= HI")
+    for flag, least in COUNTS.items():
+        count = getattr(args, flag, None)
+        if count is not None and count < least:
+            parser.error(f"--{flag.replace('_', '-')} {count}: need a count >= {least}")
     if getattr(args, "uniform_share", None) is not None and not 0.0 <= args.uniform_share <= 1.0:
         parser.error(f"--uniform-share {args.uniform_share}: need a fraction in [0, 1]")
     if args.command == "diagnose":
@@ -183,6 +187,14 @@ def main(argv: list[str] | None = None) -> None:
             print(outcome.kind, dict(zip(outcome.names, np.round(outcome.improvement(outcome.regal), 2))))
     bench.plot(outcomes, args.out)
     print(f"wrote {args.out}")
+
+
+# the integer options and their least sensible value (a smaller one is refused by name rather than
+# silently read as none, or failing deep inside the run)
+COUNTS = {"train_topologies": 1, "valid_topologies": 1, "test_topologies": 1, "variants": 1, "more_train": 0,
+          "more_valid": 0, "fresh_test": 0, "imitate": 0, "distil": 0, "distil_seeds": 1, "iterations": 1,
+          "fine_tune": 0, "batch": 1, "train_budget": 1, "seeds": 1, "rounds": 1, "samples": 1, "budget": 1,
+          "big_budget": 1, "eval_seeds": 1, "workers": 1}
 
 
 # REINFORCE iterations after imitation, per objective. Peak memory: none; on the validation split the

@@ -102,6 +102,20 @@ def test_bench_passes_the_uniform_share(tmp_path, capsys):
     assert "--uniform-share 1.5: need a fraction in [0, 1]" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag, value, least", [("--more-valid", "-3", 0), ("--fresh-test", "-1", 0),
+                                                ("--more-train", "-2", 0), ("--eval-seeds", "0", 1),
+                                                ("--budget", "0", 1)])
+def test_counts_below_their_least_value_are_refused_by_name(flag, value, least, capsys):
+    """A negative topology count used to be read as none; every count flag now gets a message naming it,
+    before any graph is drawn or trained on (the diagnose command's flags too)."""
+    with pytest.raises(SystemExit):
+        regal_main(["bench", flag, value])
+    assert f"{flag} {value}: need a count >= {least}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        regal_main(["diagnose", "--seeds", "0"])
+    assert "--seeds 0: need a count >= 1" in capsys.readouterr().err
+
+
 def test_default_training_seeds_are_the_shipped_ones(tmp_path):
     """Without --train-seed both policies train with seed --seed + `TRAIN_SEED` (0 for both since the eleventh
     pass; what algorithms/regal/weights holds): the same weights as naming that seed, others than seed 1's."""
