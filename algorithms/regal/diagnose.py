@@ -12,6 +12,12 @@ BRKGA-budget, the same seed, common random numbers):
   rounded to the nearest of the 5 quantized means, concentration 10. What a perfect policy over our 16
   actions per head could reach if it knew the solution (before the eighth pass: affinities and op
   priorities only, the raw keys rounded, transfers uniform).
+- ``oracle placement``: the quantized oracle's affinities alone (mean 0.9 for the solution's device,
+  concentration 4), priorities and transfers uniform: what knowing only where each op runs buys.
+- ``placement of a same-budget search``: the same, centred on the best solution of uniform BRKGA with the
+  search's own budget (another seed) instead of ten times it. The two rows together say how good a
+  placement must be to help: on the 12-28-op graphs at BRKGA-5K a BRKGA-50K placement gains +1.93% (97.5%
+  of cases), a BRKGA-5K one +0.01% (90.0%), a BRKGA-500 one -1.98% (docs/REGAL.md, twelfth pass).
 - ``priority by height`` / ``priority by depth``: a graph-general rule a GNN can express from its node
   features: op priority mean rising with the op's longest path to a sink (critical-path list scheduling)
   or with its longest path from a source, quantized to the 5 means, concentration 4; affinities uniform.
@@ -53,6 +59,14 @@ def quantized_actions(graph: CompGraph, keys: np.ndarray, concentration: float =
     return features.solution_actions(graph, keys, concentration)
 
 
+def placement_actions(graph: CompGraph, keys: np.ndarray, concentration: float = 4.0) -> np.ndarray:
+    """(ops, HEADS) actions with the solution ``keys``' placement as affinities (`features.solution_actions`)
+    and every other head uniform."""
+    actions = features.solution_actions(graph, keys, concentration)
+    actions[:, DEVICES:] = features.UNIFORM
+    return actions
+
+
 def transfers_first(graph: CompGraph) -> np.ndarray:
     actions = np.full((graph.num_ops, features.HEADS), features.UNIFORM)
     actions[:, DEVICES] = features.grid_actions(np.zeros(graph.num_ops, int), 30.0)
@@ -73,13 +87,16 @@ class Gap:
 def gaps(graphs: list[CompGraph], kind: str, budget: int = 500, seeds: int = 3,
          oracle_budget: int | None = None) -> list[Gap]:
     oracle_budget = oracle_budget or 10 * budget
-    names = ["uniform, other seed", "oracle", "oracle, quantized", "priority by height", "priority by depth",
-             "list schedule", "list schedule where it fits", "depth first where wide", "transfers first"]
+    names = ["uniform, other seed", "oracle", "oracle, quantized", "oracle placement",
+             "placement of a same-budget search", "priority by height", "priority by depth", "list schedule",
+             "list schedule where it fits", "depth first where wide", "transfers first"]
     result = np.zeros((len(names), len(graphs), seeds))
     for g, graph in enumerate(graphs):
         best = brkga.optimize(graph, kind, oracle_budget, seed=1_000_003).best
+        peer = brkga.optimize(graph, kind, budget, seed=1_000_033).best
         depth, height = features.path_lengths(graph)
-        actions = [quantized_actions(graph, best), rank_actions(graph, height), rank_actions(graph, depth),
+        actions = [quantized_actions(graph, best), placement_actions(graph, best), placement_actions(graph, peer),
+                   rank_actions(graph, height), rank_actions(graph, depth),
                    list_schedule_actions(graph), features.imitation_target(graph, "runtime"),
                    features.imitation_target(graph, "peak_memory"), transfers_first(graph)]
         proposals = [None, oracle_proposal(graph, best)] + [features.proposal(graph, a) for a in actions]

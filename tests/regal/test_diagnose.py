@@ -32,6 +32,38 @@ def test_quantized_oracle_is_the_solutions_actions():
     np.testing.assert_allclose(means[3 * ops:].reshape(ops, 2), nearest[:, None].repeat(2, axis=1))
 
 
+def test_placement_rows_keep_only_the_solutions_devices():
+    """The placement rows' proposal decodes to the solution's placement (up to renaming the devices) with
+    affinity means 0.9 / 0.1, and leaves every priority and transfer gene uniform Beta(1, 1)."""
+    graph = generate(1, 1, ops=(10, 10), seed=9)[0]
+    ops = graph.num_ops
+    keys = np.random.default_rng(1).random(chromosome_length(graph))
+    proposal = features.proposal(graph, diagnose.placement_actions(graph, keys))
+    np.testing.assert_array_equal(proposal.alpha[DEVICES * ops:], 1.0)
+    np.testing.assert_array_equal(proposal.beta[DEVICES * ops:], 1.0)
+    means = (proposal.alpha / (proposal.alpha + proposal.beta))[:DEVICES * ops].reshape(ops, DEVICES)
+    np.testing.assert_allclose(np.sort(means, axis=1), np.tile([0.1, 0.9], (ops, 1)))
+    np.testing.assert_allclose(proposal.alpha[:DEVICES * ops] + proposal.beta[:DEVICES * ops], 4.0)
+    place = keys[:DEVICES * ops].reshape(ops, DEVICES).argmax(axis=1)
+    decoded = means.argmax(axis=1)
+    assert (decoded == place).all() or (decoded == 1 - place).all()
+
+
+def test_gaps_measure_every_row_against_uniform_brkga():
+    """One row per proposal; the oracle-placement row is BRKGA with that proposal against uniform BRKGA with
+    the same seed, recomputed here by hand for one graph and seed."""
+    graph = generate(1, 1, ops=(8, 8), seed=10)[0]
+    rows = diagnose.gaps([graph], "peak_memory", budget=40, seeds=1)
+    names = [row.name for row in rows]
+    assert names[:5] == ["uniform, other seed", "oracle", "oracle, quantized", "oracle placement",
+                         "placement of a same-budget search"] and len(names) == 11
+    best = brkga.optimize(graph, "peak_memory", 400, seed=1_000_003).best
+    uniform = brkga.optimize(graph, "peak_memory", 40, seed=0).best_cost
+    placed = brkga.optimize(graph, "peak_memory", 40, features.proposal(graph, diagnose.placement_actions(graph, best)),
+                            seed=0).best_cost
+    np.testing.assert_allclose(rows[3].improvement, [[(uniform - placed) / uniform * 100.0]])
+
+
 def test_rank_rule_raises_priority_with_the_score():
     graph = generate(1, 1, ops=(12, 12), seed=3)[0]
     _, height = features.path_lengths(graph)
