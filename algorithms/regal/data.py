@@ -117,24 +117,24 @@ def splits(train: int = 48, valid: int = 8, test: int = 20, variants: int = 2, o
     the test split is replaced by that many test topologies of ``test_ops`` (default ``ops``) ops drawn
     separately, from a fifth seed, numbered from `FRESH_TEST_FIRST`: a second, larger held-out split, train
     and valid unchanged."""
-    if fresh_test > 0:
-        kept = splits(train, valid, test, variants, ops, seed, more_train=more_train, more_train_ops=more_train_ops,
-                      more_valid=more_valid)
-        fresh = generate(fresh_test, variants, test_ops or ops, seed + 4_000_037, first=FRESH_TEST_FIRST)
-        return Splits(kept.train, kept.valid, fresh)
-    if more_valid > 0:
-        kept = splits(train, valid, test, variants, ops, seed, test_ops=test_ops, more_train=more_train,
-                      more_train_ops=more_train_ops)
-        more = generate(more_valid, variants, ops, seed + 3_000_007, first=MORE_VALID_FIRST)
-        return Splits(kept.train, kept.valid + more, kept.test)
+    train_graphs, valid_graphs, test_graphs = _by_topology(train, valid, test, variants, ops, seed)
+    # each separately drawn part has its own seed and topology numbers, so adding one leaves the others as
+    # they were: every split measured before an option existed is still drawn byte for byte
+    if test_ops is not None and not fresh_test:
+        test_graphs = generate(test, variants, test_ops, seed + 1_000_003, first=train + valid + test)
     if more_train > 0:
-        kept = splits(train, valid, test, variants, ops, seed, test_ops)
-        more = generate(more_train, variants, more_train_ops or ops, seed + 2_000_003, first=train + 2 * (valid + test))
-        return Splits(kept.train + more, kept.valid, kept.test)
-    if test_ops is not None:
-        kept = splits(train, valid, test, variants, ops, seed)
-        other = generate(test, variants, test_ops, seed + 1_000_003, first=train + valid + test)
-        return Splits(kept.train, kept.valid, other)
+        train_graphs = train_graphs + generate(more_train, variants, more_train_ops or ops, seed + 2_000_003,
+                                               first=train + 2 * (valid + test))
+    if more_valid > 0:
+        valid_graphs = valid_graphs + generate(more_valid, variants, ops, seed + 3_000_007, first=MORE_VALID_FIRST)
+    if fresh_test > 0:
+        test_graphs = generate(fresh_test, variants, test_ops or ops, seed + 4_000_037, first=FRESH_TEST_FIRST)
+    return Splits(train_graphs, valid_graphs, test_graphs)
+
+
+def _by_topology(train: int, valid: int, test: int, variants: int, ops: tuple[int, int],
+                 seed: int) -> tuple[list[CompGraph], list[CompGraph], list[CompGraph]]:
+    """The three splits drawn together: ``train + valid + test`` topologies, shuffled into the splits."""
     graphs = generate(train + valid + test, variants, ops, seed)
     by_topology: dict[str, list[CompGraph]] = {}
     for graph in graphs:
@@ -146,4 +146,4 @@ def splits(train: int = 48, valid: int = 8, test: int = 20, variants: int = 2, o
     def pick(start: int, count: int) -> list[CompGraph]:
         return [graph for name in chosen[start:start + count] for graph in by_topology[name]]
 
-    return Splits(pick(0, train), pick(train, valid), pick(train + valid, test))
+    return pick(0, train), pick(train, valid), pick(train + valid, test)

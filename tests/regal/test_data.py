@@ -125,3 +125,24 @@ def test_bench_rejects_a_bad_size_range(flag, capsys):
     with pytest.raises(SystemExit):
         regal_main(["bench", flag, "30", "20"])
     assert f"{flag} 30 20: need 2 <= LO <= HI" in capsys.readouterr().err
+
+
+def test_split_options_compose_each_touching_only_its_split():
+    """The options draw their parts separately, so all of them together give each split exactly what the
+    option for that split gives alone, and the options that leave a split alone keep it as drawn without
+    any (the splits every earlier measurement used stay the same graphs)."""
+    def names(**options):
+        drawn = data.splits(train=3, valid=2, test=2, variants=2, seed=5, **options)
+        return [[g.name for g in part] + [float(g.runtimes.sum()) for g in part]
+                for part in (drawn.train, drawn.valid, drawn.test)]
+
+    plain = names()
+    alone = {"train": names(more_train=2, more_train_ops=(8, 10)), "valid": names(more_valid=2),
+             "test_ops": names(test_ops=(30, 34)), "fresh": names(fresh_test=2, test_ops=(30, 34))}
+    assert alone["train"][1:] == plain[1:] and alone["valid"][::2] == plain[::2]
+    assert alone["test_ops"][:2] == plain[:2] and alone["fresh"][:2] == plain[:2]
+    assert alone["fresh"][2] != alone["test_ops"][2]
+    assert names(more_train=2, more_train_ops=(8, 10), more_valid=2, test_ops=(30, 34)) == \
+        [alone["train"][0], alone["valid"][1], alone["test_ops"][2]]
+    assert names(more_train=2, more_train_ops=(8, 10), more_valid=2, test_ops=(30, 34), fresh_test=2) == \
+        [alone["train"][0], alone["valid"][1], alone["fresh"][2]]
