@@ -20,8 +20,9 @@ the 5 equal bins of the peak-memory heuristic's priorities, as 0, 1/4, ..., 1). 
 longest path alone (the 5th feature) the bins' boundaries move with the graph's longest path, and with
 the unbinned rank they fall on the rank's own values (a graph of 6 depths has ranks 0, 0.2, ..., 1): the
 policies trained on either missed priority bins by one on wide graphs (docs/REGAL.md). Last, whether the
-op lies on a critical path (`critical_path`: a longest path by runtime, 1 or 0), the ops the runtime
-policy's affinities anchor to one device (`critical_path_actions`).
+op lies on a critical path (`critical_path`: a longest path by runtime, 1 or 0), and whether it lies on
+the longest path through the other ops (`second_path`, 1 or 0): the ops the runtime policy's affinities
+anchor to one device and to the other (`anchored_actions`).
 Edge attributes (2) of edge u -> v (v reads tensor k of u): the size of k over the mean size, and
 1 / (number of readers of k).
 
@@ -52,7 +53,7 @@ from algorithms.regal.brkga import Proposal
 from algorithms.regal.graph import CompGraph
 from algorithms.regal.perfmodel import DEVICES, chromosome_length, evaluate, schedule_positions, split
 
-NODE_FEATURES = 14
+NODE_FEATURES = 15
 EDGE_FEATURES = 2
 MEANS = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
 CONCENTRATIONS = np.array([4.0, 10.0, 30.0])
@@ -128,19 +129,43 @@ def critical_path(graph: CompGraph, schedule: ListSchedule | None = None) -> np.
     return np.isclose(before + after, after.max(), rtol=1e-9, atol=0.0)
 
 
-def critical_path_actions(graph: CompGraph, actions: np.ndarray, affinity: float = 0.7,
-                          concentration: float = 4.0) -> np.ndarray:
-    """``actions`` with the affinities anchored on the critical path: its ops' affinity for device 0 mean
-    ``affinity`` and for device 1 ``1 - affinity`` (``concentration``), every other op's uniform. Devices
-    are interchangeable, so "device 0" only says that the critical path's ops share one device, which the
-    search is nudged towards and free to leave: a transfer is synchronous and stalls both devices, so one
-    on the longest path delays the makespan. The runtime policy's affinity targets (docs/REGAL.md, eleventh
-    pass: on 200 validation cases at BRKGA-5K +1.78% against +1.41% with uniform affinities)."""
+def second_path(graph: CompGraph, on_critical: np.ndarray | None = None) -> np.ndarray:
+    """(ops,) bool: a longest path by runtime through the ops off the critical path (``on_critical``, by
+    default `critical_path`), empty when every op is on it. Ties go to the op first in the graph's order,
+    at the start and at every step."""
+    on_critical = critical_path(graph) if on_critical is None else on_critical
+    off = ~on_critical
+    reads = graph.op_adjacency() > 0
+    longest, after = np.where(off, graph.runtimes, -np.inf), np.full(graph.num_ops, -1)
+    for u in graph.order[::-1]:
+        children = np.flatnonzero(reads[u] & off)
+        if off[u] and children.size:
+            after[u] = children[np.argmax(longest[children])]
+            longest[u] += longest[after[u]]
+    path = np.zeros(graph.num_ops, bool)
+    op = int(np.argmax(longest)) if off.any() else -1
+    while op >= 0:
+        path[op], op = True, after[op]
+    return path
+
+
+def anchored_actions(graph: CompGraph, actions: np.ndarray, affinity: float = 0.9,
+                     concentration: float = 4.0) -> np.ndarray:
+    """``actions`` with the affinities anchored on the graph's two longest paths: the critical path's ops'
+    affinity for device 0 mean ``affinity`` and for device 1 ``1 - affinity`` (``concentration``), the
+    `second_path`'s the other way round, every other op's uniform. Devices are interchangeable, so this
+    only says that each path's ops share a device and that the two paths run side by side, which the search
+    is nudged towards and free to leave: a transfer is synchronous and stalls both devices, so one on the
+    longest path delays the makespan. The runtime policy's affinity targets (docs/REGAL.md: on 200
+    validation cases at BRKGA-5K the critical path alone at mean 0.7 +1.78%, eleventh pass; both paths at
+    0.9 +2.19%, twelfth pass; uniform affinities +1.41%)."""
     actions = np.array(actions)
-    on = critical_path(graph)
     high = int(np.abs(MEANS - affinity).argmin())
-    for device, mean in enumerate((high, MEANS.size - 1 - high)):
-        actions[:, device] = np.where(on, grid_actions(np.full(graph.num_ops, mean), concentration), UNIFORM)
+    near, far = (grid_actions(np.full(graph.num_ops, mean), concentration) for mean in (high, MEANS.size - 1 - high))
+    first = critical_path(graph)
+    second = second_path(graph, first)
+    actions[:, 0] = np.where(first, near, np.where(second, far, UNIFORM))
+    actions[:, 1] = np.where(first, far, np.where(second, near, UNIFORM))
     return actions
 
 
@@ -167,12 +192,14 @@ def node_features(graph: CompGraph) -> np.ndarray:
     heuristic = list_schedule(graph)
     fits = np.full(graph.num_ops, float(list_schedule_fits(graph, heuristic)))
     wide = np.full(graph.num_ops, float(is_wide(graph, depth)))
+    critical = critical_path(graph, heuristic)
     return np.stack([graph.runtimes / graph.runtimes.mean(), output / graph.sizes.mean(),
                      np.log1p(adjacency.sum(axis=0)), np.log1p(adjacency.sum(axis=1)), depth / longest,
                      height / longest, tightness, heuristic.device.astype(float),
                      heuristic.start / max(heuristic.makespan, 1e-12),
                      heuristic.upward_rank / max(heuristic.upward_rank.max(), 1e-12), fits, wide,
-                     depth_level(depth) / (MEANS.size - 1), critical_path(graph, heuristic).astype(float)], axis=1)
+                     depth_level(depth) / (MEANS.size - 1), critical.astype(float),
+                     second_path(graph, critical).astype(float)], axis=1)
 
 
 def edge_features(graph: CompGraph) -> np.ndarray:

@@ -179,7 +179,7 @@ DISTIL_SEED = 2_000_003  # BRKGA seeds of the distilled solutions: DISTIL_SEED +
 
 def distillation_data(graphs: list[CompGraph], kind: str, budget: int, seeds: int = 1, concentration: float = 4.0,
                       workers: int = 1, canonical: bool = True, placement: bool = False,
-                      critical_path: bool = False) -> tuple[list[CompGraph], list[np.ndarray]]:
+                      anchor: bool = False) -> tuple[list[CompGraph], list[np.ndarray]]:
     """Learning from search: ``seeds`` runs of uniform BRKGA with ``budget`` evaluations on every graph, each
     run's best chromosome turned into the (ops, HEADS) actions of a proposal centred on it
     (`features.solution_actions` with ``concentration``, ``canonical`` and ``placement``). Returns one
@@ -189,17 +189,17 @@ def distillation_data(graphs: list[CompGraph], kind: str, budget: int, seeds: in
     The defaults were chosen on the validation split (docs/REGAL.md, eighth pass): priorities respaced by
     the decoded order (the raw keys of a solution are arbitrary wherever no two nodes compete, and a
     policy learns them badly), and the placement left to the search (imitated placements follow the list
-    schedule's devices, break the memory limit and lose). With ``critical_path`` (and without ``placement``)
-    the affinities are anchored on the graph's critical path instead of uniform
-    (`features.critical_path_actions`; the bench's runtime default since the eleventh pass)."""
+    schedule's devices, break the memory limit and lose). With ``anchor`` (and without ``placement``) the
+    affinities are anchored on the graph's two longest paths instead of uniform (`features.anchored_actions`;
+    the bench's runtime default: the critical path alone since the eleventh pass, both since the twelfth)."""
     examples = [graph for _ in range(seeds) for graph in graphs]
     jobs = [(graph, kind, budget, None, DISTIL_SEED + 1000 * s + g) for s in range(seeds)
             for g, graph in enumerate(graphs)]
     solutions = best_solutions(jobs, workers)
     targets = [features.solution_actions(graph, keys, concentration, canonical=canonical, placement=placement)
                for graph, keys in zip(examples, solutions)]
-    if critical_path and not placement:
-        targets = [features.critical_path_actions(graph, target) for graph, target in zip(examples, targets)]
+    if anchor and not placement:
+        targets = [features.anchored_actions(graph, target) for graph, target in zip(examples, targets)]
     return examples, targets
 
 

@@ -115,12 +115,12 @@ def test_distillation_data_centres_targets_on_each_searchs_best():
     """One example per (seed, graph): the graph, and the actions of the best chromosome of uniform BRKGA with
     the seed ``DISTIL_SEED + 1000 s + g`` (graphs in order, seed-major). By default (the bench's) the
     priorities are respaced by the decoded order, the concentration is 4 and the affinities are uniform; with
-    ``critical_path`` (the bench's default) they are anchored on the critical path, the rest the same."""
+    ``anchor`` (the bench's default) they are anchored on the two longest paths, the rest the same."""
     graphs = generate(2, 1, ops=(7, 9), seed=8)
     examples, targets = train.distillation_data(graphs, "runtime", budget=60, seeds=2)
     _, placed = train.distillation_data(graphs, "runtime", budget=60, seeds=2, concentration=30.0, canonical=False,
                                         placement=True)
-    _, anchored = train.distillation_data(graphs, "runtime", budget=60, seeds=2, critical_path=True)
+    _, anchored = train.distillation_data(graphs, "runtime", budget=60, seeds=2, anchor=True)
     assert [g.name for g in examples] == [g.name for g in graphs] * 2
     for k, graph in enumerate(examples):
         seed = train.DISTIL_SEED + 1000 * (k // 2) + k % 2
@@ -130,4 +130,4 @@ def test_distillation_data_centres_targets_on_each_searchs_best():
         assert targets[k].shape == (graph.num_ops, features.HEADS)
         assert (targets[k][:, :DEVICES] == features.UNIFORM).all()
         np.testing.assert_array_equal(placed[k], features.solution_actions(graph, best, 30.0))
-        np.testing.assert_array_equal(anchored[k], features.critical_path_actions(graph, targets[k]))
+        np.testing.assert_array_equal(anchored[k], features.anchored_actions(graph, targets[k]))

@@ -170,37 +170,58 @@ def test_list_schedule_by_hand():
                                                    np.array([5, 4, 3, 1, 4.5]) / 5.0, [1] * 5], axis=1))
 
 
-def test_critical_path_and_its_anchored_affinities_by_hand():
+def test_the_two_longest_paths_and_their_anchored_affinities_by_hand():
     """The list schedule's graph: a -> b, a -> c, b -> d, c -> d, and e alone, runtimes 1, 3, 2, 1, 4.5. The
-    longest path by runtime is a, b, d (5; a, c, d takes 4, e 4.5), the 14th node feature. Anchored, those
-    three ops get affinity mean 0.7 for device 0 and 0.3 for device 1 (concentration 4: actions 9 and 3), c and
-    e uniform, the other heads untouched. With c's runtime 3 both paths through a take 5: a, b, c, d."""
+    longest path by runtime is a, b, d (5; a, c, d takes 4, e 4.5), the 14th node feature; of the other ops
+    (c, 2, and e, 4.5) the longest path is e alone, the 15th. Anchored, a, b, d get affinity mean 0.9 for
+    device 0 and 0.1 for device 1 (concentration 4: actions 12 and 0), e the other way round, c uniform, the
+    other heads untouched. With c's runtime 3 both paths through a take 5: a, b, c, d."""
     graph = from_edges([1.0, 3.0, 2.0, 1.0, 4.5], [(0, 1), (0, 2), (1, 3), (2, 3)], [1.0] * 5)
     np.testing.assert_array_equal(features.critical_path(graph), [True, True, False, True, False])
-    np.testing.assert_array_equal(features.node_features(graph)[:, 13], [1.0, 1.0, 0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(features.second_path(graph), [False, False, False, False, True])
+    np.testing.assert_array_equal(features.node_features(graph)[:, 13:], [[1, 0], [1, 0], [0, 0], [1, 0], [0, 1]])
     given = np.arange(5 * features.HEADS).reshape(5, features.HEADS) % features.CHOICES
-    anchored = features.critical_path_actions(graph, given)
-    np.testing.assert_array_equal(anchored[:, 0], [9, 9, features.UNIFORM, 9, features.UNIFORM])
-    np.testing.assert_array_equal(anchored[:, 1], [3, 3, features.UNIFORM, 3, features.UNIFORM])
+    anchored = features.anchored_actions(graph, given)
+    np.testing.assert_array_equal(anchored[:, 0], [12, 12, features.UNIFORM, 12, 0])
+    np.testing.assert_array_equal(anchored[:, 1], [0, 0, features.UNIFORM, 0, 12])
     np.testing.assert_array_equal(anchored[:, DEVICES:], given[:, DEVICES:])
-    alpha, beta = features.beta_parameters(np.array([9, 3]))
-    np.testing.assert_allclose(alpha / (alpha + beta), [0.7, 0.3])
-    np.testing.assert_allclose(alpha + beta, [4.0, 4.0])
+    alpha, beta = features.beta_parameters(np.array([12, 0, 9, 3]))
+    np.testing.assert_allclose(alpha / (alpha + beta), [0.9, 0.1, 0.7, 0.3])
+    np.testing.assert_allclose(alpha + beta, 4.0)
+    np.testing.assert_array_equal(features.anchored_actions(graph, given, affinity=0.7)[:, 0],
+                                  [9, 9, features.UNIFORM, 9, 3])
     tie = from_edges([1.0, 3.0, 3.0, 1.0, 4.5], [(0, 1), (0, 2), (1, 3), (2, 3)], [1.0] * 5)
     np.testing.assert_array_equal(features.critical_path(tie), [True, True, True, True, False])
+    np.testing.assert_array_equal(features.second_path(tie), [False, False, False, False, True])
 
 
-def test_the_critical_path_anchor_lets_brkga_find_an_unsplit_chain():
+def test_the_second_path_follows_the_longest_chain_off_the_critical_one():
+    """Ops 0 -> 1 -> 2 (runtime 5 each) are the critical path (15). Off it: 3 -> 4 -> 6 (2 + 2 + 1 = 5), 3 -> 5
+    (2 + 2.5 = 4.5) and 7 alone (4), with 1 -> 4 an edge into the second path from the critical one (not a
+    path through off ops). The second path is 3, 4, 6. Two equal ops alone tie: the first in order wins;
+    a graph that is all one path has no second."""
+    edges = [(0, 1), (1, 2), (3, 4), (4, 6), (3, 5), (1, 4)]
+    graph = from_edges([5.0, 5.0, 5.0, 2.0, 2.0, 2.5, 1.0, 4.0], edges, [1.0] * 8)
+    np.testing.assert_array_equal(features.critical_path(graph), [True] * 3 + [False] * 5)
+    np.testing.assert_array_equal(features.second_path(graph), [False] * 3 + [True, True, False, True, False])
+    pair = from_edges([5.0, 3.0, 3.0], [], [1.0] * 3)
+    np.testing.assert_array_equal(features.second_path(pair), [False, True, False])
+    chain = from_edges([1.0, 2.0], [(0, 1)], [1.0] * 2)
+    assert not features.second_path(chain).any()
+
+
+def test_the_path_anchor_lets_brkga_find_an_unsplit_chain():
     """A chain of 10 ops of runtime 10 (the critical path, 100) beside 5 independent pairs of ops of runtime
     9 (90 in all), no memory limit: the optimum keeps the chain on one device (makespan 100), and a chain
     split over the two devices waits on the side ops there (transfers stall both devices). With the chain
-    anchored (the side ops and the other heads uniform) BRKGA-400 reaches 100 on most of 8 seeds; uniform
-    BRKGA with the same seeds never does (measured: 102.25 against 121.75 on average)."""
+    anchored (one side pair, the second path, anchored to the other device; the other side ops and heads
+    uniform) BRKGA-400 reaches 100 on most of 8 seeds; uniform BRKGA with the same seeds never does
+    (measured: 100.0 on all 8 at mean 0.9, 101.375 at the eleventh pass's 0.7, against 121.75)."""
     edges = [(k, k + 1) for k in range(9)] + [(j, j + 1) for j in range(10, 20, 2)]
     graph = from_edges([10.0] * 10 + [9.0] * 10, edges, [1.0] * 20)
     np.testing.assert_array_equal(features.critical_path(graph), [True] * 10 + [False] * 10)
     plain = np.full((20, features.HEADS), features.UNIFORM)
-    anchored = features.proposal(graph, features.critical_path_actions(graph, plain))
+    anchored = features.proposal(graph, features.anchored_actions(graph, plain))
     uniform = np.array([brkga.optimize(graph, "runtime", 400, None, seed).best_cost for seed in range(8)])
     chained = np.array([brkga.optimize(graph, "runtime", 400, anchored, seed).best_cost for seed in range(8)])
     assert uniform.min() > 100.0 and (chained == 100.0).sum() >= 5

@@ -1,4 +1,4 @@
-"""The weights shipped in algorithms/regal/weights (the bench's defaults, training seed 1 for runtime and 0 for
+"""The weights shipped in algorithms/regal/weights (the bench's defaults, training seed 4 for runtime and 0 for
 peak memory, `__main__.TRAIN_SEED`; what the README's tables evaluate with ``bench --reuse --weights
 algorithms/regal/weights``): they load with the current layout and propose what they were trained to,
 checked against the targets computed here."""
@@ -23,10 +23,11 @@ def _policy(kind: str, splits: data.Splits) -> train.Trained:
 def test_shipped_policies_propose_what_they_learned():
     """Validation graphs (never trained on). Peak memory: the heuristic's actions exactly (a depth-first
     order on wide graphs, uniform elsewhere). Runtime (distilled from BRKGA-50K's solutions, the affinities
-    anchored on the critical path): the critical path's ops on device 0 (mean 0.7), every other op's affinity
-    uniform, concentration 4 on the priority and transfer heads,
-    and op priorities that fall with depth (measured for training seed 1: Spearman 0.97 on average against
-    shallow-first, 0.955 at least; a level order; seed 0's weights, shipped before: 0.95 and 0.90)."""
+    anchored on the two longest paths): the critical path's ops on device 0 and the second path's on device 1
+    (mean 0.9), every other op's affinity uniform (241 of the 388 ops of the validation graphs anchored),
+    concentration 4 on the priority and transfer heads, and op priorities that fall with depth (measured for
+    training seed 4 on every validation graph: Spearman 0.90 on average against shallow-first, 0.77 at least;
+    a level order; the eleventh pass's seed 0: 0.95 and 0.90)."""
     splits = data.splits(48, 10, 10, variants=2, seed=0)
     graphs = splits.valid[::4]
     memory = train.propose(_policy("peak_memory", splits), graphs)
@@ -34,7 +35,7 @@ def test_shipped_policies_propose_what_they_learned():
         np.testing.assert_array_equal(actions, features.imitation_target(graph, "peak_memory"))
     runtime = train.propose(_policy("runtime", splits), graphs)
     for graph, actions in zip(graphs, runtime):
-        np.testing.assert_array_equal(actions, features.critical_path_actions(graph, actions))
+        np.testing.assert_array_equal(actions, features.anchored_actions(graph, actions))
         assert (actions[:, features.PRIORITY:] % features.CONCENTRATIONS.size == 0).all()  # concentration 4
         mean = actions[:, features.PRIORITY] // features.CONCENTRATIONS.size
         assert spearmanr(mean, -features.path_lengths(graph)[0]).correlation > 0.7
