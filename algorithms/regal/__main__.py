@@ -6,10 +6,11 @@ variants each, evaluated at the paper's budgets (REGAL-5K against BRKGA-5K and B
 with each op's most likely action. The runtime policy learns from search (``--distil 50000``,
 `train.distillation_data`): uniform BRKGA-50K on every training graph, each best solution's priorities
 respaced by their decoded order, rounded to the quantized means with concentration 4, affinities anchored
-on the critical path (``--distil-critical-path``: its ops share a device, the rest left to the search), and
-600 iterations of behaviour cloning of these actions, nothing else (chosen on the validation split against
-the heuristic-imitating policy, REINFORCE fine-tunes of it, two solutions per graph, more training graphs
-and uniform affinities: docs/REGAL.md, eighth to eleventh passes). The peak-memory policy imitates its heuristic
+on the two longest paths (``--distil-anchor``: the critical path's ops on one device, the longest path
+through the other ops on the other, the rest left to the search), and 600 iterations of behaviour cloning
+of these actions, nothing else (chosen on the validation split against the heuristic-imitating policy,
+REINFORCE fine-tunes of it, two solutions per graph, more training graphs, uniform affinities and the
+critical path alone: docs/REGAL.md, eighth to twelfth passes). The peak-memory policy imitates its heuristic
 (`features.imitation_target`: a depth-first order on wide graphs; ``--distil-objectives`` chooses which
 objectives distil; a distilled peak-memory policy lost on validation). ``--distil 0`` gives the runtime
 policy the heuristic too (the list schedule where it fits), then 60 REINFORCE iterations at lr 1e-3
@@ -18,7 +19,7 @@ sampled actions sharing their BRKGA seeds) with BRKGA-200 inside the reward, fro
 choices are 33% uniform (initial logit +2). ``--budget 500 --big-budget 5000`` is the scale of the earlier
 passes (the paper's budgets over 10, since on these small graphs BRKGA-5K mostly finds what BRKGA-30K
 finds). ``--weights DIR --reuse`` evaluates saved weights; ``algorithms/regal/weights`` holds the
-defaults' (training seeds `TRAIN_SEED`: 0 for both objectives), which the bench without
+defaults' (training seeds `TRAIN_SEED`: 4 for runtime, 0 for peak memory), which the bench without
 ``--reuse`` reproduces bit for bit. ``--transfer`` adds the six smallest MMapGame workloads (59-153 ops)
 as a second test set, never trained on. ``--ops LO HI`` sets the synthetic graphs' sizes, ``--test-ops LO HI``
 the test graphs' alone (drawn separately; train and valid unchanged, so a policy trained on small graphs

@@ -57,6 +57,29 @@ def test_memory_limit_ranks_feasible_first():
     assert cost[1] == 4.0 and cost[0] > graph.runtimes.sum()
 
 
+def test_a_peak_at_the_limit_fits_whatever_order_summed_it():
+    """Ops a (size 0.1) and b (0.2), then c reading both (0.3), all on one device: the peak is summed as
+    (0.1 + 0.2) + 0.3 = 0.6000000000000001, one bit above 0.1 + (0.2 + 0.3) = 0.6, the same three tensors. At
+    a limit of 0.6 the solution fits (cost: its makespan, 3); at a limit 1% lower it does not. Found on a
+    synthetic test graph whose limit (a median peak) a REGAL solution met exactly and was costed as
+    infeasible, at twice its makespan."""
+    assert (0.1 + 0.2) + 0.3 > 0.1 + (0.2 + 0.3)
+    genes = chromosome_of(3, [0, 0, 0])
+    for limit, fits in ((0.1 + (0.2 + 0.3), True), (0.99 * 0.6, False)):
+        graph = from_edges([1.0, 1.0, 1.0], [(0, 2), (1, 2)], [0.1, 0.2, 0.3], memory_limit=limit)
+        runtime, peak = evaluate(graph, genes)
+        assert peak[0] == (0.1 + 0.2) + 0.3 and runtime[0] == 3.0
+        cost = objective(graph, genes, "runtime")[0]
+        assert (cost == 3.0) == fits and (cost > graph.runtimes.sum()) == (not fits)
+
+
+def chromosome_of(ops: int, devices: list[int]) -> np.ndarray:
+    """Ops in index order on the given devices, transfer keys 0.5 (no transfers are needed on one device)."""
+    affinity = np.eye(2)[devices].ravel()
+    priority = 1.0 - (np.arange(ops) + 0.5) / ops
+    return np.concatenate([affinity, priority, np.full(ops * 2, 0.5)])[None]
+
+
 def test_rejects_cycles_and_wrong_lengths():
     with pytest.raises(GraphError):
         from_edges([1, 1], [(0, 1), (1, 0)], [1, 1])
