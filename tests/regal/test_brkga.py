@@ -69,15 +69,20 @@ def test_common_random_numbers():
 
 @pytest.mark.parametrize("kind", ["runtime", "peak_memory"])
 def test_beats_random_sampling_with_the_same_budget(kind):
+    """BRKGA-2000 (20 generations of 100) against the best of 2,000 uniform chromosomes, 3 graphs x 4 seeds:
+    never worse, better on most (measured: runtime better on 8 of 12, peak memory on 11; random sampling can
+    hit the optimum of an easy graph too). At 800 evaluations (8 generations) BRKGA lost to random sampling on
+    2 of these 12 runtime pairs, and which ones moved with the limit's rounding tolerance: too few generations
+    for the claim."""
     graphs = generate(3, 1, ops=(16, 20), seed=5)
     searched, sampled = [], []
     for graph in graphs:
-        rng = np.random.default_rng(1)
-        sampled.append(objective(graph, rng.random((800, chromosome_length(graph))), kind).min())
-        searched.append(brkga.optimize(graph, kind, budget=800, seed=1).best_cost)
-    # random sampling can hit the optimum of an easy graph too: never worse, better on most
+        for seed in range(4):
+            rng = np.random.default_rng(seed)
+            sampled.append(objective(graph, rng.random((2000, chromosome_length(graph))), kind).min())
+            searched.append(brkga.optimize(graph, kind, budget=2000, seed=seed).best_cost)
     assert (np.array(searched) <= np.array(sampled)).all()
-    assert (np.array(searched) < np.array(sampled)).sum() >= 2
+    assert (np.array(searched) < np.array(sampled)).sum() >= 6
 
 
 def _recorded_run(proposal, seed=3, budget=300, length=4):
