@@ -41,9 +41,10 @@ def test_trained_proposals_beat_uniform_brkga_on_held_out_graphs(trained):
     on held-out graphs, proposals drawn from the policy (one draw per graph, as training drew them) beat
     uniform BRKGA on average (same budget, same seeds, computed here). Measured with training seed 0: +5.63%
     on 100% of (graph, seed) pairs with 15 node features and the limit's rounding tolerance (+8.04% before
-    it; +6.72%, 89% with 14 features after 400 iterations of imitation) since imitation starts from a full-scale policy head (from the 0.01-scaled
-    head: +1.37%, 61%; the imitation target itself: +8.6%, 100%; REINFORCE alone from a fresh start, 40
-    iterations at lr 2e-2, measured +0.14% with 11 node features, +1.35% with 10)."""
+    it; +6.72%, 89% with 14 features after 400 iterations of imitation) since imitation starts from a
+    full-scale policy head (from the 0.01-scaled head: +1.37%, 61%; the imitation target itself: +8.6%, 100%;
+    REINFORCE alone from a fresh start, 40 iterations at lr 2e-2, measured +0.14% with 11 node features,
+    +1.35% with 10)."""
     policy, held_out = trained
     actions = train.propose(policy, held_out, greedy=False, seed=1)
     uniform, regal = [], []
