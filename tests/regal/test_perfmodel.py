@@ -64,20 +64,13 @@ def test_a_peak_at_the_limit_fits_whatever_order_summed_it():
     synthetic test graph whose limit (a median peak) a REGAL solution met exactly and was costed as
     infeasible, at twice its makespan."""
     assert (0.1 + 0.2) + 0.3 > 0.1 + (0.2 + 0.3)
-    genes = chromosome_of(3, [0, 0, 0])
     for limit, fits in ((0.1 + (0.2 + 0.3), True), (0.99 * 0.6, False)):
         graph = from_edges([1.0, 1.0, 1.0], [(0, 2), (1, 2)], [0.1, 0.2, 0.3], memory_limit=limit)
+        genes = chromosome(graph, [0, 0, 0], [0.9, 0.5, 0.1], 0.5)
         runtime, peak = evaluate(graph, genes)
         assert peak[0] == (0.1 + 0.2) + 0.3 and runtime[0] == 3.0
         cost = objective(graph, genes, "runtime")[0]
         assert (cost == 3.0) == fits and (cost > graph.runtimes.sum()) == (not fits)
-
-
-def chromosome_of(ops: int, devices: list[int]) -> np.ndarray:
-    """Ops in index order on the given devices, transfer keys 0.5 (no transfers are needed on one device)."""
-    affinity = np.eye(2)[devices].ravel()
-    priority = 1.0 - (np.arange(ops) + 0.5) / ops
-    return np.concatenate([affinity, priority, np.full(ops * 2, 0.5)])[None]
 
 
 def test_rejects_cycles_and_wrong_lengths():
