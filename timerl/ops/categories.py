@@ -49,7 +49,7 @@ SOURCE = Category("source", kernel=False, pure=False, calls_user=True, batched="
 DRAW = Category("draw", kernel=False, pure=False, batched="never")
 SINK = Category("sink", kernel=False, root=True, checked=False, pure=False, calls_user=True, batched="points")
 MERGE = Category("merge", kernel=False, checked=False, pure=False, batched="selected")
-UDF = Category("udf", kernel=False, checked=False, pure=False, calls_user=True, batched="never")
+UDF = Category("udf", kernel=False, root=True, checked=False, pure=False, calls_user=True, batched="never")
 ACCUMULATE = Category("accumulate", kernel=False, checked=False, pure=False, batched="summed")
 
 CATEGORIES = (ELEMENTWISE, REDUCTION, SCAN, MOVEMENT, CONTRACTION, CONST, SOURCE, DRAW, SINK, MERGE, UDF, ACCUMULATE)
