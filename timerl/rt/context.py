@@ -97,6 +97,16 @@ class Context:
         finally:
             self._when.pop()
 
+    @contextlib.contextmanager
+    def outside_when(self) -> Iterator[None]:
+        """Records as if no `when` block were open (a library building state that must exist everywhere,
+        such as an optimizer's moments under a gated ``step()``)."""
+        saved, self._when = self._when, []
+        try:
+            yield
+        finally:
+            self._when = saved
+
     def current_condition(self) -> Cond:
         return conjunction(TRUE, *self._when)
 
