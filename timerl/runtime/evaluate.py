@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from timerl.errors import ShapeError, TimeRLError
-from timerl.ops.registry import ACCUMULATE, CONST, DRAW, MERGE, OPS, SINK, SOURCE, UDF
+from timerl.ops.registry import ACCUMULATE, CONST, DRAW, INDEX, MERGE, OPS, SINK, SOURCE, UDF
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
 from timerl.runtime import rng
@@ -26,7 +26,14 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
     category = node.category
     if category.kernel or category is ACCUMULATE:
         return _evaluate_array(node, point, inputs, seed, bounds, backend)
+    if category is INDEX:
+        return (backend.from_numpy(index_value(node, point, bounds)),)
     return _BY_EXECUTOR[category](node, point, inputs, seed, node.attrs.as_dict(), backend)
+
+
+def index_value(node: Node, point: tuple[int, ...], bounds: Mapping[Symbol, int]) -> np.ndarray:
+    """An ``index`` op's value: its expression at ``point``, with the run's bounds."""
+    return np.asarray(node.attrs["expr"].evaluate({**bounds, **dict(zip(node.domain, point))}), dtype=node.attrs["dtype"])
 
 
 def _const(node, point, inputs, seed, attrs, backend):
