@@ -33,5 +33,5 @@ test-passes: $(VENV)/.installed
 		TIMERL_PASS_ON=$$pass $(PY) -m pytest tests -p no:cacheprovider -q || failed="$$failed $$pass(on)"; \
 	done; if [ -n "$$failed" ]; then echo "failed with these switches off (or on):$$failed"; exit 1; fi
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed  # rewrites the tables of docs/benchmarks.md
 	$(PY) -m timerl.cli bench
