@@ -4,6 +4,7 @@ installed copy (not this checkout) runs the demo and loads a workload, the REGAL
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -16,9 +17,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+    out, source = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source") / "timerl"
+    # a clean copy: setuptools' build/ folder in the checkout may hold files the tree no longer has
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
+                                                                 ".pytest_cache", ".hypothesis", "out"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-                    str(ROOT)], check=True, capture_output=True)
+                    str(source)], check=True, capture_output=True)
     (found,) = out.glob("timerl-*.whl")
     return found
 
@@ -38,7 +42,7 @@ import algorithms, timerl
 from pathlib import Path
 assert Path(timerl.__file__).is_relative_to(Path.cwd()), timerl.__file__  # the installed copy, not the checkout
 import numpy as np
-from timerl import demo
+from algorithms import demo
 np.testing.assert_allclose(demo.timerl_returns("reference"), demo.numpy_returns())
 from algorithms.mmap.workloads import list_workloads, load_workload
 assert len(list_workloads()) >= 30
