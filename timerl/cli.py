@@ -323,7 +323,8 @@ def main(argv: list[str] | None = None) -> None:
     print(DEVICE[0])
     print()
     quick = " --quick" if args.quick else ""
-    command = f"timerl bench {args.suite}{quick}{' --all-sizes' if args.all_sizes else ''} --iterations {args.iterations}"
+    sizes = " --all-sizes" if args.all_sizes else ""
+    command = f"timerl bench {args.suite}{quick}{sizes} --iterations {args.iterations}"
     write = args.write
 
     def run(name: str, title: str, function, *function_args) -> None:
