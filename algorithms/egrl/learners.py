@@ -191,12 +191,18 @@ class _Driver:
 _LEARNERS: dict[tuple, sac.Learner] = {}
 
 
+def learner_iterations(settings: Settings) -> int:
+    """Gradient steps the learner is compiled for: enough for PG alone (``population`` rollouts a generation)
+    to spend the budget, ``steps_per_generation`` per generation."""
+    return settings.steps_per_generation * math.ceil(
+        settings.budget / (settings.population * settings.generations_per_step))
+
+
 def learner_for(graph: WorkloadGraph, settings: Settings) -> sac.Learner:
     """The compiled learner for a workload and settings, made once per process and shared by every seed and by
     ``egrl`` and ``pg``: it takes as many steps as PG alone needs to spend the budget (EGRL, which spends it in
     slightly fewer, takes its last step or so after the budget is gone: no evaluation, no effect on results)."""
-    iterations = settings.steps_per_generation * math.ceil(
-        settings.budget / (settings.population * settings.generations_per_step))
+    iterations = learner_iterations(settings)
     key = (graph.workload.name, iterations, settings.sac, settings.arch, settings.backend, settings.optimize)
     if key not in _LEARNERS:
         hierarchy = coarsen(graph.workload.edges, graph.workload.size, settings.arch.depth)

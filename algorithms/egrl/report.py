@@ -20,7 +20,8 @@ PAPER = {"egrl": (1.28, 1.78, 1.66), "ea": (1.06, 1.47, 1.64), "greedy": (0.72, 
          "pg": (0.29, 0.23, 0.21)}
 PAPER_WORKLOADS = ("resnet50", "resnet101", "bert")
 TITLES = {"resnet50": "ResNet-50", "resnet101": "ResNet-101", "bert": "BERT-large-128", "bert_base": "BERT-base-128"}
-METHOD_NAMES = {"egrl": "EGRL", "ea": "EA alone", "pg": "PG alone", "greedy": "Greedy-DP", "compiler": "compiler"}
+METHOD_NAMES = {"egrl": "EGRL", "ea": "EA alone", "pg": "PG alone", "greedy": "Greedy-DP",
+                "compiler": "liveness compiler"}
 
 
 def read_runs(paths: list[str]) -> dict[tuple[str, str], dict[int, float]]:
@@ -73,11 +74,40 @@ def workload_table(workload: str, runs: dict, optimum: dict, methods: list[str])
     return "\n".join(lines)
 
 
+def targets(runs: dict, optima: dict) -> str:
+    """The issue's targets per workload: EGRL's mean above EA's and PG's (the same under every baseline: a
+    ratio of latencies), EGRL's fraction of the optimum's gain per baseline (target >= 0.9), and EGRL's speedup
+    over the static compiler (target >= 1.2) beside the most the optimum allows."""
+    header = ("| workload | EGRL > EA alone | EGRL > PG alone | " +
+              " | ".join(f"EGRL fraction vs {b}" for b in BASELINES) + " | EGRL vs static (optimum) |")
+    lines = [header, "|" + "---|" * (4 + len(BASELINES))]
+    for workload, optimum in optima.items():
+        egrl = list(runs.get(("egrl", workload), {}).values())
+        if not egrl:
+            continue
+        mean = {m: np.mean(list(runs[(m, workload)].values())) for m in ("egrl", "ea", "pg")
+                if (m, workload) in runs}
+        above = ["yes" if m in mean and mean["egrl"] < mean[m] else ("-" if m not in mean else "**no**")
+                 for m in ("ea", "pg")]
+        best = optimum["optimum"]
+        fractions = []
+        for name in BASELINES:
+            base = optimum["baselines"][name]["latency"]
+            value = np.mean([gain_fraction(base, latency, best) for latency in egrl])
+            fractions.append(f"{value:.2f}" if value >= 0.9 else f"**{value:.2f}**")
+        static = optimum["baselines"]["static"]["latency"]
+        speedup = np.mean([static / latency for latency in egrl])
+        cell = f"{speedup:.2f} ({static / best:.2f})"
+        lines.append(f"| {TITLES.get(workload, workload)} | {above[0]} | {above[1]} | " + " | ".join(fractions) +
+                     f" | {cell if speedup >= 1.2 else '**' + cell + '**'} |")
+    return "\n".join(lines)
+
+
 def report(run_paths: list[str], optimum_path: str, methods: list[str]) -> str:
     runs = read_runs(run_paths)
     with open(optimum_path) as handle:
         optima = json.load(handle)["workloads"]
-    sections = []
+    sections = ["Targets (bold: not met)\n\n" + targets(runs, optima)]
     for workload, optimum in optima.items():
         if any(workload == w for _, w in runs):
             sections.append(f"### {TITLES.get(workload, workload)}\n\n" + workload_table(workload, runs, optimum,
