@@ -19,7 +19,7 @@ PASSES_ON :=  # switches that are off by default, to run the suite with each on
 venv: $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(PY) -m timerl.demo
+	$(PY) -m algorithms.demo
 
 test: $(VENV)/.installed
 	$(PY) -m pytest tests -p no:cacheprovider
