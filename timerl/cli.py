@@ -6,12 +6,15 @@ import argparse
 import contextlib
 import importlib.util
 import io
+import os
 import pathlib
+import runpy
 import statistics
 import sys
 import time
 
 from timerl.options import CompileOptions
+from timerl.runtime.explain import EXPLAIN_VARIABLE
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -244,6 +247,15 @@ def device_line() -> str:
     return f"{where}, jax on " + ("the CPU" if kind == "cpu" else f"{jax.devices()[0].device_kind} ({kind})")
 
 
+def run_explained(script: str, script_args: list[str]) -> None:
+    """`timerl explain script.py args...`: the script run as ``python script.py args...`` with `EXPLAIN_VARIABLE`
+    set, so that every program it executes prints `Executable.explain` to stderr after it runs."""
+    os.environ[EXPLAIN_VARIABLE] = "1"
+    sys.argv = [script, *script_args]
+    sys.path.insert(0, str(pathlib.Path(script).resolve().parent))
+    runpy.run_path(script, run_name="__main__")
+
+
 class _Tee(io.StringIO):
     """Collects what a benchmark prints and passes it on, so a long run still shows progress."""
 
@@ -286,6 +298,9 @@ def main(argv: list[str] | None = None) -> None:
                        help="ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/; "
                             "passes: REINFORCE with each compile switch off; memory: the window program and the "
                             "large-observation experiment (paper Fig. 10, 11)")
+    explain = commands.add_parser("explain", help="run a script; print how each statement of its programs runs")
+    explain.add_argument("script")
+    explain.add_argument("script_args", nargs=argparse.REMAINDER)
     plot = commands.add_parser("plot-memory", help="draw REINFORCE's memory timeline next to its schedule (PNG)")
     plot.add_argument("--out", default="memory.png")
     plot.add_argument("--iterations", type=int, default=3)
@@ -295,6 +310,9 @@ def main(argv: list[str] | None = None) -> None:
     plot.add_argument("--pixels", type=int, default=None, help="image observations, 3 x PIXELS x PIXELS")
     plot.add_argument("--device-memory", type=int, default=None, help="a budget in bytes, with swap=True")
     args = parser.parse_args(argv)
+    if args.command == "explain":
+        run_explained(args.script, args.script_args)
+        return
     if args.command == "plot-memory":
         plot_reinforce_memory(args.out, args.iterations, args.steps, args.n_step, args.backend, args.pixels,
                               args.device_memory)
