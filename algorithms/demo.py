@@ -74,7 +74,7 @@ SECTIONS = [discounted_returns_section, reinforce_section]
 
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="python -m timerl.demo", description=__doc__).parse_args(argv)
+    argparse.ArgumentParser(prog="python -m algorithms.demo", description=__doc__).parse_args(argv)
     print("timerl demo: deep-RL programs as recurrent tensors\n")
     results = [section() for section in SECTIONS]
     return 0 if all(results) else 1
