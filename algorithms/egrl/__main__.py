@@ -19,7 +19,15 @@ from algorithms.egrl import bench, ceiling, report  # noqa: E402
 torch.set_num_threads(1)
 COMMANDS = {"bench": bench.main, "ceiling": ceiling.main, "report": report.main}
 
+USAGE = ("usage: python -m algorithms.egrl {bench,ceiling,report} [options]\n\n"
+         "  bench    EGRL against its baselines (python -m algorithms.egrl bench --help for the options)\n"
+         "  ceiling  the best placement's speedup (python -m algorithms.egrl ceiling --help for the options)\n"
+         "  report   the Fig. 3 tables from bench runs (python -m algorithms.egrl report --help for the options)")
+
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print(USAGE)
+        sys.exit(0)
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
-        sys.exit("usage: python -m algorithms.egrl {bench,ceiling,report} [options]  (--help for the options)")
+        sys.exit(USAGE)
     COMMANDS[sys.argv[1]](sys.argv[2:])

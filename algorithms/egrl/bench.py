@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from algorithms import local_ray
 from algorithms.egrl.chip import Chip, compiler_mapping
 from algorithms.egrl.learners import METHODS, Result, Settings, run
 from algorithms.egrl.mapping import mapping_record
@@ -114,8 +115,10 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--backend", default="torch", choices=("reference", "torch", "jax"))
     parser.add_argument("--workers", type=int, default=0,
                         help="local Ray actors for the population's evaluations (0: in this process; same results)")
+    local_ray.add_address_argument(parser)
     parser.add_argument("--out", default="results/egrl", help="folder for the PNGs, table.txt, results.json")
     args = parser.parse_args(argv)
+    local_ray.use_address(getattr(args, "ray_address", None))
     if args.steps_per_generation > 1 and args.generations_per_step > 1:
         parser.error("--steps-per-generation above 1 needs --generations-per-step 1")
     settings = Settings(budget=args.budget, generations_per_step=args.generations_per_step,

@@ -124,3 +124,7 @@ def main(argv: list[str] | None = None) -> str:
     text = report(args.runs, args.optimum, args.methods)
     print(text)
     return text
+
+
+if __name__ == "__main__":
+    main()
