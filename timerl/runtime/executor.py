@@ -35,6 +35,7 @@ from timerl.runtime.jax_scan import ScannedLoop
 from timerl.runtime.jax_scan_loop import LoopAnalysis, Unscannable
 from timerl.runtime.generated import SKIP, namespace
 from timerl.runtime.plan import GroupLowering
+from timerl.runtime.run_lock import one_run_at_a_time
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
 from timerl.runtime.stacks import StackedPool
@@ -108,6 +109,7 @@ class Executable:
         else:
             self._program = interpreter.build(schedule.root, ())
 
+    @one_run_at_a_time
     def execute(self) -> None:
         started = time.perf_counter()
         blocks = {node_id: BlockStore(axis, self.graph.nodes[node_id].outputs, self.backend)

@@ -19,6 +19,7 @@ from timerl.errors import DomainError, ScheduleError
 from timerl.pdg.graph import Graph, Node
 from timerl.backends.numpy_backend import NumpyBackend
 from timerl.runtime.evaluate import evaluate
+from timerl.runtime.run_lock import one_run_at_a_time
 from timerl.runtime.access import EdgeReader, condition_function, empty_stats, point_dict, stack_range
 from timerl.symbolic import Symbol
 
@@ -182,6 +183,7 @@ class ReferenceExecutable:
         self.stats = empty_stats(compile_seconds)
         self.schedule = "reference interpreter: every sink point evaluated on demand, memoized"
 
+    @one_run_at_a_time
     def execute(self) -> None:
         started = time.perf_counter()
         interpreter = ReferenceInterpreter(self.graph, self.bounds, self.seed)
