@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from timerl.errors import DeviceOutOfMemoryError, TimeRLError
-from timerl.ops.registry import MERGE, SINK, SOURCE, UDF
+from timerl.ops.registry import SINK, SOURCE, UDF
 from timerl.options import CompileOptions
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
@@ -35,6 +35,7 @@ from timerl.runtime.jax_scan import ScannedLoop
 from timerl.runtime.jax_scan_loop import LoopAnalysis, Unscannable
 from timerl.runtime.generated import SKIP, namespace
 from timerl.runtime.plan import GroupLowering
+from timerl.runtime.run_lock import one_run_at_a_time
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
 from timerl.runtime.stacks import StackedPool
@@ -108,6 +109,7 @@ class Executable:
         else:
             self._program = interpreter.build(schedule.root, ())
 
+    @one_run_at_a_time
     def execute(self) -> None:
         started = time.perf_counter()
         blocks = {node_id: BlockStore(axis, self.graph.nodes[node_id].outputs, self.backend)
@@ -173,6 +175,10 @@ class Executable:
     def _read(self, node: Node, reader: EdgeReader, point: tuple[int, ...]) -> Any:
         pool = self.pool
         edge = reader.edge
+        if reader.has_ranges and edge.masked_by is None and edge.producer in pool.blocks:
+            window = self._slice(reader, point, edge)  # before listing the points: O(1) whatever the length
+            if window is not None:
+                return window
         points, lengths = reader.points(point)
         keys = [(edge.producer, q) for q in points]
         if edge.masked_by is not None:  # gradient contributions: those that exist
@@ -188,10 +194,6 @@ class Executable:
             if stacked is not None:  # the rows of one batched result, in order
                 return StackedContributions([k[1] for k in present], stacked, self.backend)
             return [(k[1], pool.load(k)[edge.output]) for k in present]
-        if lengths and edge.producer in pool.blocks:
-            window = self._slice(reader, point, edge)
-            if window is not None:
-                return window
         if len(lengths) == 1 and len(keys) > 1:  # consecutive rows of one batched result: a slice of it
             batch = getattr(pool, "batch", None)
             window = None if batch is None else batch(keys, edge.output)
@@ -265,7 +267,7 @@ def block_axes(graph: Graph) -> dict[int, int]:
             producer = graph.nodes[edge.producer]
             static = all(isinstance(d, int) for t in producer.outputs for d in t.shape)
             unit = all(edge.index[k].step == 1 for k in ranged)
-            if len(ranged) == 1 and static and unit and edge.masked_by is None and producer.category is not MERGE:
+            if len(ranged) == 1 and static and unit and edge.masked_by is None:
                 axes.setdefault(edge.producer, set()).add(ranged[0])
             else:
                 axes.setdefault(edge.producer, set()).add(None)
