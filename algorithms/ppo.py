@@ -209,12 +209,11 @@ class _Logger:
         self.clock.start(compile_seconds)
 
     def episodes(self, point: dict, value: Any) -> None:
-        value = np.asarray(value)
         self._add(point["i"], "episodes", iteration_summary(point["i"], value[0], value[1]))
 
     def losses(self, point: dict, value: Any) -> None:
         names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-        self._add(point["i"], "losses", {name: float(v) for name, v in zip(names, np.asarray(value))})
+        self._add(point["i"], "losses", {name: float(v) for name, v in zip(names, value)})
 
     def _add(self, iteration: int, kind: str, values: dict[str, Any]) -> None:
         """The two sinks of an iteration run in either order; its row is complete after both."""

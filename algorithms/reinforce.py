@@ -77,7 +77,6 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
 
         # Logging: every iteration's rewards and episode ends, (2, T, num_envs)
         def log(point: dict, value: Any) -> None:
-            value = np.asarray(value)  # a backend's array (jax: boolean masks below would compile per count)
             curve.append(clock.complete(iteration_summary(point["i"], value[0], value[1])))
             bar.set_postfix(mean_length=f"{curve[-1]['mean_length']:.1f}", refresh=False)
             bar.update(1)
