@@ -127,6 +127,21 @@ def iteration_summary(iteration: int, rewards: np.ndarray, ends: np.ndarray) -> 
             "mean_return": float(all_returns.mean())}
 
 
+def continuing_summary(iteration: int, counted: trl.rl.RunningEpisodes, rewards: np.ndarray,
+                       ends: np.ndarray) -> dict[str, Any]:
+    """`iteration_summary` where episodes continue across iterations: the episodes that end within the
+    iteration, counted whole (``counted`` carries the unfinished ones from iteration to iteration, which must
+    come in order); an environment with no episode ending counts once with its unfinished episode's length and
+    return so far (censored, a lower bound)."""
+    ended = ends > 0.5
+    lengths, returns = counted(rewards, ended)
+    survivors = ~ended.any(axis=0)
+    all_lengths = np.concatenate([lengths, counted.lengths[survivors]])
+    all_returns = np.concatenate([returns, counted.returns[survivors]])
+    return {"iteration": int(iteration), "episodes": int(lengths.size), "mean_length": float(all_lengths.mean()),
+            "mean_return": float(all_returns.mean())}
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CartPole-v1")

@@ -310,4 +310,5 @@ class RunningEpisodes:
         return lengths, returns
 
 
-__all__ = ["ActionError", "Env", "Episode", "RunningEpisodes", "RTEnvironment", "SIMULATORS", "episode_statistics", "make_env"]
+__all__ = ["ActionError", "Env", "Episode", "RunningEpisodes", "RTEnvironment", "SIMULATORS", "episode_statistics",
+           "make_env"]
