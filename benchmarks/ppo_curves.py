@@ -18,7 +18,7 @@ import torch
 from algorithms.ppo import train
 from benchmarks.eager_ppo import train_eager
 
-CONFIG = dict(num_envs=4, steps=128, epochs=4, minibatches=4, lr=2.5e-4, hidden=64)
+CONFIG = dict(num_envs=4, steps=128, epochs=4, minibatches=4, lr=1e-3, hidden=64)
 
 
 def curves(seeds: int, iterations: int) -> dict[str, np.ndarray]:

@@ -12,12 +12,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from timerl.errors import ShapeError, TimeRLError
+from timerl.errors import ShapeError, Stop, TimeRLError
 from timerl.ops.registry import ACCUMULATE, CONST, DRAW, INDEX, MERGE, OPS, SINK, SOURCE, UDF
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
 from timerl.runtime import rng
 from timerl.runtime.access import point_dict
+from timerl.runtime.runs import request_stop
 from timerl.symbolic import Expr, Symbol, compile_function
 
 
@@ -59,7 +60,10 @@ def _sink(node, point, inputs, seed, attrs, backend):
     value, native = inputs[0], attrs.get("native", False)
     if native and isinstance(value, np.ndarray):  # kept on the host (jax on a CPU): the backend's array
         value = backend.xp.asarray(value)
-    _call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(value, native)))
+    try:
+        _call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(value, native)))
+    except Stop as stop:
+        request_stop(stop)
     return ()
 
 
