@@ -8,6 +8,7 @@ from timerl.errors import (  # noqa: F401
     ShapeError,
     Stop,
     TimeRLError,
+    UserCodeError,
 )
 from timerl.options import CompileOptions  # noqa: F401
 from timerl.symbolic import Cond, Expr, Symbol  # noqa: F401
@@ -31,7 +32,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'timerl' has no attribute {name!r}")
 
 __all__ = [
-    "Context", "CompileOptions", "RecurrentTensor", "Stop", "Symbol", "Expr", "Cond", "TimeRLError", "ShapeError", "DomainError",
-    "ScheduleError", "DeviceOutOfMemoryError", "IndexOutOfRangeError", "min", "max", "tensor", "zeros", "ones", "full", "arange", "rand",
+    "Context", "CompileOptions", "RecurrentTensor", "Stop", "Symbol", "Expr", "Cond", "TimeRLError", "ShapeError",
+    "DomainError", "ScheduleError", "DeviceOutOfMemoryError", "IndexOutOfRangeError", "UserCodeError", "min", "max",
+    "tensor", "zeros", "ones", "full", "arange", "rand",
     "randn", "source", "placeholder", "param", "cat", "stack", "where", "gather", "index_select", "one_hot",
 ]

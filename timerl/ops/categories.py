@@ -6,7 +6,8 @@ MERGE``, ``category.root``) instead of testing op names. The fields answer the q
 - ``kernel``: evaluated by the op's array kernel (its registry ``impl``); otherwise the executor evaluates it
   itself, one way per category (`timerl.runtime.evaluate`): a constant's value, a counter-based draw, a user's
   source, sink or UDF function, the branch a merge selects, the sum of gradient contributions;
-- ``root``: demanded on its whole definition domain whether or not anything reads it (sinks);
+- ``root``: demanded on its whole definition domain whether or not anything reads it (sinks, and UDFs such as
+  environments: side effects run at every point of their domain);
 - ``checked``: the verifier recomputes its output types from the op's shape and dtype rules (a merge, a UDF, a
   gradient accumulation and a sink declare theirs);
 - ``pure``: equal inputs give equal outputs and nothing else happens, so common subexpression elimination may
@@ -53,7 +54,7 @@ DRAW = Category("draw", kernel=False, pure=False, batched="never")
 INDEX = Category("index", kernel=False, batched="never")
 SINK = Category("sink", kernel=False, root=True, checked=False, pure=False, calls_user=True, batched="points")
 MERGE = Category("merge", kernel=False, checked=False, pure=False, batched="selected")
-UDF = Category("udf", kernel=False, checked=False, pure=False, calls_user=True, batched="never")
+UDF = Category("udf", kernel=False, root=True, checked=False, pure=False, calls_user=True, batched="never")
 ACCUMULATE = Category("accumulate", kernel=False, checked=False, pure=False, batched="summed")
 
 CATEGORIES = (ELEMENTWISE, REDUCTION, SCAN, MOVEMENT, CONTRACTION, CONST, SOURCE, DRAW, INDEX, SINK, MERGE, UDF, ACCUMULATE)

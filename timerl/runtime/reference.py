@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 
 import timerl.ops  # noqa: F401
-from timerl.ops.registry import MERGE
+from timerl.ops.registry import ACCUMULATE, MERGE
 from timerl.errors import DomainError, ScheduleError, TimeRLError, user_location
 from timerl.pdg.graph import Graph, Node
 from timerl.backends.numpy_backend import NumpyBackend
@@ -97,6 +97,9 @@ class ReferenceInterpreter:
         else:
             readers_used = [(k, r) for k, r in enumerate(readers) if r.active(point)]
         plan = []
+        if node.category is ACCUMULATE:  # an inactive read contributes nothing, in its slot (windows align)
+            used = {slot for slot, _ in readers_used}
+            plan = [(slot, [], (), True) for slot in range(len(readers)) if slot not in used]
         for slot, reader in readers_used:
             producer = reader.edge.producer
             points, lengths = reader.points(point)
@@ -104,7 +107,7 @@ class ReferenceInterpreter:
             if masked_by is not None:
                 points = [q for q in points if self.evaluable(masked_by, q)]
             plan.append((slot, [(producer, q) for q in points], lengths, masked_by is not None))
-        return plan
+        return sorted(plan, key=lambda entry: entry[0])
 
     def _check_defined(self, key: Key, reader: Key | None) -> None:
         node_id, point = key

@@ -1,4 +1,4 @@
-"""`make demo`: what timerl computes, next to NumPy, section by section."""
+"""`make demo` (`python -m algorithms.demo`): what timerl computes, next to NumPy, section by section."""
 
 from __future__ import annotations
 
