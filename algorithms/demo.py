@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 
 import timerl as trl
@@ -71,7 +73,8 @@ def reinforce_section() -> bool:
 SECTIONS = [discounted_returns_section, reinforce_section]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python -m algorithms.demo", description=__doc__).parse_args(argv)
     print("timerl demo: deep-RL programs as recurrent tensors\n")
     results = [section() for section in SECTIONS]
     return 0 if all(results) else 1

@@ -7,6 +7,7 @@ pipeline stage its ``# ---- stage`` comment names. ``tests/test_docs.py`` fails 
 
 from __future__ import annotations
 
+import argparse
 import ast
 import dataclasses
 import inspect
@@ -89,7 +90,9 @@ def render() -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argparse.ArgumentParser(prog="python -m timerl.options_doc",
+                            description=f"Write {PAGE.name} from CompileOptions' field docs.").parse_args(argv)
     PAGE.write_text(render())
     print(f"wrote {PAGE}")
 

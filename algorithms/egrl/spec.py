@@ -15,13 +15,13 @@ naming the file.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from timerl.errors import TimeRLError
+from timerl.errors import FileFormatError, TimeRLError
+from timerl.files import read_json
 
 LEVELS = ("DRAM", "LLC", "SRAM")
 DTYPE_BYTES = {"int8": 1, "float16": 2, "bfloat16": 2, "float32": 4}
@@ -59,10 +59,9 @@ class ChipSpec:
 def load_spec(path: str = DEFAULT_PATH) -> ChipSpec:
     """The chip described by the JSON file at ``path`` (see the module docstring)."""
     try:
-        with open(path) as handle:
-            data = json.load(handle)
-    except (OSError, json.JSONDecodeError) as error:
-        raise ChipSpecError(f"{path}: cannot read the chip file: {error}") from None
+        data = read_json(path, "chip file")
+    except FileFormatError as error:
+        raise ChipSpecError(str(error)) from error
     if not isinstance(data, dict):
         raise ChipSpecError(f"{path}: a chip file holds one JSON object")
     return spec_from_dict(data, path)

@@ -15,11 +15,11 @@ import time
 from typing import Any, Callable, Mapping
 
 from timerl.errors import DeviceOutOfMemoryError, TimeRLError
-from timerl.ops.registry import MERGE, SINK, SOURCE, UDF
+from timerl.ops.registry import SINK, SOURCE, UDF
 from timerl.options import CompileOptions
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
-from timerl.runtime.dryrun import choose_swaps, required_device_bytes
+from timerl.runtime.dryrun import choose_swaps, fitting_budget, required_device_bytes
 from timerl.runtime.evaluate import StackedContributions
 from timerl.runtime.batch import BatchedGroup, chunk_points, point_bytes
 from timerl.runtime.batched_loop import batched_loop
@@ -36,6 +36,7 @@ from timerl.runtime.jax_scan_loop import LoopAnalysis, Unscannable
 from timerl.runtime.generated import SKIP, namespace
 from timerl.runtime.plan import GroupLowering
 from timerl.runtime import runs
+from timerl.runtime.run_lock import one_run_at_a_time
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
 from timerl.runtime.stacks import StackedPool
@@ -79,6 +80,7 @@ class Executable:
                                   matmul_add=options.matmul_add, donation=options.donation)
         self.group_functions = {g.id: lowering.lower(g) for g in groups}
         self.transient = lowering.transient
+        self.scheduled = schedule  # before its swaps are chosen (`fitting_budget`)
         if swap and device_memory is not None:  # which scheduled swaps run: against the budget, by dry runs
             self.schedule = schedule = choose_swaps(schedule, graph, self.groups, device_memory, self.bounds,
                                                     self.transient)
@@ -141,11 +143,12 @@ class Executable:
                   for node_id, axis in self.block_axes.items()}
         pool_class = StackedPool if self.vectorize else MemoryPool  # batched results stay batched
         self.pool = pool = pool_class(self.device_memory, self.backend, self.swap, blocks)
-        pool.describe = self._describe
+        pool.describe, pool.describe_group = self._describe, self._describe_group
         self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of,
                               free=pool.free, free_outputs=pool.free_outputs, free_many=pool.free_many,
                               store_many=pool.store_many)
 
+    @one_run_at_a_time
     def execute(self, iterations: int | None = None, resume: bool = False) -> None:
         """Run the program. ``iterations``: only that many iterations of its outermost loop (a part);
         ``resume``: continue from where the last part, a `trl.Stop` or a loaded checkpoint left it (the
@@ -165,8 +168,16 @@ class Executable:
             try:
                 self._program([])
             except DeviceOutOfMemoryError as error:
-                if self.swap or not hasattr(error, "in_use"):
+                if not hasattr(error, "in_use"):
                     raise
+                if self.swap:  # the budget to state is one whose chosen swaps fit, not the bytes in use here
+                    fits = fitting_budget(self.scheduled, self.graph, self.groups, self.bounds, self.transient,
+                                          self.device_memory)
+                    raise DeviceOutOfMemoryError(
+                        f"{str(error).split(': the program needs')[0]}: with swapping, the program needs at least "
+                        f"{fits} bytes of device memory (device_memory={fits} fits), device_memory is "
+                        f"{self.device_memory}"
+                    ) from None
                 required = required_device_bytes(self.schedule, self.graph, self.groups, self.bounds, self.transient)
                 if required <= self.device_memory:  # the count disagrees with the pool's: keep its message
                     raise
@@ -193,6 +204,14 @@ class Executable:
         node = self.graph.nodes[key[0]]
         return f"{node.label()} at {point_dict(node.domain, key[1])}"
 
+    def _describe_group(self, group_id: int | None) -> str:
+        """The ops whose intermediate values a group holds while it runs (the first few, with their lines)."""
+        members = [self.graph.nodes[m] for m in self.groups[group_id].members] if group_id in self.groups else []
+        kernels = [node for node in members if node.category.kernel] or members
+        shown = ", ".join(node.label() for node in kernels[:3])
+        more = f" and {len(kernels) - 3} more ops" if len(kernels) > 3 else ""
+        return f"the intermediate values of {shown}{more}" if shown else "a dataflow group's intermediate values"
+
     # ---- reads the generated code does not inline ---------------------------------------------------------------
     def _reader(self, node: Node, slot: int) -> Callable[[tuple], Any]:
         """Input ``slot`` of ``node`` at a point, for conditioned, masked or range reads; `SKIP` where the
@@ -209,6 +228,10 @@ class Executable:
     def _read(self, node: Node, reader: EdgeReader, point: tuple[int, ...]) -> Any:
         pool = self.pool
         edge = reader.edge
+        if reader.has_ranges and edge.masked_by is None and edge.producer in pool.blocks:
+            window = self._slice(reader, point, edge)  # before listing the points: O(1) whatever the length
+            if window is not None:
+                return window
         points, lengths = reader.points(point)
         keys = [(edge.producer, q) for q in points]
         if edge.masked_by is not None:  # gradient contributions: those that exist
@@ -224,10 +247,6 @@ class Executable:
             if stacked is not None:  # the rows of one batched result, in order
                 return StackedContributions([k[1] for k in present], stacked, self.backend)
             return [(k[1], pool.load(k)[edge.output]) for k in present]
-        if lengths and edge.producer in pool.blocks:
-            window = self._slice(reader, point, edge)
-            if window is not None:
-                return window
         if len(lengths) == 1 and len(keys) > 1:  # consecutive rows of one batched result: a slice of it
             batch = getattr(pool, "batch", None)
             window = None if batch is None else batch(keys, edge.output)
@@ -301,7 +320,7 @@ def block_axes(graph: Graph) -> dict[int, int]:
             producer = graph.nodes[edge.producer]
             static = all(isinstance(d, int) for t in producer.outputs for d in t.shape)
             unit = all(edge.index[k].step == 1 for k in ranged)
-            if len(ranged) == 1 and static and unit and edge.masked_by is None and producer.category is not MERGE:
+            if len(ranged) == 1 and static and unit and edge.masked_by is None:
                 axes.setdefault(edge.producer, set()).add(ranged[0])
             else:
                 axes.setdefault(edge.producer, set()).add(None)

@@ -19,6 +19,7 @@ from timerl.errors import DomainError, ScheduleError, TimeRLError, user_location
 from timerl.pdg.graph import Graph, Node
 from timerl.backends.numpy_backend import NumpyBackend
 from timerl.runtime.evaluate import evaluate
+from timerl.runtime.run_lock import one_run_at_a_time
 from timerl.runtime.runs import stop_flag
 from timerl.runtime.access import EdgeReader, condition_function, empty_stats, point_dict, stack_range
 from timerl.symbolic import Symbol
@@ -42,10 +43,21 @@ class ReferenceInterpreter:
 
     # ---- driving ----------------------------------------------------------------------------------------------
     def run(self) -> None:
+        """Every point of every root (sink, UDF), in the program's lexicographic order of points (a dimension
+        a root does not vary over counts as 0), ties in the order the roots were created: side effects
+        happen in the order of the loop nest a user would write, whatever they read."""
+        position_of = {id(d): k for k, d in enumerate(self.graph.dims)}
+        work = []
         for node in self.graph.nodes:
             if node.category.root:
+                where = [position_of[id(d)] for d in node.domain]
                 for point in self.points(node):
-                    self.value(node.id, point)
+                    full = [0] * len(position_of)
+                    for position, coordinate in zip(where, point):
+                        full[position] = coordinate
+                    work.append((tuple(full), node.id, point))
+        for _, node_id, point in sorted(work):
+            self.value(node_id, point)
 
     def points(self, node: Node):
         check = self.defined[node.id]
@@ -183,6 +195,7 @@ class ReferenceExecutable:
         self.stats = empty_stats(compile_seconds)
         self.schedule = "reference interpreter: every sink point evaluated on demand, memoized"
 
+    @one_run_at_a_time
     def execute(self, iterations: int | None = None, resume: bool = False) -> None:
         """The whole program; the reference has no loop to run in parts, and runs every sink even after a
         `trl.Stop`."""
