@@ -15,7 +15,7 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 PASSES := contributions algebra cse dce fusion per_iteration_fusion vectorize distribute scan_loops jit_groups matmul_add donation prefetch_draws
 PASSES_ON :=  # switches that are off by default, to run the suite with each on
 
-.PHONY: venv demo test test-passes bench
+.PHONY: venv demo test test-passes bench docs
 venv: $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -35,3 +35,7 @@ test-passes: $(VENV)/.installed
 
 bench: $(VENV)/.installed  # rewrites the tables of docs/benchmarks.md
 	$(PY) -m timerl.cli bench
+
+# docs/compile-options.md from CompileOptions' field docstrings (tests/test_docs.py fails when it is stale)
+docs: $(VENV)/.installed
+	$(PY) -m timerl.options_doc
