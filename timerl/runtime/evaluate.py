@@ -18,6 +18,7 @@ from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
 from timerl.runtime import rng
 from timerl.runtime.access import point_dict
+from timerl.runtime.host_values import owned_array
 from timerl.symbolic import Expr, Symbol, compile_function
 
 
@@ -39,8 +40,9 @@ def _draw(node, point, inputs, seed, attrs, backend):
 
 
 def _source(node, point, inputs, seed, attrs, backend):
-    value = _call_user(node, point, lambda: np.asarray(attrs["fn"](point_dict(node.domain, point)),
-                                                         dtype=attrs["dtype"]))
+    where = point_dict(node.domain, point)
+    value = _call_user(node, point, lambda: attrs["fn"](where))
+    value = owned_array(value, attrs["dtype"], f"{node.label()}: the source function failed at {where}")
     return (backend.from_numpy(_check_shape(node, value, attrs["shape"])),)
 
 
@@ -55,8 +57,10 @@ def _sink(node, point, inputs, seed, attrs, backend):
 
 def _udf(node, point, inputs, seed, attrs, backend):
     arrays = [backend.to_numpy(v) for v in inputs]
-    results = attrs["fn"](point_dict(node.domain, point), *arrays)
-    return tuple(backend.from_numpy(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
+    where = point_dict(node.domain, point)
+    results = attrs["fn"](where, *arrays)
+    return tuple(backend.from_numpy(owned_array(v, t.dtype, f"{node.label()}: the udf function failed at {where}"))
+                 for v, t in zip(results, attrs["outputs"]))
 
 
 _BY_EXECUTOR = {CONST: _const, DRAW: _draw, SOURCE: _source, MERGE: _merge, SINK: _sink, UDF: _udf}
@@ -157,6 +161,8 @@ def sink_value(value: Any) -> Any:
         view.flags.writeable = False
         return view
     if type(value).__module__.startswith("torch"):
+        if str(value.dtype) == "torch.bfloat16":  # NumPy reads no torch bfloat16: give it ml_dtypes' own
+            return np.asarray(value.detach().float().cpu().numpy()).astype("bfloat16")
         return value.clone() if value.device.type == "cpu" else value.cpu()
     return value
 
