@@ -26,7 +26,7 @@ NOT_CHECKED = {
     "argmax": "integer output", "one_hot": "integer output",
     "detach": "blocks gradients by definition",
     "const": "a leaf", "source": "a leaf (user data)", "rand": "a leaf (random draw)", "randn": "a leaf (random draw)",
-    "sink": "has no output",
+    "index": "a leaf (an integer expression of the point)", "sink": "has no output",
     "merge": "differentiated by autodiff itself (a merge with the same conditions): tests/test_autodiff.py",
     "udf": "a black box (environments)",
     "grad_accumulate": "second-order gradients are not supported",

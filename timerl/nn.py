@@ -11,6 +11,8 @@ statements for the scheduler (whose cost grows quickly with the number of recurr
 
 ``module.frozen(*key)`` is the same network with every parameter read at ``key`` and detached: the weights
 a rollout acts with while the parameters themselves move on along other dimensions (PPO's epochs).
+``module.using(*weights)`` computes with any tensors of the parameters' shapes (a target network whose
+weights are a Polyak average, a recurrence of the program's own).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from timerl.errors import ArgumentError, TimeRLError, bool_argument, int_argument, user_location
+from timerl.errors import ArgumentError, ShapeError, TimeRLError, bool_argument, int_argument, user_location
 from timerl.rt import functional as F
 from timerl.rt.context import current_context
 from timerl.rt.placeholder import param
@@ -40,7 +42,27 @@ class Module:
     def __call__(self, x: RT) -> RT:
         raise NotImplementedError
 
+    def using(self, *weights: RT) -> Module:
+        """The same network computing with ``weights`` instead of its parameters: one tensor per entry of
+        ``parameters()``, of the same shape, over any domain (a target network, a Polyak average)."""
+        location = user_location()
+        own = self.parameters()
+        if len(weights) != len(own):
+            raise ArgumentError(f"{location}: using() takes {len(own)} tensor(s), one per parameter, got "
+                                f"{len(weights)}")
+        for k, (weight, param) in enumerate(zip(weights, own)):
+            if not isinstance(weight, RT):
+                raise ArgumentError(f"{location}: using(): weight {k} must be a recurrent tensor, got {weight!r}")
+            if tuple(weight.shape) != tuple(param.shape):
+                raise ShapeError(f"{location}: using(): weight {k} has shape {tuple(weight.shape)}; the "
+                                 f"parameter it replaces has {tuple(param.shape)}")
+        return self._with(list(weights))
+
     def frozen(self, *key) -> Module:
+        """`using` the parameters read at ``key``, detached."""
+        return self._with([F.detach(param[key]) for param in self.parameters()])
+
+    def _with(self, weights: list[RT]) -> Module:
         raise NotImplementedError
 
 
@@ -79,8 +101,8 @@ class Linear(Module):
     def parameters(self) -> list[RT]:
         return [self.weight] + ([self.bias] if self.bias is not None else [])
 
-    def frozen(self, *key) -> Linear:
-        return Linear.of(F.detach(self.weight[key]), None if self.bias is None else F.detach(self.bias[key]))
+    def _with(self, weights: list[RT]) -> Linear:
+        return Linear.of(weights[0], weights[1] if self.bias is not None else None)
 
 
 class MLP(Module):
@@ -142,12 +164,16 @@ class MLP(Module):
             return [self.flat]
         return [p for layer in self.layers for p in layer.parameters()]
 
-    def frozen(self, *key) -> MLP:
+    def _with(self, weights: list[RT]) -> MLP:
         network = copy.copy(self)
         if self.flat is None:
-            network.layers = [layer.frozen(*key) for layer in self.layers]
+            network.layers, rest = [], list(weights)
+            for layer in self.layers:
+                count = len(layer.parameters())
+                network.layers.append(layer._with(rest[:count]))
+                rest = rest[count:]
         else:
-            network.flat = F.detach(self.flat[key])
+            (network.flat,) = weights
             network.layers = self._views(network.flat)
         return network
 
@@ -187,9 +213,9 @@ class PatchEmbedding(Module):
     def parameters(self) -> list[RT]:
         return self.linear.parameters()
 
-    def frozen(self, *key) -> PatchEmbedding:
+    def _with(self, weights: list[RT]) -> PatchEmbedding:
         embedding = copy.copy(self)
-        embedding.linear = self.linear.frozen(*key)
+        embedding.linear = self.linear._with(weights)
         return embedding
 
 

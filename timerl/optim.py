@@ -28,7 +28,8 @@ from timerl.errors import ArgumentError, TimeRLError, float_argument, user_locat
 from timerl.ops.registry import MERGE, is_float
 from timerl.rt import functional as F
 from timerl.rt.placeholder import placeholder
-from timerl.symbolic import Symbol
+from timerl.rt.context import conjuncts
+from timerl.symbolic import TRUE, Symbol, conjunction, negation
 from timerl.rt.tensor import RecurrentTensor
 
 RT = RecurrentTensor
@@ -54,18 +55,41 @@ class Optimizer:
         self.lr = lr if isinstance(lr, RT) else float_argument("lr", lr)
         self.max_grad_norm = float_argument("max_grad_norm", max_grad_norm, optional=True)
         self._stepped = False
+        self._gate = TRUE  # the `when` conditions step() is called under (set by step())
 
     def step(self) -> None:
         if self._stepped:
             raise TimeRLError(f"{user_location()}: step() was already called: it defines every parameter at "
                               "i + 1 for all i at once")
         self._stepped = True
-        with self.params[0].ctx:
+        ctx = self.params[0].ctx
+        dims = set(self.params[0].domain)
+        self._gate = conjunction(TRUE, *(c for c in conjuncts(ctx.current_condition())
+                                         if {s for s in c.symbols() if not s.is_bound} <= dims))
+        with ctx:
             grads = [F.detach(param.grad) for param in self.params]
             if self.max_grad_norm is not None:
                 grads = _clip_norm(grads, self.max_grad_norm)
             for param, grad in zip(self.params, grads):
-                _assign_next(param, self.update(param, F.detach(param), grad))
+                self._advance(param, self.update(param, F.detach(param), grad))
+
+    def _advance(self, state: RT, value: RT) -> None:
+        """``state`` at the next point is ``value`` where the step runs (inside ``ctx.when(gate)``), and
+        ``state`` itself, unchanged, where it does not."""
+        _assign_next(state, value)
+        if self._gate is TRUE:
+            return
+        ctx = state.ctx
+        with ctx.outside_when(), ctx.when(negation(self._gate)):
+            _assign_next(state, F.detach(state))
+
+    def _state(self, shape: tuple, dtype: str, initial: RT | None = None) -> RT:
+        """A placeholder over the parameters' domain that exists at every point, even when ``step()`` runs
+        inside a `when` block; ``initial`` (default zeros) at the origin."""
+        ctx = self.params[0].ctx
+        with ctx.outside_when():
+            target = placeholder(shape, dtype, self.params[0].domain)
+            return _start_at_origin(target, F.tensor(np.zeros(shape), dtype) if initial is None else initial)
 
     def update(self, param: RT, value: RT, grad: RT) -> RT:
         raise NotImplementedError
@@ -121,12 +145,12 @@ class Adam(Optimizer):
 
     def update(self, param: RT, value: RT, grad: RT) -> RT:
         beta1, beta2 = self.betas
-        first = _moment(param)
-        second = _moment(param)
+        first = self._state(tuple(param.shape), param.dtype)
+        second = self._state(tuple(param.shape), param.dtype)
         first_now = first * beta1 + grad * (1.0 - beta1)
         second_now = second * beta2 + grad * grad * (1.0 - beta2)
-        _assign_next(first, first_now)
-        _assign_next(second, second_now)
+        self._advance(first, first_now)
+        self._advance(second, second_now)
         correction1, correction2 = (F.astype(c, value.dtype) for c in self._corrections(param))
         step = (first_now / correction1) / (F.sqrt(second_now / correction2) + self.eps)
         return value - self.learning_rate(value) * step
@@ -135,17 +159,13 @@ class Adam(Optimizer):
         """``1 - beta1**n`` and ``1 - beta2**n`` for the ``n``-th step, in float64."""
         domain = tuple(param.domain)
         if domain not in self._step_counts:
-            # n counts along the same lexicographic order as the updates, however many dimensions they have
-            count = _start_at_origin(placeholder((), "float64", domain), F.tensor(1.0, "float64"))
-            _assign_next(count, count + 1.0)
+            # n counts the steps taken, along the same lexicographic order as the updates, however many
+            # dimensions they have; a step gated off by `when` does not count
+            count = self._state((), "float64", F.tensor(1.0, "float64"))
+            self._advance(count, count + 1.0)
             self._step_counts[domain] = count
         count = self._step_counts[domain]
         return tuple(1.0 - F.pow(beta, count) for beta in self.betas)
-
-
-def _moment(param: RT) -> RT:
-    moment = placeholder(tuple(param.shape), param.dtype, param.domain)
-    return _start_at_origin(moment, F.tensor(np.zeros(tuple(param.shape)), param.dtype))
 
 
 def _start_at_origin(target: RT, value: RT) -> RT:

@@ -29,7 +29,7 @@ import numpy as np
 
 from timerl.envs import ENVIRONMENTS, RTEnvironment
 from timerl.envs.base import ActionError, check_num_envs, check_reset_domain, step_domain
-from timerl.errors import ArgumentError, TimeRLError, int_argument, str_argument, user_location
+from timerl.errors import ArgumentError, TimeRLError, bool_argument, int_argument, str_argument, user_location
 from timerl.pdg.graph import Edge, TensorType
 from timerl.rt import functional as F
 from timerl.rt.placeholder import placeholder
@@ -89,8 +89,11 @@ class Env:
             self._vector = gymnasium.vector.SyncVectorEnv(
                 [lambda: gymnasium.make(name, **kwargs) for _ in range(num_envs)],
                 autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)
-        except gymnasium.error.Error as error:
-            raise TimeRLError(f"{user_location()}: cannot make environment {name!r}: {error}") from None
+        except Exception as error:  # gymnasium's own errors, and an option the environment does not take
+            kind = ArgumentError if isinstance(error, TypeError) else TimeRLError
+            raise kind(f"{user_location()}: cannot make environment {name!r}"
+                       f"{' with ' + ', '.join(sorted(kwargs)) if kwargs else ''}: {type(error).__name__}: "
+                       f"{error}") from error
         self.name, self.num_envs, self.seed = name, num_envs, seed
         observation_space = self._vector.single_observation_space
         action_space = self._vector.single_action_space
@@ -155,19 +158,24 @@ class Env:
         self._reset_view, self._reset_chain, self._reset_token = obs, chain, token
         return obs
 
-    def step(self, action: RT) -> tuple[RT, RT, RT]:
+    def step(self, action: RT, truncation: bool = False) -> tuple[RT, ...]:
         """``obs, reward, terminated`` over the action's domain, which is ``reset``'s plus one (time)
-        dimension. ``obs`` is the observation after the step (the next episode's first one after an end)."""
+        dimension. ``obs`` is the observation after the step (the next episode's first one after an end);
+        ``terminated`` marks every end. With ``truncation=True``: ``obs, reward, terminated, truncated,
+        final_obs`` as gymnasium means them (``final_obs``: the observation the step reached, before any reset)."""
+        truncation = bool_argument("truncation", truncation)
         outer = None if self._reset_view is None else self._reset_view.domain
         steps, t = step_domain(self, action, outer, self._stepped)
         ctx = action.ctx
         order = placeholder((0,), "float32", steps)
         order[(*outer, 0)] = self._reset_token
         n = self.num_envs
-        types = (TensorType((n, *self.observation_shape), self.observation_dtype), TensorType((n,), "float32"),
-                 TensorType((n,), "bool"), _TOKEN)
+        observation = TensorType((n, *self.observation_shape), self.observation_dtype)
+        flag = TensorType((n,), "bool")
+        types = (observation, TensorType((n,), "float32"), flag, flag, flag, observation, _TOKEN)
         fn = _Step(self, action.node.location)
-        obs, reward, terminated, token = _udf(f"{self.name}.step", fn, types, action, order)
+        obs, reward, ended, terminated, truncated, final_obs, token = _udf(f"{self.name}.step", fn, types, action,
+                                                                          order)
         order[(*outer, t + 1)] = token
         if self._reset_chain is not None:
             (i,) = outer
@@ -177,7 +185,9 @@ class Env:
             index = tuple(item.substitute({i: i - 1}) for item in last_step.index)
             chain.inputs[1] = Edge(last_step.node.id, last_step.output, index, provisional.condition)
         self._stepped = True
-        return obs, reward, terminated
+        if truncation:
+            return obs, reward, terminated, truncated, final_obs
+        return obs, reward, ended
 
     # ---- what runs at execution time -------------------------------------------------------------------------
     def _reset(self, point: dict, *tokens: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -194,8 +204,13 @@ class Env:
             raise TimeRLError(f"{self.name}: step at {point} ran out of order (expected {self._next}); "
                               "the executor did not respect the environment's order tokens")
         action = self._validate(np.asarray(action), location, point)
-        obs, reward, terminated, truncated, _ = self._vector.step(action)
+        obs, reward, terminated, truncated, info = self._vector.step(action)
         ended = terminated | truncated
+        final_obs = obs
+        if ended.any():  # the observations the ended episodes reached, before the autoreset replaced them
+            final_obs = np.array(obs, copy=True)
+            for k in np.flatnonzero(info["_final_obs"]):
+                final_obs[k] = info["final_obs"][k]
         self._lengths += 1
         self._returns += reward
         if ended.any():
@@ -204,7 +219,8 @@ class Env:
             self._lengths[envs] = 0
             self._returns[envs] = 0.0
         self._next = here[:-1] + (here[-1] + 1,)
-        return obs, reward, ended, _NO_TOKEN  # the udf call converts them to the declared types
+        # the udf call converts them to the declared types
+        return obs, reward, ended, terminated, truncated, final_obs, _NO_TOKEN
 
     def _validate(self, action: np.ndarray, location: str, point: dict) -> np.ndarray:
         expected = (self.num_envs, *self.action_shape)

@@ -32,30 +32,84 @@ class SymbolicError(TimeRLError, TypeError):
     Python's protocols (``operator.index``, ``bool``) keep working."""
 
 
+_TENSOR_MAKER: list = []  # how an expression becomes a scalar tensor: registered by the tensor layer above
+
+
+def register_tensor_maker(make) -> None:
+    """Called once by `timerl.rt.apply` (which sits above this module): ``make(expr)`` is the scalar tensor of
+    ``expr``'s value at each point, in the active context."""
+    _TENSOR_MAKER[:] = [make]
+
+
+def as_tensor(expr: Expr):
+    """``expr`` as a scalar int64 tensor of its value at each point (``T - t`` at ``t = 3``, ``T = 10``: 7)."""
+    if not _TENSOR_MAKER:
+        raise SymbolicError(f"{user_location()}: {expr} is not a tensor here: import timerl first")
+    return _TENSOR_MAKER[0](expr)
+
+
+def _integral(value: object) -> bool:
+    if isinstance(value, Expr) or isinstance(value, int) and not isinstance(value, bool):
+        return True
+    return type(value).__module__ == "numpy" and getattr(value, "dtype", None) is not None and \
+        value.dtype.kind in "iu" and getattr(value, "ndim", 1) == 0
+
+
+def _tensor_op(expr: Expr, name: str, other: object, integral: bool = False):
+    """``expr <op> other`` with ``expr`` as a scalar tensor, where ``other`` is a Python or NumPy scalar (a float,
+    or with ``integral`` an int or expression too); NotImplemented otherwise, so that a tensor's reflected
+    operator runs (``T * loss``) and anything else fails as Python would."""
+    if isinstance(other, (float, bool)) or integral and _integral(other) or \
+            type(other).__module__ == "numpy" and getattr(other, "ndim", 1) == 0:
+        return getattr(as_tensor(expr), name)(other)
+    return NotImplemented
+
+
 class Expr:
     """An integer expression. Subclasses are frozen; build them with the operators and helpers here."""
 
     __slots__ = ()
 
     # ---- construction -------------------------------------------------------------------------------
+    # With ints and expressions the result is an expression; with a float (or a tensor, through its reflected
+    # operator) it is a scalar tensor of the expression's value at each point, as are ``/`` and ``**``
+    # (``loss / T``, ``gamma ** (T - t)``): `as_tensor`.
     def __add__(self, other: IntLike) -> Expr:
-        return add(self, other)
+        return add(self, other) if _integral(other) else _tensor_op(self, "__add__", other)
 
-    __radd__ = __add__
+    def __radd__(self, other: IntLike) -> Expr:
+        return add(other, self) if _integral(other) else _tensor_op(self, "__radd__", other)
 
     def __sub__(self, other: IntLike) -> Expr:
-        return add(self, mul(other, -1))
+        return add(self, mul(other, -1)) if _integral(other) else _tensor_op(self, "__sub__", other)
 
     def __rsub__(self, other: IntLike) -> Expr:
-        return add(other, mul(self, -1))
+        return add(other, mul(self, -1)) if _integral(other) else _tensor_op(self, "__rsub__", other)
 
     def __neg__(self) -> Expr:
         return mul(self, -1)
 
     def __mul__(self, other: IntLike) -> Expr:
-        return mul(self, other)
+        return mul(self, other) if _integral(other) else _tensor_op(self, "__mul__", other)
 
-    __rmul__ = __mul__
+    def __rmul__(self, other: IntLike) -> Expr:
+        return mul(other, self) if _integral(other) else _tensor_op(self, "__rmul__", other)
+
+    def __truediv__(self, other):
+        return _tensor_op(self, "__truediv__", other, integral=True)
+
+    def __rtruediv__(self, other):
+        return _tensor_op(self, "__rtruediv__", other, integral=True)
+
+    def __pow__(self, other):
+        return _tensor_op(self, "__pow__", other, integral=True)
+
+    def __rpow__(self, other):
+        return _tensor_op(self, "__rpow__", other, integral=True)
+
+    def astype(self, dtype: str):
+        """The expression as a scalar tensor of ``dtype``: ``(t + 1).astype("float32")``."""
+        return as_tensor(self).astype(dtype)
 
     def __floordiv__(self, other: int) -> Expr:
         return floordiv(self, other)

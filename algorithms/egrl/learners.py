@@ -11,9 +11,11 @@
   (weights, activation) choices with the others fixed; passes repeat until the budget is spent;
 - ``compiler``: the compiler's own map (speedup 1 by definition).
 
-Deviations (stated, for run time): the paper takes one gradient step per environment step; here the RT
-learner takes one gradient step per ``generations_per_step`` generations (``--generations-per-step``, 5 in the
-bench: about 40 steps in 4,000 evaluations). The learner runs on the torch backend, compiled once per workload
+Update rate: the paper takes about one gradient step per environment step. The RT learner takes
+``steps_per_generation`` gradient steps per ``generations_per_step`` generations (one of them is 1): a
+generation is 21 evaluations for EGRL (the policy's rollout and 20 members) and 20 rollouts for PG, so
+``--steps-per-generation 20`` is about one step per evaluation. The bench's default, ``--generations-per-step
+5``, takes about 40 steps in 4,000 evaluations (for run time: see the docs page). The learner runs on the torch backend, compiled once per workload
 and shared by every seed and method (`learner_for`); on the ``reference`` backend, which memoizes every point
 of every iteration by design, memory grows with the steps (BERT's (heads, 366, 366) attention tensors took it
 past 19 GB).
@@ -32,6 +34,7 @@ from algorithms.egrl.chip import Assessment, Chip, compiler_mapping
 from algorithms.egrl.evaluate import Evaluator, Replay, sample_mapping
 from algorithms.egrl.policy import Architecture, coarsen
 from algorithms.egrl.population import Population
+from algorithms.egrl.spec import NNPI, ChipSpec
 from algorithms.egrl.workers import Workers
 from algorithms.egrl.workloads import WorkloadGraph
 
@@ -46,12 +49,20 @@ class Settings:
     replay: int = 100_000
     migrate_every: int = 5
     generations_per_step: int = 1
+    steps_per_generation: int = 1  # gradient steps per generation (> 1 only with generations_per_step == 1)
     noise: float = 0.01
     arch: Architecture = Architecture()
     sac: sac.SACConfig = sac.SACConfig()
     backend: str = "torch"
     optimize: bool = True
     workers: int = 0  # Ray actors for the population's evaluations (0: in this process); same results either way
+    chip: ChipSpec = NNPI
+
+    def __post_init__(self) -> None:
+        if self.steps_per_generation < 1 or self.generations_per_step < 1:
+            raise ValueError("steps_per_generation and generations_per_step must be at least 1")
+        if self.steps_per_generation > 1 and self.generations_per_step > 1:
+            raise ValueError("several steps per generation and several generations per step do not combine")
 
 
 @dataclass
@@ -66,7 +77,7 @@ class Result:
 
 
 def run(method: str, graph: WorkloadGraph, seed: int, settings: Settings = Settings()) -> Result:
-    chip = Chip(graph.workload, noise=settings.noise, seed=seed)
+    chip = Chip(graph.workload, noise=settings.noise, seed=seed, spec=settings.chip)
     evaluator = Evaluator(chip, settings.budget)
     rng = np.random.default_rng(seed)
     if method == "compiler":
@@ -104,12 +115,12 @@ def _workers(graph: WorkloadGraph, population: Population | None, settings: Sett
     session, is ended first (the actors hold a CPU each)."""
     if population is None or settings.workers == 0:
         return None
-    key = (graph.workload.name, settings.workers, settings.arch)
+    key = (graph.workload.name, settings.workers, settings.arch, settings.chip)
     if key not in _WORKERS or not _WORKERS[key].alive:
         for stale in _WORKERS.values():
             stale.close()
         _WORKERS.clear()
-        _WORKERS[key] = Workers(settings.workers, graph.workload, population.context)
+        _WORKERS[key] = Workers(settings.workers, graph.workload, population.context, settings.chip)
     return _WORKERS[key]
 
 
@@ -156,6 +167,8 @@ class _Driver:
         self.generation = 0
 
     def __call__(self, iteration: int, logits: np.ndarray, weights: dict[str, np.ndarray]):
+        if iteration % self.settings.steps_per_generation and self.replay.count:
+            return self.replay.sample(self.settings.sac.batch, self.rng)  # another step on the same experience
         for _ in range(self.settings.generations_per_step):
             if self.evaluator.exhausted:
                 break
@@ -178,11 +191,18 @@ class _Driver:
 _LEARNERS: dict[tuple, sac.Learner] = {}
 
 
+def learner_iterations(settings: Settings) -> int:
+    """Gradient steps the learner is compiled for: enough for PG alone (``population`` rollouts a generation)
+    to spend the budget, ``steps_per_generation`` per generation."""
+    return settings.steps_per_generation * math.ceil(
+        settings.budget / (settings.population * settings.generations_per_step))
+
+
 def learner_for(graph: WorkloadGraph, settings: Settings) -> sac.Learner:
     """The compiled learner for a workload and settings, made once per process and shared by every seed and by
     ``egrl`` and ``pg``: it takes as many steps as PG alone needs to spend the budget (EGRL, which spends it in
     slightly fewer, takes its last step or so after the budget is gone: no evaluation, no effect on results)."""
-    iterations = math.ceil(settings.budget / (settings.population * settings.generations_per_step))
+    iterations = learner_iterations(settings)
     key = (graph.workload.name, iterations, settings.sac, settings.arch, settings.backend, settings.optimize)
     if key not in _LEARNERS:
         hierarchy = coarsen(graph.workload.edges, graph.workload.size, settings.arch.depth)

@@ -8,6 +8,7 @@ a few hundred ops, and dense rows let the decoder update a whole BRKGA populatio
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,6 +16,20 @@ import numpy as np
 
 class GraphError(ValueError):
     """A computation graph that is not a DAG or whose arrays disagree."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseRows:
+    """The incidence as compressed sparse rows, indices ascending in each row: op v reads
+    ``reads[read_start[v]:read_start[v + 1]]`` and writes ``writes[write_start[v]:write_start[v + 1]]``;
+    tensor k is read by ``readers[reader_start[k]:reader_start[k + 1]]``."""
+
+    read_start: np.ndarray
+    reads: np.ndarray
+    write_start: np.ndarray
+    writes: np.ndarray
+    reader_start: np.ndarray
+    readers: np.ndarray
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +68,10 @@ class CompGraph:
             value.setflags(write=False)
             object.__setattr__(self, field, value)
 
+    @functools.cached_property
+    def sparse_rows(self) -> SparseRows:
+        return SparseRows(*_rows(self.uses), *_rows(self.produces), *_rows(self.uses.T))
+
     @property
     def num_ops(self) -> int:
         return int(self.runtimes.size)
@@ -82,6 +101,14 @@ def from_edges(runtimes: Sequence[float], edges: Sequence[tuple[int, int]], size
     for u, v in edges:
         uses[v, u] = True
     return CompGraph(np.asarray(runtimes), np.asarray(sizes), np.arange(ops), uses, name, topology, memory_limit)
+
+
+def _rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, columns): the nonzero columns of row i are ``columns[start[i]:start[i + 1]]``, ascending."""
+    row, column = np.nonzero(matrix)
+    start = np.zeros(matrix.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(row, minlength=matrix.shape[0]), out=start[1:])
+    return start, column.astype(np.int64)
 
 
 def _topological_order(uses: np.ndarray, producer: np.ndarray, name: str) -> np.ndarray:

@@ -24,16 +24,22 @@ makespan never exceeds the sum of runtimes), and less the nearer it is to fittin
 `LIMIT_TOLERANCE` of the limit fits: peaks are sums of tensor sizes in schedule order, so one set of live
 tensors can sum to values a last bit apart, and the synthetic graphs' limits are themselves such peaks
 (`data.with_memory_limit`). Without it a solution at exactly the limit could cost twice the makespan.
+
+Two decoders compute this model: the compiled one (`compiled`, numba, one chromosome at a time; the
+default, ``engine="compiled"``) and the NumPy one below (``engine="numpy"``), which decodes the whole
+population in lockstep and is the oracle the compiled one is tested against.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from algorithms.regal import compiled
 from algorithms.regal.graph import CompGraph
 
 DEVICES = 2
 OBJECTIVES = ("runtime", "peak_memory")
+ENGINES = ("compiled", "numpy")
 LIMIT_TOLERANCE = 1e-9  # relative: a peak this close to the memory limit fits it (rounding, not memory)
 
 
@@ -51,12 +57,17 @@ def split(graph: CompGraph, chromosomes: np.ndarray, devices: int = DEVICES) -> 
     return affinity, op_priority, transfer_priority
 
 
-def evaluate(graph: CompGraph, chromosomes: np.ndarray, devices: int = DEVICES) -> tuple[np.ndarray, np.ndarray]:
+def evaluate(graph: CompGraph, chromosomes: np.ndarray, devices: int = DEVICES,
+             engine: str = "compiled") -> tuple[np.ndarray, np.ndarray]:
     """``(runtime, peak_memory)``, each of shape (P,), for a population of chromosomes (P, n)."""
     chromosomes = np.atleast_2d(np.asarray(chromosomes, np.float64))
     if chromosomes.shape[1] != chromosome_length(graph, devices):
         raise ValueError(f"chromosomes of length {chromosomes.shape[1]}; graph {graph.name!r} on {devices} "
                          f"devices needs {chromosome_length(graph, devices)}")
+    if engine == "compiled":
+        return compiled.evaluate(graph, chromosomes, devices)
+    if engine != "numpy":
+        raise ValueError(f"unknown decoder {engine!r}; choose one of {ENGINES}")
     return _Simulation(graph, chromosomes, devices).run()
 
 
@@ -71,9 +82,10 @@ def schedule_positions(graph: CompGraph, chromosomes: np.ndarray, devices: int =
     return simulation.position
 
 
-def objective(graph: CompGraph, chromosomes: np.ndarray, kind: str, devices: int = DEVICES) -> np.ndarray:
+def objective(graph: CompGraph, chromosomes: np.ndarray, kind: str, devices: int = DEVICES,
+              engine: str = "compiled") -> np.ndarray:
     """The cost BRKGA minimizes, (P,)."""
-    runtime, peak = evaluate(graph, chromosomes, devices)
+    runtime, peak = evaluate(graph, chromosomes, devices, engine)
     if kind == "peak_memory":
         return peak
     if kind != "runtime":

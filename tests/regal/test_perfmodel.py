@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from algorithms.regal.graph import CompGraph, GraphError, from_edges
-from algorithms.regal.perfmodel import chromosome_length, evaluate, objective, split, schedule_positions
+from algorithms.regal.perfmodel import ENGINES, chromosome_length, evaluate, objective, split, schedule_positions
 
 
 def chromosome(graph, device, op_priority, transfer_priority):
@@ -122,8 +122,9 @@ def plain_simulation(graph: CompGraph, genes: np.ndarray, devices: int = 2) -> t
     return max(free), max(peak)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("seed", range(4))
-def test_population_decoder_matches_plain_simulation(seed):
+def test_population_decoder_matches_plain_simulation(seed, engine):
     rng = np.random.default_rng(seed)
     ops = 9
     # several outputs per op and several readers per tensor exercise the incidence matrices
@@ -136,7 +137,7 @@ def test_population_decoder_matches_plain_simulation(seed):
             uses[rng.choice(later, size=min(later.size, rng.integers(0, 3)), replace=False), k] = True
     graph = CompGraph(rng.uniform(1, 3, ops), rng.uniform(1, 5, tensors), producer, uses)
     population = rng.random((12, chromosome_length(graph)))
-    runtime, peak = evaluate(graph, population)
+    runtime, peak = evaluate(graph, population, engine=engine)
     for p in range(population.shape[0]):
         assert (runtime[p], peak[p]) == pytest.approx(plain_simulation(graph, population[p]))
 

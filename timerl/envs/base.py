@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from timerl.errors import ShapeError, TimeRLError, user_location
+from timerl.errors import ShapeError, TimeRLError, bool_argument, user_location
 from timerl.rt import functional as F
 from timerl.rt.context import current_context
 from timerl.rt.placeholder import placeholder
@@ -153,9 +153,13 @@ class RTEnvironment:
         self._first = self._draw(self._outer)
         return self.observe(self._first)
 
-    def step(self, action: RT) -> tuple[RT, RT, RT]:
+    def step(self, action: RT, truncation: bool = False) -> tuple[RT, ...]:
         """``obs, reward, terminated`` over the action's domain; ``terminated`` marks every episode end,
-        time limits included, and ``obs`` after an end is the next episode's first observation."""
+        time limits included, and ``obs`` after an end is the next episode's first observation. With
+        ``truncation=True``: ``obs, reward, terminated, truncated, final_obs``, gymnasium's meanings
+        (``terminated`` only where the dynamics end the episode, ``truncated`` where the time limit does,
+        ``final_obs`` the observation the step reached, before any reset)."""
+        truncation = bool_argument("truncation", truncation)
         steps, t = step_domain(self, action, self._outer, self._stepped)
         self._stepped = True
         outer, n = self._outer, self.num_envs
@@ -167,11 +171,14 @@ class RTEnvironment:
 
         next_state, reward, terminated = self.dynamics(state, action)
         elapsed_after = elapsed + 1
-        ended = terminated | (elapsed_after >= self.max_episode_steps)
+        truncated = elapsed_after >= self.max_episode_steps
+        ended = terminated | truncated
         fresh = self._draw(steps)
         after = F.where(ended.unsqueeze(1), fresh, next_state)
         state[(*outer, t + 1)] = after
         elapsed[(*outer, t + 1)] = F.where(ended, F.zeros((n,), "int64"), elapsed_after)
+        if truncation:
+            return self.observe(after), reward.astype("float32"), terminated, truncated, self.observe(next_state)
         return self.observe(after), reward.astype("float32"), ended
 
     def _draw(self, domain: tuple[Symbol, ...]) -> RT:

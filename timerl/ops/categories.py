@@ -6,7 +6,8 @@ MERGE``, ``category.root``) instead of testing op names. The fields answer the q
 - ``kernel``: evaluated by the op's array kernel (its registry ``impl``); otherwise the executor evaluates it
   itself, one way per category (`timerl.runtime.evaluate`): a constant's value, a counter-based draw, a user's
   source, sink or UDF function, the branch a merge selects, the sum of gradient contributions;
-- ``root``: demanded on its whole definition domain whether or not anything reads it (sinks);
+- ``root``: demanded on its whole definition domain whether or not anything reads it (sinks, and UDFs such as
+  environments: side effects run at every point of their domain);
 - ``checked``: the verifier recomputes its output types from the op's shape and dtype rules (a merge, a UDF, a
   gradient accumulation and a sink declare theirs);
 - ``pure``: equal inputs give equal outputs and nothing else happens, so common subexpression elimination may
@@ -18,6 +19,9 @@ MERGE``, ``category.root``) instead of testing op names. The fields answer the q
   be), ``"points"`` (called point by point once the batch is computed: sinks), ``"selected"`` (each point's
   active input, gathered in runs of points that select the same one: merges), ``"never"`` (a statement holding
   it runs point by point: sources, draws, UDFs).
+
+An ``index`` op is an integer expression of the point and the bounds as a scalar tensor (``T - t``): the
+executor evaluates the expression at each point, with the bounds of the run.
 """
 
 from __future__ import annotations
@@ -47,9 +51,10 @@ CONTRACTION = Category("contraction", kernel=True)  # matmul
 CONST = Category("const", kernel=False, batched="shared")
 SOURCE = Category("source", kernel=False, pure=False, calls_user=True, batched="never")
 DRAW = Category("draw", kernel=False, pure=False, batched="never")
+INDEX = Category("index", kernel=False, batched="never")
 SINK = Category("sink", kernel=False, root=True, checked=False, pure=False, calls_user=True, batched="points")
 MERGE = Category("merge", kernel=False, checked=False, pure=False, batched="selected")
-UDF = Category("udf", kernel=False, checked=False, pure=False, calls_user=True, batched="never")
+UDF = Category("udf", kernel=False, root=True, checked=False, pure=False, calls_user=True, batched="never")
 ACCUMULATE = Category("accumulate", kernel=False, checked=False, pure=False, batched="summed")
 
-CATEGORIES = (ELEMENTWISE, REDUCTION, SCAN, MOVEMENT, CONTRACTION, CONST, SOURCE, DRAW, SINK, MERGE, UDF, ACCUMULATE)
+CATEGORIES = (ELEMENTWISE, REDUCTION, SCAN, MOVEMENT, CONTRACTION, CONST, SOURCE, DRAW, INDEX, SINK, MERGE, UDF, ACCUMULATE)

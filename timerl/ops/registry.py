@@ -46,6 +46,7 @@ from timerl.ops.categories import (  # noqa: F401  (the op files register with t
     CONTRACTION,
     DRAW,
     ELEMENTWISE,
+    INDEX,
     MERGE,
     MOVEMENT,
     REDUCTION,

@@ -1,5 +1,5 @@
-"""Ops the executors evaluate themselves: constants, sources, random draws, sinks, merges, UDFs, and the
-gradient accumulation of symbolic backpropagation."""
+"""Ops the executors evaluate themselves: constants, sources, random draws, integer expressions of the point
+(``index``), sinks, merges, UDFs, and the gradient accumulation of symbolic backpropagation."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from timerl.ops.registry import (
     CONST,
     DRAW,
     EXECUTOR,
+    INDEX,
     MERGE,
     NOT_A_REDUCTION,
     NOT_DIFFERENTIABLE,
@@ -48,6 +49,8 @@ for _draw in ("rand", "randn"):
     _executor(_draw, DRAW, grad=NOT_DIFFERENTIABLE,
               vectorize=unsupported("drawn for many points at once by the counter-based generator "
                                     "(timerl.runtime.draws), not by a kernel"))
+_executor("index", INDEX, shape=lambda ins, a: [()], grad=NOT_DIFFERENTIABLE,
+          vectorize=unsupported("the expression evaluated at each point by the executor, not by a kernel"))
 _executor("sink", SINK, shape=lambda ins, a: [], dtype=lambda ins, a: [],
           grad=unsupported("a sink has no output to differentiate"),
           vectorize=unsupported("called point by point once a vectorized statement's values are computed"))

@@ -12,8 +12,8 @@ from timerl.errors import ShapeError, TimeRLError, int_argument, user_location
 from timerl.ops import registry
 from timerl.ops.registry import OPS, is_float
 from timerl.pdg.graph import Attrs, Edge, TensorType
-from timerl.rt.context import Context
-from timerl.symbolic import Symbol
+from timerl.rt.context import Context, current_context
+from timerl.symbolic import Cond, Expr, Symbol, register_tensor_maker
 from timerl.rt.view import TensorView, check_same_context
 
 RT = TensorView
@@ -82,6 +82,23 @@ def constant(ctx: Context, value: Any, dtype: str | None = None, domain: tuple[S
     return ctx.view(node)
 
 
+def index_tensor(ctx: Context, expr: Expr | Cond, dtype: str = "int64", location: str | None = None) -> RT:
+    """The scalar tensor of an integer expression's value at each point (``T - t``), or of a condition's
+    (``t == 0``, dtype bool), over the dimensions it mentions; bounds take the values of the run."""
+    location = location or user_location()
+    foreign = expr.symbols() - set(ctx.dims) - set(ctx.bounds)
+    if foreign:
+        raise TimeRLError(f"{location}: {expr} mentions {', '.join(sorted(s.name for s in foreign))}, which "
+                          "belong to another context")
+    domain = ctx.order_dims(expr.symbols())
+    node = ctx.add_node("index", Attrs.of(expr=expr, dtype=check_dtype(dtype)), domain, [],
+                        (TensorType((), dtype),), location)
+    return ctx.view(node)
+
+
+register_tensor_maker(lambda expr: index_tensor(current_context(), expr))
+
+
 def _as_tensors(args: Sequence[Any], op: str | None = None, attrs: Attrs = Attrs()) -> list[RT]:
     """The operands as tensors: Python scalars and arrays become constants, and the operands of ``op``'s
     promotion (`timerl.ops.dtypes.Promotion`) are converted to the one dtype it computes in, as in torch."""
@@ -99,17 +116,24 @@ def _as_tensors(args: Sequence[Any], op: str | None = None, attrs: Attrs = Attrs
             out.append(arg)  # made a constant below, once its dtype is known
         elif isinstance(arg, (np.ndarray, list, tuple)):
             out.append(constant(ctx, arg))
+        elif isinstance(arg, Expr):  # an int like any other, weak: made a tensor below, once its dtype is known
+            out.append(arg)
+        elif isinstance(arg, Cond):  # a symbolic condition: a bool tensor of its value at each point
+            out.append(index_tensor(ctx, arg, "bool"))
         else:
             raise TimeRLError(f"{user_location()}: cannot use {type(arg).__name__} as a tensor")
     common = None
     if members:
+        weak = [1 if isinstance(out[k], Expr) else out[k] for k in sorted(members) if not isinstance(out[k], RT)]
         try:
             common = promotion.dtype([out[k].type if isinstance(out[k], RT) else None for k in range(len(out))],
-                                     attrs, [out[k] for k in sorted(members) if not isinstance(out[k], RT)])
+                                     attrs, weak)
         except ShapeError as error:
             raise ShapeError(f"{user_location()}: {op}: {error}") from None
     for k, arg in enumerate(out):
-        if not isinstance(arg, RT):
+        if isinstance(arg, Expr):
+            out[k] = index_tensor(ctx, arg, common if k in members else _scalar_dtype(1, tensors))
+        elif not isinstance(arg, RT):
             out[k] = constant(ctx, arg, common if k in members else _scalar_dtype(arg, tensors))
         elif k in members and arg.dtype != common:
             out[k] = apply("astype", arg, dtype=common)

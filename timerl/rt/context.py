@@ -8,7 +8,7 @@ from typing import Any, Iterator, Sequence
 
 from timerl.compile import compile_program
 from timerl.errors import ArgumentError, DomainError, TimeRLError, user_location
-from timerl.ops.registry import OPS, Category
+from timerl.ops.registry import OPS, SINK, Category
 from timerl.pdg.graph import Attrs, Edge, Graph, IndexItem, Node, Point, TensorType
 from timerl.symbolic import TRUE, And, Cond, Expr, Symbol, as_cond, conjunction, non_affine_in, position
 from timerl.rt.view import TensorView
@@ -97,6 +97,16 @@ class Context:
         finally:
             self._when.pop()
 
+    @contextlib.contextmanager
+    def outside_when(self) -> Iterator[None]:
+        """Records as if no `when` block were open (a library building state that must exist everywhere,
+        such as an optimizer's moments under a gated ``step()``)."""
+        saved, self._when = self._when, []
+        try:
+            yield
+        finally:
+            self._when = saved
+
     def current_condition(self) -> Cond:
         return conjunction(TRUE, *self._when)
 
@@ -104,7 +114,7 @@ class Context:
                  outputs: tuple[TensorType, ...], location: str, condition: Cond | None = None) -> NodeDraft:
         if condition is None:
             condition = self.current_condition()
-            if not OPS[op].category.root:
+            if OPS[op].category is not SINK:
                 # a node that does not vary over a dim a `when` mentions (a scalar operand, a per-iteration
                 # tensor inside a per-step block) runs wherever some point of that dim may need it
                 condition = conjunction(TRUE, *(c for c in conjuncts(condition)

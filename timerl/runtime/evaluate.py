@@ -12,8 +12,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from timerl.errors import ShapeError, TimeRLError
-from timerl.ops.registry import ACCUMULATE, CONST, DRAW, MERGE, OPS, SINK, SOURCE, UDF
+from timerl.errors import ShapeError, TimeRLError, user_code_error
+from timerl.ops.registry import ACCUMULATE, CONST, DRAW, INDEX, MERGE, OPS, SINK, SOURCE, UDF
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
 from timerl.runtime import rng
@@ -27,7 +27,14 @@ def evaluate(node: Node, point: tuple[int, ...], inputs: list[Any], seed: int, b
     category = node.category
     if category.kernel or category is ACCUMULATE:
         return _evaluate_array(node, point, inputs, seed, bounds, backend)
+    if category is INDEX:
+        return (backend.from_numpy(index_value(node, point, bounds)),)
     return _BY_EXECUTOR[category](node, point, inputs, seed, node.attrs.as_dict(), backend)
+
+
+def index_value(node: Node, point: tuple[int, ...], bounds: Mapping[Symbol, int]) -> np.ndarray:
+    """An ``index`` op's value: its expression at ``point``, with the run's bounds."""
+    return np.asarray(node.attrs["expr"].evaluate({**bounds, **dict(zip(node.domain, point))}), dtype=node.attrs["dtype"])
 
 
 def _const(node, point, inputs, seed, attrs, backend):
@@ -41,7 +48,7 @@ def _draw(node, point, inputs, seed, attrs, backend):
 
 def _source(node, point, inputs, seed, attrs, backend):
     where = point_dict(node.domain, point)
-    value = _call_user(node, point, lambda: attrs["fn"](where))
+    value = call_user(node, point, lambda: attrs["fn"](where))
     value = owned_array(value, attrs["dtype"], f"{node.label()}: the source function failed at {where}")
     return (backend.from_numpy(_check_shape(node, value, attrs["shape"])),)
 
@@ -51,14 +58,14 @@ def _merge(node, point, inputs, seed, attrs, backend):
 
 
 def _sink(node, point, inputs, seed, attrs, backend):
-    _call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(inputs[0])))
+    call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(inputs[0])))
     return ()
 
 
 def _udf(node, point, inputs, seed, attrs, backend):
     arrays = [backend.to_numpy(v) for v in inputs]
     where = point_dict(node.domain, point)
-    results = attrs["fn"](where, *arrays)
+    results = call_user(node, point, lambda: attrs["fn"](where, *arrays))
     return tuple(backend.from_numpy(owned_array(v, t.dtype, f"{node.label()}: the udf function failed at {where}"))
                  for v, t in zip(results, attrs["outputs"]))
 
@@ -261,16 +268,17 @@ def _concrete(value: Any, env: Mapping[Symbol, int]) -> Any:
     return value
 
 
-def _call_user(node: Node, point: tuple[int, ...], call: Any) -> Any:
-    """Run a user's source or sink function; its failure is reported with the line that created the op."""
+def call_user(node: Node, point: tuple[int, ...], call: Any) -> Any:
+    """Run a user's source, sink or UDF function; what it raises reaches the user as a `UserCodeError` naming
+    the op, the line that created it, the point and the line that raised, with the original chained."""
     try:
         return call()
     except TimeRLError:
         raise
     except Exception as error:
-        kind = node.category.name  # a source or a sink
-        raise TimeRLError(f"{node.label()}: the {kind} function failed at {point_dict(node.domain, point)}: "
-                          f"{type(error).__name__}: {error}") from error
+        kind = node.category.name  # a source, a sink or a udf
+        raise user_code_error(f"{node.label()}: the {kind} function failed at {point_dict(node.domain, point)}",
+                              error) from error
 
 
 def _check_shape(node: Node, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

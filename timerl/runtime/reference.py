@@ -14,11 +14,12 @@ from typing import Any, Mapping
 
 
 import timerl.ops  # noqa: F401
-from timerl.ops.registry import MERGE
+from timerl.ops.registry import ACCUMULATE, MERGE
 from timerl.errors import DomainError, ScheduleError
 from timerl.pdg.graph import Graph, Node
 from timerl.backends.numpy_backend import NumpyBackend
 from timerl.runtime.evaluate import evaluate
+from timerl.runtime.run_lock import one_run_at_a_time
 from timerl.runtime.access import EdgeReader, condition_function, empty_stats, point_dict, stack_range
 from timerl.symbolic import Symbol
 
@@ -41,10 +42,21 @@ class ReferenceInterpreter:
 
     # ---- driving ----------------------------------------------------------------------------------------------
     def run(self) -> None:
+        """Every point of every root (sink, UDF), in the program's lexicographic order of points (a dimension
+        a root does not vary over counts as 0), ties in the order the roots were created: side effects
+        happen in the order of the loop nest a user would write, whatever they read."""
+        position_of = {id(d): k for k, d in enumerate(self.graph.dims)}
+        work = []
         for node in self.graph.nodes:
             if node.category.root:
+                where = [position_of[id(d)] for d in node.domain]
                 for point in self.points(node):
-                    self.value(node.id, point)
+                    full = [0] * len(position_of)
+                    for position, coordinate in zip(where, point):
+                        full[position] = coordinate
+                    work.append((tuple(full), node.id, point))
+        for _, node_id, point in sorted(work):
+            self.value(node_id, point)
         # then every defined point of every placeholder the sinks use, read or not: the compiled backends compute
         # a placeholder whole, so a branch that fails at a point nothing reads fails on every backend alike
         done: set[int] = set()
@@ -104,6 +116,9 @@ class ReferenceInterpreter:
         else:
             readers_used = [(k, r) for k, r in enumerate(readers) if r.active(point)]
         plan = []
+        if node.category is ACCUMULATE:  # an inactive read contributes nothing, in its slot (windows align)
+            used = {slot for slot, _ in readers_used}
+            plan = [(slot, [], (), True) for slot in range(len(readers)) if slot not in used]
         for slot, reader in readers_used:
             producer = reader.edge.producer
             points, lengths = reader.points(point)
@@ -111,7 +126,7 @@ class ReferenceInterpreter:
             if masked_by is not None:
                 points = [q for q in points if self.evaluable(masked_by, q)]
             plan.append((slot, [(producer, q) for q in points], lengths, masked_by is not None))
-        return plan
+        return sorted(plan, key=lambda entry: entry[0])
 
     def _check_defined(self, key: Key, reader: Key | None) -> None:
         node_id, point = key
@@ -187,6 +202,7 @@ class ReferenceExecutable:
         self.stats = empty_stats(compile_seconds)
         self.schedule = "reference interpreter: every sink point evaluated on demand, memoized"
 
+    @one_run_at_a_time
     def execute(self) -> None:
         started = time.perf_counter()
         interpreter = ReferenceInterpreter(self.graph, self.bounds, self.seed)
