@@ -294,8 +294,10 @@ def main(argv: list[str] | None = None) -> None:
     bench.add_argument("--quick", action="store_true", help="16 envs x 200 steps, Monte Carlo only")
     bench.add_argument("--no-write", dest="write", action="store_false",
                        help="print the tables only; leave docs/benchmarks.md as it is")
-    bench.add_argument("suite", nargs="?", default="all", choices=("all", "ppo", "passes", "memory"),
-                       help="ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/; "
+    bench.add_argument("--all-sizes", action="store_true", help="zoo: every size of each algorithm, not the first")
+    bench.add_argument("suite", nargs="?", default="all", choices=("all", "ppo", "passes", "memory", "zoo"),
+                       help="zoo: every algorithm of benchmarks/zoo, timerl torch and jax against its eager twin; "
+                            "ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/; "
                             "passes: REINFORCE with each compile switch off; memory: the window program and the "
                             "large-observation experiment (paper Fig. 10, 11)")
     explain = commands.add_parser("explain", help="run a script; print how each statement of its programs runs")
@@ -321,12 +323,18 @@ def main(argv: list[str] | None = None) -> None:
     print(DEVICE[0])
     print()
     quick = " --quick" if args.quick else ""
-    command = f"timerl bench {args.suite}{quick} --iterations {args.iterations}"
+    sizes = " --all-sizes" if args.all_sizes else ""
+    command = f"timerl bench {args.suite}{quick}{sizes} --iterations {args.iterations}"
     write = args.write
 
     def run(name: str, title: str, function, *function_args) -> None:
         section(name, title, command, function, *function_args, write=write)
 
+    if args.suite == "zoo":
+        sys.path.insert(0, str(BENCHMARKS.parent))  # the zoo's modules import `algorithms` and `benchmarks`
+        run("zoo", "The algorithm zoo against eager PyTorch twins", _load("zoo_bench").main, args.iterations,
+            args.all_sizes)
+        return
     if args.suite == "ppo":
         run("ppo-sweep", "PPO: one parameter at a time against eager PyTorch (paper Fig. 9)", bench_ppo,
             args.iterations, args.quick)

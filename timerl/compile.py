@@ -38,6 +38,9 @@ def resolve_bounds(ctx, bounds: dict) -> dict:
                               f"({', '.join(b.name for b in ctx.bounds)})")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise TimeRLError(f"{user_location()}: bound {symbol.name} must be a positive int, got {value!r}")
+        if symbol in resolved:
+            raise TimeRLError(f"{user_location()}: bound {symbol.name} is given twice in bounds= (as the symbol and "
+                              "as its name)")
         resolved[symbol] = int(value)
     used = set()
     for node in ctx.nodes:

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from timerl.errors import DomainError, ShapeError, TimeRLError, bool_argument, user_location
+from timerl.errors import DomainError, ShapeError, TimeRLError, user_location
 from timerl.ops.registry import MERGE, is_float, same_dim
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt import functional as F
@@ -30,7 +30,7 @@ def placeholder(shape: Sequence[int] = (), dtype: str = "float32", domain: Seque
     node = ctx.add_node("merge", Attrs.of(shape=shape, dtype=F.check_dtype(dtype)),
                         ctx.check_domain(domain, user_location()), [],
                         (TensorType(shape, dtype),), user_location())
-    node.requires_grad = bool_argument("requires_grad", requires_grad)
+    node.requires_grad = F.grad_flag(requires_grad, dtype)
     return ctx.view(node)
 
 

@@ -19,7 +19,7 @@ from timerl.ops.registry import SINK, SOURCE, UDF
 from timerl.options import CompileOptions
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
-from timerl.runtime.dryrun import choose_swaps, required_device_bytes
+from timerl.runtime.dryrun import choose_swaps, fitting_budget, required_device_bytes
 from timerl.runtime.evaluate import StackedContributions
 from timerl.runtime.batch import BatchedGroup, chunk_points, point_bytes
 from timerl.runtime.batched_loop import batched_loop
@@ -79,6 +79,7 @@ class Executable:
                                   matmul_add=options.matmul_add, donation=options.donation)
         self.group_functions = {g.id: lowering.lower(g) for g in groups}
         self.transient = lowering.transient
+        self.scheduled = schedule  # before its swaps are chosen (`fitting_budget`)
         if swap and device_memory is not None:  # which scheduled swaps run: against the budget, by dry runs
             self.schedule = schedule = choose_swaps(schedule, graph, self.groups, device_memory, self.bounds,
                                                     self.transient)
@@ -118,7 +119,7 @@ class Executable:
         self.batched_runs = self.window_scans = self.padded_chunks = 0
         pool_class = StackedPool if self.vectorize else MemoryPool  # batched results stay batched
         self.pool = pool = pool_class(self.device_memory, self.backend, self.swap, blocks)
-        pool.describe = self._describe
+        pool.describe, pool.describe_group = self._describe, self._describe_group
         self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of,
                               free=pool.free, free_outputs=pool.free_outputs, free_many=pool.free_many,
                               store_many=pool.store_many)
@@ -131,8 +132,16 @@ class Executable:
             try:
                 self._program([])
             except DeviceOutOfMemoryError as error:
-                if self.swap or not hasattr(error, "in_use"):
+                if not hasattr(error, "in_use"):
                     raise
+                if self.swap:  # the budget to state is one whose chosen swaps fit, not the bytes in use here
+                    fits = fitting_budget(self.scheduled, self.graph, self.groups, self.bounds, self.transient,
+                                          self.device_memory)
+                    raise DeviceOutOfMemoryError(
+                        f"{str(error).split(': the program needs')[0]}: with swapping, the program needs at least "
+                        f"{fits} bytes of device memory (device_memory={fits} fits), device_memory is "
+                        f"{self.device_memory}"
+                    ) from None
                 required = required_device_bytes(self.schedule, self.graph, self.groups, self.bounds, self.transient)
                 if required <= self.device_memory:  # the count disagrees with the pool's: keep its message
                     raise
@@ -158,6 +167,14 @@ class Executable:
     def _describe(self, key) -> str:
         node = self.graph.nodes[key[0]]
         return f"{node.label()} at {point_dict(node.domain, key[1])}"
+
+    def _describe_group(self, group_id: int | None) -> str:
+        """The ops whose intermediate values a group holds while it runs (the first few, with their lines)."""
+        members = [self.graph.nodes[m] for m in self.groups[group_id].members] if group_id in self.groups else []
+        kernels = [node for node in members if node.category.kernel] or members
+        shown = ", ".join(node.label() for node in kernels[:3])
+        more = f" and {len(kernels) - 3} more ops" if len(kernels) > 3 else ""
+        return f"the intermediate values of {shown}{more}" if shown else "a dataflow group's intermediate values"
 
     # ---- reads the generated code does not inline ---------------------------------------------------------------
     def _reader(self, node: Node, slot: int) -> Callable[[tuple], Any]:

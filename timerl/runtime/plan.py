@@ -196,7 +196,7 @@ class GroupLowering:
         donated = sum(static_bytes(graph.nodes[n]) for n in donations)
         if any(static > 0 or members for static, members in candidates) or donated:
             total = _most(candidates)
-            body.append(f"transient({total}, {donated})" if donated else f"transient({total})")
+            body.append(f"transient({total}, {donated}, {group.id})")
         if not body:
             body.append("pass")
         lines.append("    m = None")
