@@ -90,11 +90,14 @@ def source(fn: Callable[[dict], Any], shape: Sequence[int] = (), dtype: str = "f
     return _leaf("source", shape, dtype, domain, requires_grad, fn=fn)
 
 
-def sink(value: RT, fn: Callable[[dict, Any], Any]) -> None:
+def sink(value: RT, fn: Callable[[dict, Any], Any], native: bool = False) -> None:
+    """``fn(point, value)`` at every point of ``value``'s domain, ``value`` a NumPy array (with ``native``, the
+    backend's own array: a torch tensor or a jax array)."""
     if not callable(fn):
         raise TimeRLError(f"{user_location()}: sink(fn) needs a callable fn(point, value)")
     ctx = value.ctx
-    ctx.add_node("sink", Attrs.of(fn=fn), value.domain, [Edge(value.node.id, value.output, value.index)], (),
+    attrs = Attrs.of(fn=fn, native=bool_argument("native", native))
+    ctx.add_node("sink", attrs, value.domain, [Edge(value.node.id, value.output, value.index)], (),
                  user_location())
 
 

@@ -46,6 +46,27 @@ def param(init: Any, domain: Sequence[Symbol] | None = None, dtype: str | None =
     return result
 
 
+def load_initial(parameter: RT, value: Any) -> None:
+    """The value a `param` starts from (its value at 0) replaced by ``value``, an array of its shape: weights
+    trained by another program loaded into this one (``module.load_parameters``)."""
+    node = parameter.node
+    location = user_location()
+    branches = node.inputs if node.category is MERGE and node.requires_grad else []
+    start = parameter.ctx.nodes[branches[0].producer] if branches else None
+    if start is None or start.op != "const":
+        raise TimeRLError(f"{location}: only a trl.param created from an array can load values (created at "
+                          f"{node.location})")
+    dtype, shape = start.attrs["dtype"], tuple(start.attrs["shape"])
+    try:
+        array = np.array(value, dtype=dtype)
+    except (TypeError, ValueError) as error:
+        raise ShapeError(f"{location}: cannot load {type(value).__name__} into a {dtype} parameter: {error}") from None
+    if array.shape != shape:
+        raise ShapeError(f"{location}: loading shape {array.shape} into a parameter of shape {shape} (created at "
+                         f"{node.location})")
+    start.attrs = Attrs.of(value=array, shape=shape, dtype=dtype)
+
+
 def _default_dtype(value: Any) -> str:
     return "float32" if np.asarray(value).dtype.kind in "fc" else str(np.asarray(value).dtype)
 
