@@ -3,9 +3,11 @@
 A program is a list of steps drawn by hypothesis (so a failure prints, and shrinks to, a readable recipe).
 Each step adds one tensor built from earlier ones; many steps are deliberately invalid: out-of-range data
 indices, non-affine domain indices, bad domains, reads outside the domain, shape and dtype mismatches,
-NaN and inf values, and sinks that try to write into what they receive. Sources and conversions span the
-dtypes (bool, int8, uint8, int32, int64, float16, float32, float64), and every arithmetic step's dtype must be
-torch's promotion of its operands (or refused where torch refuses). Every backend must then give the same
+NaN and inf values, sources that raise (a UserCodeError), conditions on the point (``trl.where(t == 0, ..)``),
+zero slice steps, reserved dimension names, and sinks that try to write into what they receive (gradients:
+`test_fuzz_gradients.py`). Sources and conversions span the dtypes (bool, int8, uint8, int32, int64, float16,
+float32, float64), and every arithmetic step's dtype must be torch's promotion of its operands (or refused
+where torch refuses). Every backend must then give the same
 values (NaN where the others have NaN) or raise the same `TimeRLError` subclass; nothing may escape as an
 internal exception. ``TIMERL_FUZZ_EXAMPLES=N`` runs N programs instead of the small budget of ``make test``.
 """
@@ -23,10 +25,10 @@ from hypothesis import strategies as st
 import timerl as trl
 from timerl.rt import functional as F
 
-EXAMPLES = int(os.environ.get("TIMERL_FUZZ_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("TIMERL_FUZZ_EXAMPLES", "40"))
 BACKENDS = ("reference", "torch", "jax")
 SHAPES = [(), (3,), (2, 3), (3, 1)]
-SPECIALS = ["plain", "plain", "nan", "inf", "negative"]
+SPECIALS = ["plain", "plain", "nan", "inf", "negative", "raises"]
 SOURCE_DTYPES = ["float32", "float64", "int64", "float32", "int8", "uint8", "int32", "bool", "float16"]
 
 operand = st.integers(0, 7)
@@ -42,6 +44,7 @@ STEPS = st.one_of(
     st.tuples(st.just("scalar"), st.sampled_from(["add", "mul", "div", "pow", "sub"]), operand,
               st.sampled_from([0, 2, -1, 0.5, float("nan"), float("inf"), True])),
     st.tuples(st.just("where"), st.booleans(), operand, operand),
+    st.tuples(st.just("symbolic_where"), st.sampled_from(["first", "last", "even", "inner"]), operand, operand),
     st.tuples(st.just("reduce"), st.sampled_from(["sum", "mean", "max", "argmax", "cumsum"]), operand, small),
     st.tuples(st.just("reshape"), operand, st.sampled_from([(-1,), (6,), (3, -1), (-1, 3), (1, -1), (4, -1)])),
     st.tuples(st.just("spatial"), operand, small, small, st.sampled_from([1, 2, -1, -2])),
@@ -57,7 +60,8 @@ STEPS = st.one_of(
     st.tuples(st.just("stack"), operand, operand),
     st.tuples(st.just("matmul"), operand, operand),
     st.tuples(st.just("invalid"), st.sampled_from(["non_affine", "bound_domain", "string_domain", "when_product",
-                                                  "float_index", "bad_dim"]), operand),
+                                                  "float_index", "bad_dim", "zero_step", "expand_new_minus_one",
+                                                  "int_requires_grad", "reserved_dim"]), operand),
 )
 PROGRAMS = st.fixed_dictionaries({
     "dims": st.sampled_from(["t", "i t"]),
@@ -71,6 +75,8 @@ PROGRAMS = st.fixed_dictionaries({
 
 def _source_fn(number: int, shape: tuple, dtype: str, special: str):
     def fn(point: dict) -> np.ndarray:
+        if special == "raises" and point["t"] == 1:
+            raise RuntimeError(f"source {number} has no value at t=1")  # every backend: a UserCodeError
         values = np.random.RandomState(97 * number + 7 * point.get("i", 0) + point["t"]).uniform(-2.0, 3.0, shape)
         if special == "nan":
             values = np.where(values > 1.0, np.nan, values)
@@ -108,6 +114,10 @@ def _step(step: tuple, tensors: list, ctx: trl.Context):
     if kind == "where":
         x, y = pick(args[1]), pick(args[2])
         return trl.where(x > y if args[0] else x, x, y)
+    if kind == "symbolic_where":  # a condition on the point, not on values
+        x, y = pick(args[1]), pick(args[2])
+        cond = {"first": t == 0, "last": t == T - 1, "even": t % 2 == 0, "inner": (t > 0) & (t < T - 1)}[args[0]]
+        return trl.where(cond, x, y)
     if kind == "reduce":
         x = pick(args[1])
         return getattr(x, args[0])(dim=args[2]) if args[0] != "cumsum" else x.cumsum(args[2])
@@ -199,6 +209,14 @@ def _invalid(what: str, x, ctx: trl.Context):
             return x + 1
     if what == "float_index":
         return x.index_select(0, trl.tensor(np.array([0.5])))
+    if what == "zero_step":
+        return x.spatial[::0]
+    if what == "expand_new_minus_one":
+        return x.expand(-1, *x.shape)
+    if what == "int_requires_grad":
+        return trl.placeholder(x.shape, "int64", domain=x.domain, requires_grad=True)
+    if what == "reserved_dim":
+        trl.Context(dims="t max")
     return x.sum(dim=x.ndim + 1)
 
 
@@ -215,6 +233,9 @@ def _build(program: dict):
                 tensors.append(_step(step, tensors, ctx))
         except trl.TimeRLError as error:
             return None, type(error).__name__
+        for source, (_, _, special, _) in zip(tensors, program["sources"]):
+            if special == "raises":  # read at every point on every backend, so each meets the raise
+                source.sink(lambda point, value: None)
         if program["vandal"]:
             tensors[-1].sink(_vandal)
         for tensor in tensors[len(program["sources"]):]:
@@ -285,8 +306,15 @@ def test_backends_agree_on_random_programs(program):
         if outcome[0] == "values":
             mismatch = _same_values(reference[1], outcome[1])
             assert mismatch is None, f"{backend} differs from the reference: {mismatch}"
-        elif not _proved_first(outcome):
+        elif not _proved_first(outcome) and not _user_code_first(outcome, reference):
             assert outcome[1] == reference[1], f"{backend} raised {outcome[1:]}, reference {reference[1:]}"
+
+
+def _user_code_first(outcome: tuple, reference: tuple) -> bool:
+    """A program whose source raises may hold other run-time errors too: which one a backend meets first
+    depends on its evaluation order, as with `_proved_first`; the raise itself is a UserCodeError on every
+    backend."""
+    return "UserCodeError" in (outcome[1], reference[1]) and outcome[3] == reference[3] == "execute"
 
 
 def _proved_first(outcome: tuple) -> bool:
