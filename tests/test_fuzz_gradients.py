@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import timerl as trl
 
-EXAMPLES = int(os.environ.get("TIMERL_FUZZ_EXAMPLES", "4"))
+EXAMPLES = int(os.environ.get("TIMERL_FUZZ_EXAMPLES", "10"))
 WIDTH = 2
 I_SIZE = 2
 
