@@ -49,7 +49,7 @@ def _draw(node, point, inputs, seed, attrs, backend):
 def _source(node, point, inputs, seed, attrs, backend):
     value = call_user(node, point, lambda: np.asarray(attrs["fn"](point_dict(node.domain, point)),
                                                          dtype=attrs["dtype"]))
-    return (backend.from_numpy(_check_shape(node, value, attrs["shape"])),)
+    return (backend.from_user(_check_shape(node, value, attrs["shape"])),)
 
 
 def _merge(node, point, inputs, seed, attrs, backend):
@@ -70,7 +70,7 @@ def _sink(node, point, inputs, seed, attrs, backend):
 def _udf(node, point, inputs, seed, attrs, backend):
     arrays = [backend.to_numpy(v) for v in inputs]
     results = call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), *arrays))
-    return tuple(backend.from_numpy(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
+    return tuple(backend.from_user(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
 
 
 _BY_EXECUTOR = {CONST: _const, DRAW: _draw, SOURCE: _source, MERGE: _merge, SINK: _sink, UDF: _udf}

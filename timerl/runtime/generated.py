@@ -26,7 +26,7 @@ def udf_call(node: Node, backend: Any) -> Callable[[tuple, list], tuple]:
     fn, names = attrs["fn"], [d.name for d in node.domain]
     declared = attrs["outputs"]
     dtypes = [np.dtype(t.dtype) for t in declared]
-    to_numpy, from_numpy, asarray = backend.to_numpy, backend.from_numpy, np.asarray
+    to_numpy, from_numpy, asarray = backend.to_numpy, backend.from_user, np.asarray
     empty = [backend.from_numpy(np.zeros(t.shape, d))
              if all(isinstance(n, int) for n in t.shape) and math.prod(t.shape) == 0 else None
              for t, d in zip(declared, dtypes)]
