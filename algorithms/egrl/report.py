@@ -9,12 +9,13 @@ seed, and the best map's noise-free latency) and the optimum as ``python -m algo
 from __future__ import annotations
 
 import argparse
-import json
 
 import numpy as np
 
 from algorithms.egrl.ceiling import gain_fraction
 from algorithms.egrl.chip import BASELINES
+from timerl.errors import FileFormatError
+from timerl.files import parse_json, read_bytes, read_json
 
 PAPER = {"egrl": (1.28, 1.78, 1.66), "ea": (1.06, 1.47, 1.64), "greedy": (0.72, 1.27, 0.67),
          "pg": (0.29, 0.23, 0.21)}
@@ -28,13 +29,13 @@ def read_runs(paths: list[str]) -> dict[tuple[str, str], dict[int, float]]:
     """``{(method, workload): {seed: latency}}``; a later file's run replaces an earlier one's."""
     runs: dict[tuple[str, str], dict[int, float]] = {}
     for path in paths:
-        with open(path) as handle:
-            for line in handle:
-                if line.strip():
-                    record = json.loads(line)
-                    if record.get("latency") is not None:
-                        runs.setdefault((record["method"], record["workload"]), {})[record["seed"]] = \
-                            record["latency"]
+        for number, line in enumerate(read_bytes(path, "runs file").decode("utf-8", "replace").splitlines(), 1):
+            if line.strip():
+                record = parse_json(line, f"{path}:{number}", "run record")
+                if not isinstance(record, dict) or not {"method", "workload", "seed"} <= set(record):
+                    raise FileFormatError(f"{path}:{number}: a run record has method, workload, seed and latency")
+                if record.get("latency") is not None:
+                    runs.setdefault((record["method"], record["workload"]), {})[record["seed"]] = record["latency"]
     return runs
 
 
@@ -105,8 +106,11 @@ def targets(runs: dict, optima: dict) -> str:
 
 def report(run_paths: list[str], optimum_path: str, methods: list[str]) -> str:
     runs = read_runs(run_paths)
-    with open(optimum_path) as handle:
-        optima = json.load(handle)["workloads"]
+    optima = read_json(optimum_path, "ceiling file")
+    if not isinstance(optima, dict) or not isinstance(optima.get("workloads"), dict):
+        raise FileFormatError(f"{optimum_path}: a ceiling file (python -m algorithms.egrl ceiling --json) holds "
+                              "a 'workloads' object")
+    optima = optima["workloads"]
     sections = ["Targets (bold: not met)\n\n" + targets(runs, optima)]
     for workload, optimum in optima.items():
         if any(workload == w for _, w in runs):
