@@ -39,6 +39,14 @@ def read_runs(paths: list[str]) -> dict[tuple[str, str], dict[int, float]]:
     return runs
 
 
+def method_name(method: str) -> str:
+    """``egrl`` -> ``EGRL``; a variant ``egrl@label`` (a run of the method under other settings) -> ``EGRL
+    (label)``."""
+    base, _, label = method.partition("@")
+    name = METHOD_NAMES.get(base, base)
+    return f"{name} ({label})" if label else name
+
+
 def _cell(values: list[float], digits: int = 2) -> str:
     return f"{np.mean(values):.{digits}f} ± {np.std(values):.{digits}f}" if values else "-"
 
@@ -59,9 +67,9 @@ def workload_table(workload: str, runs: dict, optimum: dict, methods: list[str])
             base = baselines[name]["latency"]
             cells.append(_cell([base / latency for latency in latencies]))
             cells.append(_cell([gain_fraction(base, latency, best) for latency in latencies]))
-        paper = PAPER.get(method)
+        paper = PAPER.get(method)  # a variant ran under other settings than the paper's
         paper_cell = f"{paper[PAPER_WORKLOADS.index(workload)]:.2f}" if paper and workload in PAPER_WORKLOADS else ""
-        lines.append(f"| {METHOD_NAMES.get(method, method)} | {len(latencies)} | " + " | ".join(cells) +
+        lines.append(f"| {method_name(method)} | {len(latencies)} | " + " | ".join(cells) +
                      f" | {paper_cell} |")
     optimum_cells = []
     for name in BASELINES:
@@ -123,7 +131,8 @@ def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(prog="python -m algorithms.egrl report", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="runs.jsonl files of `bench`")
     parser.add_argument("--optimum", required=True, help="the JSON of `ceiling --exact --json`")
-    parser.add_argument("--methods", nargs="+", default=["egrl", "ea", "pg", "greedy", "compiler"])
+    parser.add_argument("--methods", nargs="+", default=["egrl", "ea", "pg", "greedy", "compiler"],
+                        help="rows, in order; a variant METHOD@LABEL is a run recorded under that name")
     args = parser.parse_args(argv)
     text = report(args.runs, args.optimum, args.methods)
     print(text)
