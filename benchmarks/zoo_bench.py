@@ -16,14 +16,19 @@ BACKENDS = ("torch", "jax")
 
 
 def measure(module, envs: int, steps: int, iterations: int, seed: int = 0) -> dict[str, dict]:
-    """Eager, then timerl on each backend, at one size: name -> medians, last return, total seconds."""
+    """Eager, then timerl on each backend, at one size: name -> medians, last return, total seconds; or, for a
+    run that raised, the error (the other runs and modules go on)."""
     rows = {}
     runs = [("eager", lambda: module.run_eager(envs, steps, iterations, seed))]
     runs += [(backend, lambda backend=backend: module.run_timerl(envs, steps, iterations, backend, seed))
              for backend in BACKENDS]
     for name, run in runs:
         started = time.perf_counter()
-        result = run()
+        try:
+            result = run()
+        except Exception as error:  # noqa: BLE001 (one failing run must not lose the table)
+            rows[name] = {"error": f"{type(error).__name__}: {str(error)[:80]}"}
+            continue
         timed = slice(1, None) if len(result["seconds"]) > 1 else slice(None)
         rows[name] = {"wall": statistics.median(result["seconds"][timed]),
                       "cpu": statistics.median(result["cpu_seconds"][timed]),
@@ -47,11 +52,17 @@ def main(iterations: int = 5, all_sizes: bool = False, names: list[str] | None =
         for envs, steps in (module.SIZES if all_sizes else module.SIZES[:1]):
             rows = found[(name, envs, steps)] = measure(module, envs, steps, iterations)
             eager = rows["eager"]
-            cells = [f"{eager['wall']:.3f} ({eager['cpu']:.3f})"]
+            cells = [_seconds(eager)]
             for backend in BACKENDS:
                 row = rows[backend]
-                cells += [f"{row['wall']:.3f} ({row['cpu']:.3f})",
-                          f"{row['wall'] / eager['wall']:.2f}x ({row['cpu'] / eager['cpu']:.2f}x)"]
-            returns = " / ".join(f"{rows[k]['return']:.1f}" for k in ("eager", *BACKENDS))
+                ratio = ("-" if "error" in row or "error" in eager else
+                         f"{row['wall'] / eager['wall']:.2f}x ({row['cpu'] / eager['cpu']:.2f}x)")
+                cells += [_seconds(row), ratio]
+            returns = " / ".join("-" if "error" in rows[k] else f"{rows[k]['return']:.1f}"
+                                 for k in ("eager", *BACKENDS))
             print(f"| {name} | {envs} x {steps} | {' | '.join(cells)} | {returns} |", flush=True)
     return found
+
+
+def _seconds(row: dict) -> str:
+    return f"failed ({row['error']})" if "error" in row else f"{row['wall']:.3f} ({row['cpu']:.3f})"
