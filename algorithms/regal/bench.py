@@ -64,7 +64,7 @@ def evaluate(graphs: list[CompGraph], actions: list[np.ndarray], kind: str, budg
 def markdown(outcomes: list[Outcome]) -> str:
     """The README table: one row per objective."""
     first = outcomes[0]
-    small, big = _budget(first.budget), _budget(first.big_budget)
+    small, big = budget_name(first.budget), budget_name(first.big_budget)
     lines = [f"| objective | test graphs | REGAL-{small} matches or beats BRKGA-{small} | mean improvement | best | "
              f"worst | BRKGA-{big} mean improvement | REGAL-{small} <= BRKGA-{big} |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -86,15 +86,15 @@ def plot(outcomes: list[Outcome], out: str) -> None:
         axis.bar(np.arange(improvement.size), improvement, color=colours, width=0.9)
         axis.axhline(0.0, color="black", linewidth=0.6)
         s = outcome.summary()
-        axis.set_title(f"{outcome.kind}: REGAL matches or beats BRKGA-{_budget(outcome.budget)} on "
+        axis.set_title(f"{outcome.kind}: REGAL matches or beats BRKGA-{budget_name(outcome.budget)} on "
                        f"{s['match_or_beat']:.0f}%", fontsize=9)
         axis.set_xlabel("test graphs, sorted")
         axis.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-        axis.set_ylabel(f"% improvement over BRKGA-{_budget(outcome.budget)}")
+        axis.set_ylabel(f"% improvement over BRKGA-{budget_name(outcome.budget)}")
     figure.tight_layout()
     figure.savefig(out)
     plt.close(figure)
 
 
-def _budget(evaluations: int) -> str:
+def budget_name(evaluations: int) -> str:
     return f"{evaluations // 1000}K" if evaluations % 1000 == 0 else str(evaluations)
