@@ -13,13 +13,13 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 # default on (TIMERL_PASS_ON), the whole suite once per switch: for CI (about 15 runs of `make test`), not part
 # of `make test`.
 PASSES := contributions algebra cse dce fusion per_iteration_fusion vectorize distribute scan_loops jit_groups matmul_add donation prefetch_draws
-PASSES_ON :=  # none today (contributions is on by default since session 6)
+PASSES_ON :=  # switches that are off by default, to run the suite with each on
 
 .PHONY: venv demo test test-passes bench
 venv: $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(PY) -m timerl.demo
+	$(PY) -m algorithms.demo
 
 test: $(VENV)/.installed
 	$(PY) -m pytest tests -p no:cacheprovider
@@ -33,5 +33,5 @@ test-passes: $(VENV)/.installed
 		TIMERL_PASS_ON=$$pass $(PY) -m pytest tests -p no:cacheprovider -q || failed="$$failed $$pass(on)"; \
 	done; if [ -n "$$failed" ]; then echo "failed with these switches off (or on):$$failed"; exit 1; fi
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed  # rewrites the tables of docs/benchmarks.md
 	$(PY) -m timerl.cli bench

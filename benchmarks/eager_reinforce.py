@@ -8,16 +8,17 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from algorithms.reinforce import PATCH_FEATURES
+from algorithms.reinforce import PATCH_FEATURES, iteration_summary
 
 
 def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma: float = 0.99, lr: float = 1e-2,
                 seed: int = 0, n_step: int | None = None, env_name: str = "CartPole-v1",
                 env_options: dict | None = None, hidden: int = 64, seconds: list | None = None,
-                cpu_seconds: list | None = None, device: str | None = None) -> float:
+                cpu_seconds: list | None = None, device: str | None = None, mean_returns: list | None = None) -> float:
     """REINFORCE (Monte Carlo, or n-step returns truncated at the window's end) with masked returns and a
     batch-mean baseline; returns the mean seconds per iteration, and appends each iteration's seconds to
-    ``seconds`` when given (and its CPU seconds, `time.process_time`, to ``cpu_seconds``). Image observations
+    ``seconds`` when given (and its CPU seconds, `time.process_time`, to ``cpu_seconds``; its mean episode return,
+    `algorithms.reinforce.iteration_summary`, to ``mean_returns``). Image observations
     (3 x H x W) go through a convolution with kernel and stride H / 8 and 4 channels (`algorithms.reinforce`'s
     patch embedding) first. ``device``: where the policy and its tensors live; by default the GPU where there is
     one, as the torch backend's values (the same device on both sides of the bench)."""
@@ -72,4 +73,6 @@ def train_eager(iterations: int = 5, num_envs: int = 16, steps: int = 200, gamma
             seconds.append(time.perf_counter() - iteration_started)
         if cpu_seconds is not None:
             cpu_seconds.append(time.process_time() - iteration_cpu)
+        if mean_returns is not None:
+            mean_returns.append(iteration_summary(len(mean_returns), rewards_t, ends_t)["mean_return"])
     return (time.perf_counter() - started) / iterations

@@ -12,14 +12,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-import ray
 
 import timerl.runtime.reference  # noqa: F401  (raises the recursion limit before hypothesis records it)
 
 # One torch thread: the tests' tensors are small, and a thread pool on 2 shared cores only adds spinning.
 import torch  # noqa: E402
-
-from algorithms.local_ray import start as local_ray_start  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -80,12 +77,3 @@ def assert_values(store: dict, expected: dict, rtol: float = 1e-5, atol: float =
         want = np.asarray(want)
         assert got.shape == want.shape, f"at {key}: shape {got.shape}, expected {want.shape}"
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"at point {key}")
-
-
-@pytest.fixture(scope="session")
-def local_ray():
-    """One local Ray (2 CPUs) for every test that needs it, started on first use and shut down at the end of
-    the session: starting Ray costs ~25 s, once instead of once per test module."""
-    local_ray_start(2)
-    yield
-    ray.shutdown()

@@ -25,7 +25,7 @@ LAYERS = (
     ("compile", ("timerl.compile",)),
     ("language", ("timerl.rt",)),
     ("libraries", ("timerl.nn", "timerl.optim", "timerl.distributions", "timerl.envs", "timerl.rl")),
-    ("tools", ("timerl.memplot", "timerl.runlog", "timerl.cli", "timerl.demo")),
+    ("tools", ("timerl.memplot", "timerl.runlog", "timerl.cli", "timerl.options_doc")),
 )
 TOP = len(LAYERS) - 1  # `timerl` itself, the user-facing package, sits on top
 

@@ -95,7 +95,7 @@ def test_dry_run_of_the_chosen_swaps_is_the_pools_run_with_fused_recurrences(n_s
     member), and the byte count that chose the swaps replays outputs freed after their own last reader
     before an offload as the pool does. Its peak is the pool's, within the budget, with no reactive swap.
     About fused groups, so fusion is pinned on (with it off every op is a statement, whose outputs move as one;
-    the dry run then still equals the pool, checked by hand in session 8)."""
+    the dry run then still equals the pool)."""
     fused = trl.CompileOptions(fusion=True)
     _, plain = pixel_run("torch", n_step, steps=8, device_memory=1 << 40, swap=True, options=fused)
     budget = plain["peak_device_bytes"] * 2 // 3

@@ -1,5 +1,5 @@
 """PPO: GAE against a NumPy loop, the loss and its gradients against eager PyTorch on the same batch, the
-optimizer stepping along several update dimensions, and a short learning run. Long runs are in docs/PPO.md."""
+optimizer stepping along several update dimensions, and a short learning run. Long runs are in docs/algorithms/ppo.md."""
 
 from __future__ import annotations
 

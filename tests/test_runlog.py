@@ -41,7 +41,7 @@ def test_corrupt_event_file_is_detected(tmp_path):
     data = bytearray(log.events_path.read_bytes())
     data[-6] ^= 0xFF  # inside the last record's payload
     log.events_path.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match="corrupt"):
+    with pytest.raises(ValueError, match="corrupt"):  # a FileFormatError, a ValueError too
         read_events(log.events_path)
 
 

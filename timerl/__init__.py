@@ -7,6 +7,7 @@ from timerl.errors import (  # noqa: F401
     ScheduleError,
     ShapeError,
     TimeRLError,
+    UserCodeError,
 )
 from timerl.options import CompileOptions  # noqa: F401
 from timerl.symbolic import Cond, Expr, Symbol  # noqa: F401
@@ -31,6 +32,6 @@ def __getattr__(name: str):
 
 __all__ = [
     "Context", "CompileOptions", "RecurrentTensor", "Symbol", "Expr", "Cond", "TimeRLError", "ShapeError", "DomainError",
-    "ScheduleError", "DeviceOutOfMemoryError", "IndexOutOfRangeError", "min", "max", "tensor", "zeros", "ones", "full", "arange", "rand",
+    "ScheduleError", "DeviceOutOfMemoryError", "IndexOutOfRangeError", "UserCodeError", "min", "max", "tensor", "zeros", "ones", "full", "arange", "rand",
     "randn", "source", "placeholder", "param", "cat", "stack", "where", "gather", "index_select", "one_hot",
 ]

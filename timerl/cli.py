@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
+import os
 import pathlib
+import runpy
 import statistics
+import sys
 import time
 
 from timerl.options import CompileOptions
+from timerl.runtime.explain import EXPLAIN_VARIABLE
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -45,15 +51,13 @@ def bench_long_recurrence(steps: int = 100_000) -> None:
 
 # Iterations excluded from the median, shown together as the "first iterations" column: they pay jax's XLA compiles
 # (one per group and shape) and torch's first calls. Two, because REINFORCE's first iteration reads the initial
-# weights where later ones read the previous update: on jax its second iteration compiles the segments of the
-# steady state (0.8 s at 16 x 200, against 0.1 s for a later iteration).
+# weights where later ones read the previous update: on jax its second iteration compiles the steady state.
 WARM_UP = 2
 
 
 def _warm_up_and_rest(curve: list[dict]) -> tuple[float, float]:
-    """(seconds of the warm-up iterations, median seconds of the iterations after them). Medians, not means: on
-    the shared machine one slow iteration (another process's burst) moved a 5-iteration mean by a third (one
-    quiet run gave 1.01x eager where the rest gave 0.64-0.80x); the eager side is a median too."""
+    """(seconds of the warm-up iterations, median seconds of the iterations after them). Medians, not means: one
+    slow iteration (another process's burst) moves a short mean far; the eager side is a median too."""
     seconds = [row["iteration_seconds"] for row in curve]
     return sum(seconds[:WARM_UP]), statistics.median(seconds[WARM_UP:])
 
@@ -75,9 +79,7 @@ def bench_reinforce(iterations: int, configurations: list[tuple[int, int]], n_st
     """timerl torch and jax against the eager PyTorch REINFORCE, measured side by side in this run. Each timerl
     variant is compiled and run once (``iterations`` iterations: the warm-up, which pays jax's XLA compiles),
     then ``rounds`` rounds follow, each one eager run and one `execute()` of every variant's executable, in turn,
-    ``iterations`` iterations each: every row sees the load of the same seconds (rows measured one after another
-    each took in the load of their own minute: the ninth session's jax rows, measured last, ran 0.105-0.130 s per
-    iteration inside the bench against 0.075-0.089 s alone). A row's seconds per iteration is the median over
+    ``iterations`` iterations each, so every row sees the load of the same seconds. A row's seconds per iteration is the median over
     its rounds of the iterations after each round's first (eager's first builds its networks' optimizer state; a
     re-executed program's first row also counts the time since its previous run), wall time and CPU time
     (`time.process_time`, which a loaded machine inflates less). Torch runs single-threaded on both sides: with
@@ -222,8 +224,9 @@ def plot_reinforce_memory(out: str, iterations: int, steps: int, n_step: int | N
 
 
 def bench_window_memory() -> None:
-    print("## Memory: the window program g = y[t:min(t+4, T)].sum(0) (target: flat from T = 64 to 1024 within 1.5x)")
+    """Peak device bytes of the window program at growing ``T`` (target: flat from T = 64 to 1024 within 1.5x)."""
     ratios = _load("window_memory").main([])
+    print()
     print("target " + ("met" if all(ratio <= 1.5 for _, ratio in ratios) else "not met") + ": largest ratio "
           f"{max(ratio for _, ratio in ratios):.2f}")
 
@@ -244,16 +247,60 @@ def device_line() -> str:
     return f"{where}, jax on " + ("the CPU" if kind == "cpu" else f"{jax.devices()[0].device_kind} ({kind})")
 
 
+def run_explained(script: str, script_args: list[str]) -> None:
+    """`timerl explain script.py args...`: the script run as ``python script.py args...`` with `EXPLAIN_VARIABLE`
+    set, so that every program it executes prints `Executable.explain` to stderr after it runs."""
+    os.environ[EXPLAIN_VARIABLE] = "1"
+    sys.argv = [script, *script_args]
+    sys.path.insert(0, str(pathlib.Path(script).resolve().parent))
+    runpy.run_path(script, run_name="__main__")
+
+
+class _Tee(io.StringIO):
+    """Collects what a benchmark prints and passes it on, so a long run still shows progress."""
+
+    def __init__(self, stream) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(text)
+        return super().write(text)
+
+
+def section(name: str, title: str, command: str, run, *args, write: bool = True,
+            path: pathlib.Path | None = None) -> None:
+    """Run one benchmark and write what it prints into section ``name`` of docs/benchmarks.md, or of ``path``
+    (`benchmarks.report.write_section`: stamped with the machine, commit, date and ``command``)."""
+    print(f"## {title}")
+    tee = _Tee(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        run(*args)
+    print()
+    if write:
+        report = _load("report")
+        report.write_section(name, title, f"{DEVICE[0]}\n\n{tee.getvalue()}", command, path or report.DOCS)
+
+
+DEVICE = [""]  # the device line of this run, set by `main` before the first section
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="timerl")
     commands = parser.add_subparsers(dest="command", required=True)
-    bench = commands.add_parser("bench", help="benchmarks against baselines measured in the same run")
+    bench = commands.add_parser("bench", help="benchmarks against baselines measured in the same run; the tables "
+                                              "are written into docs/benchmarks.md")
     bench.add_argument("--iterations", type=int, default=5, help="timed iterations per row (REINFORCE: medians)")
     bench.add_argument("--quick", action="store_true", help="16 envs x 200 steps, Monte Carlo only")
+    bench.add_argument("--no-write", dest="write", action="store_false",
+                       help="print the tables only; leave docs/benchmarks.md as it is")
     bench.add_argument("suite", nargs="?", default="all", choices=("all", "ppo", "passes", "memory"),
                        help="ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/; "
                             "passes: REINFORCE with each compile switch off; memory: the window program and the "
                             "large-observation experiment (paper Fig. 10, 11)")
+    explain = commands.add_parser("explain", help="run a script; print how each statement of its programs runs")
+    explain.add_argument("script")
+    explain.add_argument("script_args", nargs=argparse.REMAINDER)
     plot = commands.add_parser("plot-memory", help="draw REINFORCE's memory timeline next to its schedule (PNG)")
     plot.add_argument("--out", default="memory.png")
     plot.add_argument("--iterations", type=int, default=3)
@@ -263,45 +310,48 @@ def main(argv: list[str] | None = None) -> None:
     plot.add_argument("--pixels", type=int, default=None, help="image observations, 3 x PIXELS x PIXELS")
     plot.add_argument("--device-memory", type=int, default=None, help="a budget in bytes, with swap=True")
     args = parser.parse_args(argv)
+    if args.command == "explain":
+        run_explained(args.script, args.script_args)
+        return
     if args.command == "plot-memory":
         plot_reinforce_memory(args.out, args.iterations, args.steps, args.n_step, args.backend, args.pixels,
                               args.device_memory)
         return
-    if args.command == "bench":
-        print(f"Device: {device_line()}")
-        print()
-    if args.command == "bench" and args.suite == "ppo":
-        bench_ppo(args.iterations, args.quick)
+    DEVICE[0] = f"Device: {device_line()}"
+    print(DEVICE[0])
+    print()
+    quick = " --quick" if args.quick else ""
+    command = f"timerl bench {args.suite}{quick} --iterations {args.iterations}"
+    write = args.write
+
+    def run(name: str, title: str, function, *function_args) -> None:
+        section(name, title, command, function, *function_args, write=write)
+
+    if args.suite == "ppo":
+        run("ppo-sweep", "PPO: one parameter at a time against eager PyTorch (paper Fig. 9)", bench_ppo,
+            args.iterations, args.quick)
         return
-    if args.command == "bench" and args.suite == "passes":
-        bench_passes(args.iterations, ("torch",) if args.quick else ("torch", "jax"))
+    if args.suite == "passes":
+        run("passes", "Each compile switch's effect on REINFORCE (Monte Carlo, 16 envs x 200 steps)", bench_passes,
+            args.iterations, ("torch",) if args.quick else ("torch", "jax"))
         return
-    if args.command == "bench" and args.suite == "memory":
-        bench_window_memory()
-        print()
-        print("## Large observations: pixel REINFORCE under a 10 MB device budget (paper Fig. 10, 11)")
-        _load("large_observations").main(["--sizes", "32", "64"] if args.quick else [])
+    if args.suite == "memory":
+        run("window-memory", "Memory: the window program g = y[t:min(t+4, T)].sum(0)", bench_window_memory)
+        run("large-observations", "Large observations: pixel REINFORCE under a 10 MB device budget "
+            "(paper Fig. 10, 11)", _load("large_observations").main, ["--sizes", "32", "64"] if args.quick else [])
         return
-    if args.command == "bench":
-        print("## Scheduler: a 48-op program over (b, i, t)")
-        bench_program50()
-        print()
-        print("## A long recurrence: a running sum over 100,000 steps on the reference interpreter")
-        bench_long_recurrence()
-        print()
-        print("## REINFORCE")
-        configurations = [(16, 200)] if args.quick else [(16, 200), (64, 100)]
-        bench_reinforce(args.iterations, configurations, (None,) if args.quick else (None, 8))
-        print()
-        print("## REINFORCE with the RT CartPole (simulator='rt') on jax")
-        bench_rt_cartpole(args.iterations)
-        print()
-        print("## Each compile switch's effect on REINFORCE (Monte Carlo, 16 envs x 200 steps)")
-        bench_passes(args.iterations, ("torch",) if args.quick else ("torch", "jax"))
-        print()
-        bench_window_memory()
-        print()
-        print("The MMapGame baselines have their own benchmark: python -m algorithms.mmap bench")
+    run("program50", "Scheduler: a 48-op program over (b, i, t)", bench_program50)
+    run("long-recurrence", "A long recurrence: a running sum over 100,000 steps on the reference interpreter",
+        bench_long_recurrence)
+    configurations = [(16, 200)] if args.quick else [(16, 200), (64, 100)]
+    run("reinforce", "REINFORCE against eager PyTorch", bench_reinforce, args.iterations, configurations,
+        (None,) if args.quick else (None, 8))
+    run("reinforce-rt-jax", "REINFORCE with the RT CartPole (simulator='rt') on jax against a lax.scan",
+        bench_rt_cartpole, args.iterations)
+    run("passes", "Each compile switch's effect on REINFORCE (Monte Carlo, 16 envs x 200 steps)", bench_passes,
+        args.iterations, ("torch",) if args.quick else ("torch", "jax"))
+    run("window-memory", "Memory: the window program g = y[t:min(t+4, T)].sum(0)", bench_window_memory)
+    print("The MMapGame baselines have their own benchmark: python -m algorithms.mmap bench")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,15 @@ class DeviceOutOfMemoryError(TimeRLError):
     """The program cannot fit the device memory, even with swapping."""
 
 
+class UserCodeError(TimeRLError):
+    """An exception raised by the user's own code (a source, sink, UDF or environment) while the program ran;
+    the original exception is its ``__cause__``."""
+
+
+class FileFormatError(TimeRLError, ValueError):
+    """A file handed to timerl (weights, a workload, a log) that is missing, truncated or malformed."""
+
+
 def user_location() -> str:
     """``file:line`` of the innermost stack frame outside the timerl package."""
     frame = sys._getframe(1)
@@ -48,6 +57,26 @@ def user_location() -> str:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"
+
+
+def raised_at(error: BaseException) -> str:
+    """``file:line`` of the innermost frame of ``error``'s traceback outside the timerl package (where the
+    user's code raised it), or ``""``."""
+    found = ""
+    traceback = error.__traceback__
+    while traceback is not None:
+        filename = os.path.abspath(traceback.tb_frame.f_code.co_filename)
+        if not filename.startswith(_PACKAGE_ROOT + os.sep):
+            found = f"{traceback.tb_frame.f_code.co_filename}:{traceback.tb_lineno}"
+        traceback = traceback.tb_next
+    return found
+
+
+def user_code_error(what: str, error: BaseException) -> UserCodeError:
+    """``error``, raised by user code that ``what`` names (an RT and the line that created it, a point), as a
+    `UserCodeError`; raise it ``from error`` so the original stays chained."""
+    where = raised_at(error)
+    return UserCodeError(f"{what}: {type(error).__name__}: {error}" + (f" (raised at {where})" if where else ""))
 
 
 # ---- argument checks of the public API: each names the argument and the user's line ----------------------------

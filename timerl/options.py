@@ -34,8 +34,7 @@ class CompileOptions:
     contributions: bool = True
     """Gradient nodes whose every contribution is read at their own point from an op evaluable everywhere
     become plain sums (`timerl.pdg.contributions`): the backward pass then fuses like the forward pass, and
-    isl schedules far fewer statements (PPO: compile 4.5 s -> 0.8 s; REINFORCE's learning over ``t`` becomes
-    one statement). isl may then place a once-per-iteration statement at the first or last step of a loop;
+    isl schedules far fewer statements (REINFORCE's learning over ``t`` becomes one statement). isl may then place a once-per-iteration statement at the first or last step of a loop;
     such parts move out of the loop (`timerl.sched.peel`), so the loop still runs batched."""
     algebra: bool = True
     """Algebraic simplification (`timerl.pdg.algebra`): ops that return an input unchanged are read through."""
@@ -58,8 +57,7 @@ class CompileOptions:
     """Dataflow groups (paper §5.4): ops on the same points joined by identity reads become one statement."""
     state_fusion: bool = True
     """A placeholder that only carries one group's state from one step to the next runs inside that group, at
-    its points (`timerl.sched.group._absorb_own_state`; with ``fusion``): the RT MMapGame's move, 21 -> 13
-    statements."""
+    its points (`timerl.sched.group._absorb_own_state`; with ``fusion``): fewer statements for a game's move."""
     per_iteration_fusion: bool = True
     """Statements that run once per outer iteration (parameters, optimizer state) share one isl statement per
     kind (`timerl.sched.group._fuse_per_iteration`); never together with a memory-aware schedule."""
@@ -85,8 +83,7 @@ class CompileOptions:
     """torch: a group's pure kernels run as one function compiled by TorchInductor (C++ loops on the CPU;
     `timerl.runtime.torch_plan`) instead of one Python call and dispatch per op; then ``matmul_add``,
     ``donation`` and ``prefetch_draws`` do not apply. Off by default: compiling takes seconds for a small group
-    and minutes for a large one (the RT MMapGame's move: ~2 minutes on a loaded 2-core machine), which pays
-    only for a group run many times (plan once, run many)."""
+    and minutes for a large one, which pays only for a group run many times (plan once, run many)."""
     matmul_add: bool = True
     """torch: ``x @ w + b`` read nowhere else becomes one ``addmm`` (`timerl.runtime.fusions.matmul_adds`)."""
     donation: bool = True

@@ -89,8 +89,11 @@ class Env:
             self._vector = gymnasium.vector.SyncVectorEnv(
                 [lambda: gymnasium.make(name, **kwargs) for _ in range(num_envs)],
                 autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)
-        except gymnasium.error.Error as error:
-            raise TimeRLError(f"{user_location()}: cannot make environment {name!r}: {error}") from None
+        except Exception as error:  # gymnasium's own errors, and an option the environment does not take
+            kind = ArgumentError if isinstance(error, TypeError) else TimeRLError
+            raise kind(f"{user_location()}: cannot make environment {name!r}"
+                       f"{' with ' + ', '.join(sorted(kwargs)) if kwargs else ''}: {type(error).__name__}: "
+                       f"{error}") from error
         self.name, self.num_envs, self.seed = name, num_envs, seed
         observation_space = self._vector.single_observation_space
         action_space = self._vector.single_action_space

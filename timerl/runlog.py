@@ -21,13 +21,16 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from timerl.errors import FileFormatError
+from timerl.files import child_path, read_bytes
+
 
 class RunLog:
     """``progress.csv`` (one row per ``write``; columns fixed by the first row) and a TensorBoard event file
     with one scalar per numeric entry, tagged ``charts/<name>``."""
 
     def __init__(self, logdir: str | os.PathLike, run_name: str) -> None:
-        self.directory = Path(logdir) / run_name
+        self.directory = child_path(logdir, run_name, "run_name")
         self.directory.mkdir(parents=True, exist_ok=True)
         self._csv_file = open(self.directory / "progress.csv", "w", newline="")
         self._csv: csv.DictWriter | None = None
@@ -160,18 +163,29 @@ def _event(wall_time: float, step: int, file_version: str | None = None,
 
 def read_events(path: str | os.PathLike) -> list[dict[str, Any]]:
     """Every event of a TensorBoard event file as ``{"wall_time", "step", "scalars": {tag: value}}``
-    (plus ``file_version`` on the first); checks every CRC."""
-    data = Path(path).read_bytes()
+    (plus ``file_version`` on the first); checks every CRC. A truncated or corrupt file is a `FileFormatError`
+    naming the file and the byte where its bad record starts."""
+    data = read_bytes(path, "event file")
     events, offset = [], 0
     while offset < len(data):
+        if len(data) - offset < 12:
+            raise FileFormatError(f"{path}: truncated event file: {len(data) - offset} bytes of a record header at "
+                                  f"byte {offset}")
         header = data[offset:offset + 8]
         (length,) = struct.unpack("<Q", header)
         if struct.unpack("<I", data[offset + 8:offset + 12])[0] != _masked(crc32c(header)):
-            raise ValueError(f"{path}: corrupt record length at byte {offset}")
+            raise FileFormatError(f"{path}: corrupt record length at byte {offset}")
+        if len(data) - offset - 16 < length:
+            raise FileFormatError(f"{path}: truncated event file: the record at byte {offset} claims {length} "
+                                  f"bytes, {max(len(data) - offset - 16, 0)} follow")
         body = data[offset + 12:offset + 12 + length]
         if struct.unpack("<I", data[offset + 12 + length:offset + 16 + length])[0] != _masked(crc32c(body)):
-            raise ValueError(f"{path}: corrupt record at byte {offset}")
-        events.append(_parse_event(body))
+            raise FileFormatError(f"{path}: corrupt record at byte {offset}")
+        try:
+            events.append(_parse_event(body))
+        except (ValueError, IndexError, KeyError, struct.error) as error:
+            raise FileFormatError(f"{path}: the record at byte {offset} is not a TensorBoard event: "
+                                  f"{type(error).__name__}: {error}") from error
         offset += 16 + length
     return events
 

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from algorithms import local_ray
 from algorithms.egrl.chip import Chip, compiler_mapping
 from algorithms.egrl.learners import METHODS, Result, Settings, run
 from algorithms.egrl.plot import plot_curves, plot_mapping
@@ -94,8 +95,10 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--backend", default="torch", choices=("reference", "torch", "jax"))
     parser.add_argument("--workers", type=int, default=0,
                         help="local Ray actors for the population's evaluations (0: in this process; same results)")
+    local_ray.add_address_argument(parser)
     parser.add_argument("--out", default="results/egrl", help="folder for the PNGs, table.txt, results.json")
     args = parser.parse_args(argv)
+    local_ray.use_address(getattr(args, "ray_address", None))
     settings = Settings(budget=args.budget, generations_per_step=args.generations_per_step, backend=args.backend,
                         workers=args.workers)
     text = bench(args.methods, args.workloads, args.seeds, settings, args.out)

@@ -32,6 +32,7 @@ from algorithms.egrl.chip import Assessment, Chip, compiler_mapping
 from algorithms.egrl.evaluate import Evaluator, Replay, sample_mapping
 from algorithms.egrl.policy import Architecture, coarsen
 from algorithms.egrl.population import Population
+from algorithms.egrl.spec import NNPI, ChipSpec
 from algorithms.egrl.workers import Workers
 from algorithms.egrl.workloads import WorkloadGraph
 
@@ -52,6 +53,7 @@ class Settings:
     backend: str = "torch"
     optimize: bool = True
     workers: int = 0  # Ray actors for the population's evaluations (0: in this process); same results either way
+    chip: ChipSpec = NNPI
 
 
 @dataclass
@@ -66,7 +68,7 @@ class Result:
 
 
 def run(method: str, graph: WorkloadGraph, seed: int, settings: Settings = Settings()) -> Result:
-    chip = Chip(graph.workload, noise=settings.noise, seed=seed)
+    chip = Chip(graph.workload, noise=settings.noise, seed=seed, spec=settings.chip)
     evaluator = Evaluator(chip, settings.budget)
     rng = np.random.default_rng(seed)
     if method == "compiler":
@@ -104,12 +106,12 @@ def _workers(graph: WorkloadGraph, population: Population | None, settings: Sett
     session, is ended first (the actors hold a CPU each)."""
     if population is None or settings.workers == 0:
         return None
-    key = (graph.workload.name, settings.workers, settings.arch)
+    key = (graph.workload.name, settings.workers, settings.arch, settings.chip)
     if key not in _WORKERS or not _WORKERS[key].alive:
         for stale in _WORKERS.values():
             stale.close()
         _WORKERS.clear()
-        _WORKERS[key] = Workers(settings.workers, graph.workload, population.context)
+        _WORKERS[key] = Workers(settings.workers, graph.workload, population.context, settings.chip)
     return _WORKERS[key]
 
 

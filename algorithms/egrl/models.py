@@ -108,5 +108,6 @@ class Bert(nn.Module):
 MODELS = {
     "resnet50": (lambda: ResNet((3, 4, 6, 3)), (1, 3, 224, 224)),
     "resnet101": (lambda: ResNet((3, 4, 23, 3)), (1, 3, 224, 224)),
-    "bert": (Bert, (1, 128)),
+    "bert": (Bert, (1, 128)),  # BERT-large, 128 tokens
+    "bert_base": (lambda: Bert(layers=12, hidden=768, heads=12, intermediate=3072), (1, 128)),
 }

@@ -22,14 +22,15 @@ import torch
 from algorithms import local_ray
 from algorithms.egrl.chip import Assessment, Chip, Workload
 from algorithms.egrl.population import GNN, Context, Member
+from algorithms.egrl.spec import NNPI, ChipSpec
 
 
 class _Actor:
     """One worker: a noise-free chip and the members' context."""
 
-    def __init__(self, workload: Workload, context: Context) -> None:
+    def __init__(self, workload: Workload, context: Context, spec: ChipSpec = NNPI) -> None:
         torch.set_num_threads(1)  # the kernels are small; one thread per worker process
-        self.chip, self.context = Chip(workload, noise=0.0), context
+        self.chip, self.context = Chip(workload, noise=0.0, spec=spec), context
 
     def act_and_assess(self, members: list[Member], noises: list[np.ndarray]) -> list[tuple[np.ndarray, Assessment]]:
         results = []
@@ -46,12 +47,12 @@ class Workers:
     """``count`` Ray actors for one workload; `act_and_assess` is `population.Assessor`. Starts a local Ray with
     ``count`` CPUs when none is running. Call `close` (or use ``with``) to end the actors."""
 
-    def __init__(self, count: int, workload: Workload, context: Context) -> None:
+    def __init__(self, count: int, workload: Workload, context: Context, spec: ChipSpec = NNPI) -> None:
         if count < 1:
             raise ValueError(f"workers: need at least 1, got {count}")
         local_ray.start(count)
         self.session = ray.get_runtime_context().get_job_id()
-        self.actors = [_RemoteActor.remote(workload, context) for _ in range(count)]
+        self.actors = [_RemoteActor.remote(workload, context, spec) for _ in range(count)]
 
     @property
     def alive(self) -> bool:

@@ -7,9 +7,12 @@ How ops merge into layers (what a compiler would fuse, so that a layer is a tens
 - batch norm (folded into the conv's weights), activations, dropout, residual adds, scaling, views, reshapes,
   flatten and indexing fold into the layer that produced their first input: that layer's output becomes
   theirs, and their other inputs become edges into it.
+- any other module with parameters of its own (a Conv1d, a GRU, ...) starts a layer of kind ``other``.
 This gives 57 layers for ResNet-50 (53 convs, max pool, average pool, fc and the input), 108 for ResNet-101,
-and 366 for BERT-large at sequence length 128 (24 x 15 per encoder layer, input, three embeddings, their
-layer norm, pooler), close to the paper's 57 / 108 / 376. Tensors are int8 and the batch is 1. An embedding
+366 for BERT-large at sequence length 128 (24 x 15 per encoder layer, input, three embeddings, their
+layer norm, pooler), close to the paper's 57 / 108 / 376, and 186 for BERT-base at 128 tokens.
+
+`workload_from_torch(model, example_input)` does the same for a user's own network. Tensors are int8 and the batch is 1. An embedding
 layer stores its whole table but reads only the rows of its 128 tokens per inference (`Workload.weight_reads`).
 
 The 19 node features are the paper's Table 1, in its order: op id, weight bytes, ifm x / y / z, ofm x / y / z,
@@ -32,15 +35,24 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from algorithms.egrl.chip import Workload
 from algorithms.egrl.models import MODELS
+from timerl.errors import TimeRLError, user_location
 
 FEATURES = ("opid", "weight_size", "ifm_x", "ifm_y", "ifm_z", "ofm_x", "ofm_y", "ofm_z", "ifm_size", "ofm_size",
             "n_ops_left", "n_w_left", "groups", "kernel_x", "kernel_y", "stride", "pad", "dilation", "batch")
 OP_KINDS = ("input", "conv", "linear", "maxpool", "avgpool", "embedding", "layernorm", "matmul", "softmax",
-            "layout")
+            "layout", "other")
+WORKLOADS = tuple(MODELS)  # resnet50, resnet101, bert (BERT-large, 128 tokens), bert_base (BERT-base, 128 tokens)
+
+
+class WorkloadError(TimeRLError):
+    """A network `workload_from_torch` cannot turn into a workload."""
+
 _LAYER_MODULES = {nn.Conv2d: "conv", nn.Linear: "linear", nn.MaxPool2d: "maxpool", nn.AdaptiveAvgPool2d: "avgpool",
                   nn.Embedding: "embedding", nn.LayerNorm: "layernorm"}
-_LAYER_FUNCTIONS = {torch.matmul: "matmul", torch.softmax: "softmax"}
+_LAYER_FUNCTIONS = {torch.matmul: "matmul", operator.matmul: "matmul", torch.bmm: "matmul",
+                    torch.softmax: "softmax", nn.functional.softmax: "softmax"}
 _LAYOUT_METHODS = ("permute", "transpose")
+_LAYER_METHODS = {"softmax": "softmax", "matmul": "matmul"}
 
 
 @dataclass
@@ -89,11 +101,18 @@ def _classify(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str | None:
     if node.op == "placeholder":
         return "input"
     if node.op == "call_module":
-        return _LAYER_MODULES.get(type(modules[node.target]))
+        module = modules[node.target]
+        kind = _LAYER_MODULES.get(type(module))
+        if kind is None and not isinstance(module, nn.modules.batchnorm._BatchNorm) and any(
+                True for _ in module.parameters(recurse=False)):
+            return "other"
+        return kind
     if node.op == "call_function":
         return _LAYER_FUNCTIONS.get(node.target)
     if node.op == "call_method" and node.target in _LAYOUT_METHODS:
         return "layout"
+    if node.op == "call_method":
+        return _LAYER_METHODS.get(node.target)
     return None
 
 
@@ -115,9 +134,40 @@ def trace(name: str) -> WorkloadGraph:
     build, input_shape = MODELS[name]
     with torch.device("meta"):
         model = build().eval()
-        example = torch.zeros(input_shape, dtype=torch.long) if name == "bert" else torch.zeros(input_shape)
+        tokens = name.startswith("bert")
+        example = torch.zeros(input_shape, dtype=torch.long) if tokens else torch.zeros(input_shape)
     graph_module = torch.fx.symbolic_trace(model)
     ShapeProp(graph_module).propagate(example)
+    return _layers_of(name, graph_module)
+
+
+def workload_from_torch(model: nn.Module, example_input, name: str | None = None) -> WorkloadGraph:
+    """A user's network as a workload: ``model`` traced with torch.fx, its shapes propagated with
+    ``example_input`` (one tensor, or a tuple of them, batch first; the batch is node feature 19), its ops merged
+    into layers as for the built-in workloads (module docstring), each with the paper's 19 features. Its tensors
+    count elements; the chip's dtype makes them bytes. Raises `WorkloadError` when torch.fx cannot trace it."""
+    where = user_location()
+    if not isinstance(model, nn.Module):
+        raise WorkloadError(f"{where}: model must be a torch.nn.Module, got {type(model).__name__}")
+    inputs = example_input if isinstance(example_input, tuple) else (example_input,)
+    if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
+        raise WorkloadError(f"{where}: example_input must be a tensor or a tuple of tensors")
+    try:
+        graph_module = torch.fx.symbolic_trace(model)
+    except Exception as error:  # torch.fx raises whatever the traced Python code raises
+        raise WorkloadError(f"{where}: torch.fx cannot trace {type(model).__name__}: {error}") from None
+    with torch.no_grad():
+        try:
+            ShapeProp(graph_module).propagate(*inputs)
+        except Exception as error:
+            raise WorkloadError(f"{where}: running {type(model).__name__} on example_input failed: {error}") from None
+    graph = _layers_of(name or type(model).__name__, graph_module)
+    if graph.workload.size < 2:
+        raise WorkloadError(f"{where}: {type(model).__name__} has no layer to map (no conv, linear, ...)")
+    return graph
+
+
+def _layers_of(name: str, graph_module: torch.fx.GraphModule) -> WorkloadGraph:
     modules = dict(graph_module.named_modules())
     layers: list[_Layer] = []
     owner: dict[torch.fx.Node, int] = {}
@@ -185,7 +235,7 @@ def _first(value) -> int:
 
 @functools.lru_cache(maxsize=None)
 def load(name: str) -> WorkloadGraph:
-    """The traced graph of ``resnet50``, ``resnet101`` or ``bert`` (cached per process)."""
+    """The traced graph of one of `WORKLOADS` (cached per process)."""
     if name not in MODELS:
         raise ValueError(f"unknown workload {name!r}; choose one of {', '.join(MODELS)}")
     return trace(name)

@@ -26,10 +26,9 @@ the DMA's setup time (`DmaSpec.latency_seconds`, 0.5 us) plus its bytes over the
 (`problem.with_copy_setup`), the game whose rewards agree with the simulator (a copy whose window covers its
 demand does not stall there). Benefits, supplies and latency tables are unchanged, so rewards and cost-model
 latencies are the paper's; a mapping of the setup game is valid in the bytes-only game too. ``copy_setup_seconds``
-0 (the CLI's `--bytes-only`) plays the bytes-only game of `costmodel.demand_picoseconds`, as before the tenth
-session. Every mapping is checked in the game it was played in.
+0 (the CLI's `--bytes-only`) plays the bytes-only game of `costmodel.demand_picoseconds`. Every mapping is checked in the game it was played in.
 
-Sizes: `WORKLOADS` are the eight of 131-256 buffers of the ninth session's table; `LARGE_WORKLOADS` eight of
+Sizes: `WORKLOADS` are the eight workloads of 131-256 buffers; `LARGE_WORKLOADS` eight of
 301-5,597 buffers (paper Table 2 spans 300-9,888), where a budget that grows with the workload
 (`scaled_seconds`: ``seconds`` x buffers / `SCALE_BUFFERS`, at least ``seconds``) is the fair one: a game is
 as many moves as buffers, so a fixed budget would buy a large workload's agents fewer games.

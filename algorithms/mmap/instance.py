@@ -9,9 +9,10 @@ Buffers are listed chronologically; the game visits them in that order.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from timerl.files import read_json
 
 WORKLOAD_DATA_DIR = Path(__file__).parent / "workloads" / "data"
 
@@ -72,5 +73,5 @@ def load_named_instance(name: str) -> Instance:
         path = WORKLOAD_DATA_DIR / f"{name}.json"
         if not path.exists():
             raise KeyError(f"no workload named {name!r} in {WORKLOAD_DATA_DIR}") from None
-        return as_instance(json.loads(path.read_text()))
+        return as_instance(read_json(path, "workload file"))
     return as_instance(load_workload(name))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from algorithms import local_ray
 from algorithms.mmap.bench import COPY_SETUP_SECONDS
 from algorithms.muzero.agent import MuZeroConfig
 from algorithms.muzero.bench import SMALL_WORKLOADS, bench_workload, markdown
@@ -21,9 +22,11 @@ def main(argv=None) -> None:
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--out", default="muzero_bench", help="prefix of the JSON and PNG files")
     bench.add_argument("--workers", type=int, default=1, help="self-play actors; more than one run on local Ray")
+    local_ray.add_address_argument(bench)
     bench.add_argument("--bytes-only", action="store_true",
                        help="play the bytes-only game (default: the setup game, algorithms.mmap.bench.game_problem)")
     args = parser.parse_args(argv)
+    local_ray.use_address(getattr(args, "ray_address", None))
     rows = []
     config = MuZeroConfig(workers=args.workers)
     for name in args.workloads:

@@ -27,9 +27,8 @@ temperature falls over `selfplay_share` of the budget.
 
 Before the first round the replay buffer receives `demonstrations` copies of the production heuristic's game
 (`algorithms.mmap.baselines.heuristic`), reanalysed: the search's targets on the heuristic's states (these
-searches run inside the budget, at the first learner step). (One-hot
-targets on the heuristic's moves made the greedy game copy the heuristic's NoCopy-first play: 0.83 -> 0.38 on
-transformer_decode, where the heuristic is worse than random play.) The learner's step count follows the budget
+searches run inside the budget, at the first learner step), rather than one-hot targets on its moves, which
+would teach the heuristic's play where it is worse than random play. The learner's step count follows the budget
 (`MuZeroConfig.learner_steps`).
 """
 
@@ -72,43 +71,28 @@ class MuZeroConfig:
     simulations: int = 16
     max_depth: int = 4
     search: str = "gumbel"
-    """The search (`SearchConfig.search`): "puct" (MuZero's: actions drawn from the visit counts at the temperature,
-    the visit distribution as the policy target) or "gumbel" (Gumbel MuZero's: the search's action, Gumbel noise at
-    the root in place of Dirichlet noise and temperature, the improved policy as the policy target). Gumbel: at 15
-    CPU s its reward was above pUCT's on average over the bench's 8 workloads at seeds 0 and 1 (0.419 / 0.426
-    against 0.409 / 0.415; per workload 6 higher, 6 lower, 4 equal; README, "Tenth session")."""
+    """The search (`SearchConfig.search`): "puct" (MuZero's: actions drawn from the visit counts at the temperature, the
+    visit distribution as the policy target) or "gumbel" (Gumbel MuZero's: the search's action, Gumbel noise at the
+    root, the improved policy as the target). Gumbel by default: it finds better games at a budget of seconds."""
     gumbel_temperature: bool = False
     """Under "gumbel": the root's Gumbel draws scaled by the temperature schedule (1.0 -> 0.2), so the round's
     sampled games move towards the search's own choice as the budget runs out (`SelfPlay.gumbel_temperature`)."""
     min_q_range: float = 1.0
-    """`SearchConfig.min_q_range` in self-play, in reward units (REWARD_SCALE = 100 is the best saving, so 1% of it):
-    with mctx's 1e-8, the untrained networks' near-equal Q values (differences of 0.004) were stretched to [0, 1],
-    the visit counts followed that noise, and the policy learned it: mlp_sgd's greedy game went to all-Drop
-    (0.362 -> 0.000) within 20 learner steps."""
+    """`SearchConfig.min_q_range` in self-play, in reward units (1% of the best saving): below it, untrained networks'
+    near-equal Q values would be stretched to [0, 1] and the search would follow their noise."""
     steps_per_round: int = 20
     iterations: int | None = None
     """Learner steps; None: `steps_per_second` per second of the budget (a multiple of `steps_per_round`)."""
     steps_per_second: float = 20.0
-    """A learner step (batch 16, K = 5, torch) costs about 0.0095 CPU s here, so 20 per second of budget
-    keep the learner near a fifth of it and self-play, Reanalyse and the final round the rest."""
+    """Learner steps per CPU second of the budget: about a fifth of the budget for the learner, the rest for self-play,
+    Reanalyse and the final round."""
     selfplay_share: float = 0.7
     reanalyse_fraction: float = 0.5
     n_step: int = 10
     learner: LearnerConfig = LearnerConfig(lr=3e-3, final_lr=2e-4, decay_steps=300)
-    """Adam from 3e-3 down to the paper's 2e-4 (Table 6, for 24-hour runs) by a cosine over the run's first 300
-    learner steps (all of them at 15 CPU s), 2e-4 after them (`learner.learning_rate`): at the few hundred steps
-    of batch 16 that a budget of seconds buys, 2e-4 throughout leaves the networks near their initial ones
-    (transformer_decode, 100 steps: the loss 6.7 -> 5.5 at 2e-4, -> 3.2 at 1e-3 and 3e-3). On a 55-buffer
-    synthetic workload, 300 steps at 3e-3 raise the sampled games' mean return from 0.24-0.29 to 0.38-0.40 (four
-    seeds; 1e-3 at 160 steps: no rise): `tests/muzero/test_muzero_training.py`.
-    The decay (twelfth session): at a constant 3e-3 the noise-free game climbed and then collapsed within 15 CPU s
-    (cnn_sgd 0.480 -> 0.354 at round 11 of 17, transformer_decode 0.713 -> 0.587), the networks pulling the
-    incumbent's search off it; with the decay, at 15 CPU s on four workloads and seeds 0 and 1, the best game's
-    mean rose 0.540 -> 0.566 (seed 0) and 0.543 -> 0.552 (seed 1), higher on 5 of 8 cells, lower on 2. At 60 CPU s
-    (1,200 steps, seed 0, one run each) the decay over 300 steps found 0.5019 / 0.5522 / 0.7125 on
-    autoencoder_momentum / dqn_update_adam / transformer_decode, the decay over the whole run 0.4885 / 0.5142 /
-    0.7152, the constant 3e-3 0.4943 / - / 0.7152; autoencoder_momentum's noise-free game over the last 15 rounds
-    averaged 0.471 / 0.424 / 0.269 (README, "Twelfth session")."""
+    """Adam from 3e-3 down to the paper's 2e-4 (Table 6) by a cosine over the first 300 learner steps: at the few
+    hundred steps a budget of seconds buys, 2e-4 throughout leaves the networks near their initial ones, and a constant
+    3e-3 lets the best game collapse late in a run (`tests/muzero/test_muzero_training.py`)."""
     sizes: Sizes = Sizes()
     seed: int = 0
     backend: str = "torch"  # the learner program's
@@ -124,84 +108,49 @@ class MuZeroConfig:
     its own moves as policy targets, its exact returns as value targets); 0 for none."""
 
     best_seed_share: float = 1.0
-    """The share of a round's games (its first ones, the greedy game among them) whose roots are seeded from the
-    best game found so far (its final move at each buffer where legal, else the greedy policy's:
-    `seeding.BestSeed`) at seed weight `best_seed_weight`, so they search around the incumbent; 0: every root is
-    seeded with the greedy policy's move (`seed_weight`). Measured at 15 CPU s, seed 0, one run per cell (README,
-    "Eleventh session"): share 1 at weight 0.8 against 0 raised the best game on 6 of 8 workloads
-    (autoencoder_momentum 0.4613 -> 0.5001, dqn_update_adam 0.4595 -> 0.4997), the same on mlp_sgd, lower on
-    cnn_sgd (0.4904 -> 0.4541); weight 0.5 (0.444 / 0.4501) and share 0.5 or 0.25 (0.490 / 0.461, 0.491 / 0.449)
-    found less on those two. Without learning (lr 0) the same seeding found 0.4724 / 0.4582: the trained
-    networks' search is what moves the incumbent."""
+    """The share of a round's games (its first ones, the greedy game among them) whose roots are seeded from the best
+    game found so far (`seeding.BestSeed`) at `best_seed_weight`, so they search around the incumbent; 0: every root is
+    seeded with the greedy policy's move (`seed_weight`)."""
     best_seed_weight: float = 0.8
     """How much of a best-seeded root's prior is the best game's move (`seed_weight` is the greedy-seeded roots',
     Reanalyse's and the demonstration's)."""
 
     mutant_share: float = 0.0
-    """The share of a round's best-seeded games (its last ones; never the greedy game) whose roots are seeded from a
-    mutated copy of the best game (`mutant`, one per game) instead, as ES perturbs its elite: restarts near the
-    incumbent, so that the search leaves its local optimum; 0 for none. Not kept (twelfth session, 15 CPU s, seed
-    0, mlp_sgd / cnn_sgd / dqn_update_adam / transformer_decode, one run each): share 0.5 at rate 0.1 moved mlp_sgd
-    off the greedy seed's 0.4927 (0.5018, the only variant that did at seed 0) but with the learning-rate decay
-    found 0.4910 / 0.5197 / 0.6966 on the other three against the decay alone's 0.5044 / 0.5510 / 0.7152; share
-    0.25: 0.4927 / 0.4942 / 0.4852 / 0.7249; rate 0.2: 0.4927 on mlp_sgd; `mutate_when_stalled`: 0.4927 /
-    0.5248 / 0.4571 / 0.7125. Random flips find less than the Gumbel draws around the incumbent they replace."""
+    """The share of a round's best-seeded games (never the greedy game) whose roots are seeded from a mutated copy of
+    the best game, as ES perturbs its elite; 0 (the default) for none: random flips find less than the Gumbel draws
+    around the incumbent."""
     mutation_rate: float = 0.1
     """A mutant's chance per buffer of another move than the best game's (`mutant`)."""
     mutate_when_stalled: bool = False
     """Mutants only in a round after one that found no better game (the incumbent's neighbourhood searched out)."""
 
     extra_rounds: int = 4
-    """Rounds beyond one per `steps_per_round` learner steps: after a round, up to this many more at once while the
-    budget has room for one besides the learner's remaining steps and a longest round for each remaining one
-    (`_Run.spare`); 0 for none. (The cap keeps a run finite under a budget far above it, as in the training test;
-    the A/B runs below at seeds 0 and 1 had none.)
-    The learner's steps follow the budget (`steps_per_second`), a round comes every 20 of them, so where rounds are
-    cheap (cnn_sgd, rnn_cond_scan_sgd, dqn_update_adam: 0.53-0.56 CPU s) a 15 s run ended at 11.8-13.2 s. With it
-    (fourteenth session, 15 CPU s, the 8 small workloads, seeds 0 and 1, one run per cell; README) those runs use
-    14.2-14.7 s and play 18-23 rounds (17 before): cnn_sgd 0.5044 / 0.5149 -> 0.5140 / 0.5403, rnn_cond_scan_sgd
-    0.1253 / 0.1442 -> 0.1441 / 0.1486, dqn_update_adam 0.5510 / 0.5142 -> 0.5504 / 0.4867, autoencoder_momentum
-    0.5014 / 0.4992 -> 0.5014 / 0.4954; the other four play as many rounds as before (their rounds fill the budget)
-    and find the same (mlp_sgd at seed 0 0.5286 -> 0.5104: one round fewer by the clock, no extra round)."""
+    """Rounds beyond one per `steps_per_round` learner steps: after a round, up to this many more while the budget has
+    room for them besides the learner's remaining steps (`_Run.spare`), so cheap rounds fill the budget; 0 for none. The
+    cap keeps a run finite under a budget far above it."""
 
     spread_extra_rounds: bool = True
-    """Extra rounds only where the spare budget holds one after every scheduled round left (`_Run.extra_share`),
-    so they spread over the run; off: as soon as one fits, which puts them early (cnn_sgd, autoencoder_momentum at
-    seed 0: 2-4 extras after each of the first 2-6 scheduled rounds, none later). Fourteenth session (15 CPU s,
-    the 8 small workloads, one run per cell, README): mean reward at seeds 0 / 1 / 2 0.4596 / 0.4525 / 0.4412
-    spread against 0.4518 / 0.4534 (the bench's run) / 0.4331 early (the twelfth session's code: 0.4581 / 0.4506 /
-    0.4365); >= ES on 5/8 at seed 0 (early 4/8)."""
+    """Extra rounds only where the spare budget holds one after every scheduled round left (`_Run.extra_share`), so they
+    spread over the run; off: as soon as one fits, which puts them all early."""
 
     seed_weight: float = 0.5
-    """How much of the root's prior is the greedy one-step policy's move (`seeding.greedy_seed`), in self-play,
-    Reanalyse and the final game; 0 for the network's policy alone. At 15 CPU s (one run each, seed 0) 0.5 found
-    0.455 on mlp_sgd (0.8: 0.403; 0.5 with 16 games a round: 0.412) and 0.548 on autoencoder_momentum, where the
-    unseeded agent found 0.465 and 0.492; the rounds' mean return rose from 0.26-0.28 / 0.30-0.35 to 0.32-0.39 /
-    0.42-0.51."""
+    """How much of the root's prior is the greedy one-step policy's move (`seeding.greedy_seed`) in self-play, Reanalyse
+    and the final game; 0 for the network's policy alone. Seeding lifts the early rounds' games well above the untrained
+    networks' own."""
 
     persistent_rows: bool | None = None
-    """Self-play rows persist across rounds (`SelfPlay.play(persist=True)`): a round ends when `games` games have
-    ended, the games in progress go on in the next round with its weights, so no round ends with a tail of idle
-    rows and a round may be shorter than one game per row (`PERSISTING_GAMES` by default). None: by size, above
-    `PERSIST_ABOVE` buffers (`persists`). It does not raise throughput (lstm_lm_adam's 32 x 32 round already
-    fills 0.966 of its rows); it buys rounds, which learning needs: at the large suite's standard budget (5 CPU s
-    x buffers / 300) a round of 32 games on 32 rows takes 3.5-7 CPU s, so a run plays 1-3 rounds (README,
-    "Twelfth session, the paper's sizes")."""
+    """Self-play rows persist across rounds (`SelfPlay.play(persist=True)`): a round ends when `games` games have ended
+    and the games in progress go on with the next round's weights, so large workloads (long games) still get several
+    rounds. None: above `PERSIST_ABOVE` buffers (`persists`)."""
     staggered_starts: bool = True
     """With `persistent_rows`: the rows' first games open with spread prefixes of the greedy policy's game
     (`SelfPlay.play`'s ``stagger``), so games end at spread times from the first round on."""
 
     seed_first_round: bool | None = None
-    """The first round's roots seeded (as `best_seed_share` / `best_seed_weight` seed later rounds' from the best
-    game) from `seeding.seed_game`, the better of the greedy and the keep-groups one-step policies' games
-    (`policies.keep_groups_action`), and its staggered rows opening with prefixes of that game (`BestSeed.played`);
-    False: the first round's roots take the greedy policy's move at `seed_weight`. None: where rows persist
-    (`persists`: the large suite), not on the small suite, where it lowered cnn_sgd's best game in the session
-    that first tried it and again in the fourteenth (cnn_sgd, 15 CPU s, seed 0: 0.5044 off, 0.4333 on: a first
-    round of 32 games all seeded from the one-step game stays next to it). On the large suite (README, "Fourteenth
-    session"; one run per seed): MuZero >= ES on 8/8 at seeds 0 and 1 (off: 7/8), lstm_lm_adam 0.4451 / 0.4047
-    against ES's 0.4076 / 0.3601 (off: 0.3349 / 0.3365); mostly the seed game itself (keep-groups on lstm_lm_adam:
-    0.4047, greedy 0.3232), above it on 2 of 8 at seed 0 and 1 of 8 at seed 1."""
+    """The first round's roots seeded from `seeding.seed_game` (the better of the greedy and the keep-groups one-step
+    policies' games), its staggered rows opening with prefixes of that game; False: the greedy policy's move at
+    `seed_weight`. None: where rows persist (large workloads), where it helps; on small ones it narrows the first
+    round."""
 
     def seeds_first_round(self, problem: Problem) -> bool:
         """Whether the first round is seeded from `seeding.seed_game` on ``problem`` (`seed_first_round`)."""
@@ -213,16 +162,8 @@ class MuZeroConfig:
         return (iterations - iteration) // self.steps_per_round + 1
 
     def round_shape(self, problem: Problem) -> tuple[int, int]:
-        """(search rows, games per round): 32 rows always; 32 games a round (`PERSISTING_GAMES` where rows persist,
-        `persists`). Throughput (README "Tenth session, throughput"), one round of untrained self-play, games per
-        CPU s (rows x games): transformer_decode 16x16 19.2, 32x32 37.6, 32x64 52.7, 64x64 49.3; cnn_sgd 9.3, 15.3,
-        16.8, 19.0; diffusion_sample 5.3, 8.4, 9.5, 10.5; so the tenth session played 64 games a round up to 150
-        buffers. With `extra_rounds` the budget is filled by rounds either way, and 32 games a round there play
-        twice the rounds, each after the learner's latest steps (fourteenth session, 15 CPU s, seeds 0 / 1, one run
-        per cell; README): transformer_decode 0.7125 / 0.6879 -> 0.7302 / 0.7179 (ES 0.7196 / 0.7170),
-        autoencoder_momentum 0.5014 / 0.4954 -> 0.5096 / 0.4968, mlp_sgd 0.5104 / 0.5109 -> 0.4928 / 0.4927 (ES
-        0.5290 / 0.4918); seed 2: 0.7089 -> 0.7161, 0.4871 -> 0.4584, 0.4927 -> 0.4927. Kept for the count against
-        ES (transformer_decode's two cells, none lost), not for the mean reward, which it does not raise."""
+        """(search rows, games per round): 32 rows; 32 games a round, or `PERSISTING_GAMES` where rows persist
+        (`persists`). 32 games fill the rows and give twice the rounds of 64, each after the learner's latest steps."""
         if self.games is not None:
             return (self.games if self.rows is None else self.rows), self.games
         rows = 32 if self.rows is None else self.rows
@@ -416,9 +357,7 @@ def mutant(moves: dict, rate: float, rng: np.random.Generator) -> dict:
 def muzero_play(problem: Problem, seed: int = 0, seconds: float = 60.0,
                 config: MuZeroConfig | None = None) -> Outcome:
     """MuZero on ``problem`` as given: the game is the caller's choice, as for every agent of `algorithms.mmap`
-    (the bench's default is the setup game, `algorithms.mmap.bench.game_problem`; until the tenth session this
-    function applied the copy setup itself, `MuZeroConfig.copy_setup_seconds`, while the other agents played the
-    bytes-only game)."""
+    (the bench's default is the setup game, `algorithms.mmap.bench.game_problem`)."""
     config = dataclasses.replace(config or MuZeroConfig(), seed=seed)
     run = _Run(problem, config, seconds)
     train(run.weights, run.layout, config.learner, run.iterations, run.feed, run.publish, config.backend, seed)

@@ -5,7 +5,7 @@
 its moves (Copy, NoCopy, Drop) and the round's mean and best return (fractions of the best saving); at the end,
 per action over every stored position: how often it was played, its mean reward in the games, and the reward
 and next-state value the trained networks predict for it (the dynamics and prediction networks run as a timerl
-program on torch). This is how the degradation of the sixth session was found (README: "Seventh session").
+program on torch). It shows whether learning helps or hurts a workload's play.
 """
 
 from __future__ import annotations

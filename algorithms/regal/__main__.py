@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from algorithms import local_ray
 from algorithms.regal import bench, data, datasets, diagnose, features, paper, place, speed, train
 from algorithms.regal.policy import Sizes
 from algorithms.regal.perfmodel import OBJECTIVES
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> None:
                      help="propose each op's most likely action (--no-greedy: one action drawn from the policy)")
     run.add_argument("--transfer", action="store_true", help="also evaluate on the MMapGame workloads")
     run.add_argument("--workers", type=int, default=1, help="Ray workers running BRKGA (1: serial)")
+    local_ray.add_address_argument(run)
     run.add_argument("--seed", type=int, default=0,
                      help="the data's seed; the training's by default is --seed + TRAIN_SEED[objective]")
     run.add_argument("--train-seed", type=int, default=None,
@@ -136,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command in PAPER_COMMANDS:
         PAPER_COMMANDS[args.command](args)
         return
+    local_ray.use_address(getattr(args, "ray_address", None))
     for flag in ("ops", "test_ops", "more_train_ops"):
         low_high = getattr(args, flag, None)
         if low_high is not None and not 2 <= low_high[0] <= low_high[1]:

@@ -34,7 +34,8 @@ from algorithms.regal import features
 from algorithms.regal.parallel import best_solutions, run_jobs
 from algorithms.regal.graph import CompGraph
 from algorithms.regal.policy import GraphInputs, Layout, Sizes, baseline, init_weights, policy_logits
-from timerl.errors import TimeRLError
+from timerl.errors import FileFormatError, TimeRLError
+from timerl.files import read_npy
 from timerl.pdg.graph import TensorType
 from timerl.rt import functional as F
 
@@ -74,13 +75,11 @@ def load(path: str | os.PathLike, sizes: Sizes, nodes: int) -> Trained:
     `WeightsError` naming it."""
     layout = Layout.of(init_weights(sizes))
     try:
-        weights = np.load(path)
-    except (OSError, ValueError) as error:
-        raise WeightsError(f"{path}: cannot read saved REGAL weights ({error})") from error
-    if weights.shape != (layout.size,):
-        raise WeightsError(f"{path}: {weights.size} saved weights, but a policy of {features.NODE_FEATURES} node "
-                           f"features, {features.HEADS} Beta heads per op and {sizes} has {layout.size}: saved by "
-                           "another version; train again (no --reuse)")
+        weights = read_npy(path, "saved REGAL weights", (layout.size,))
+    except FileFormatError as error:
+        raise WeightsError(f"{error}; a policy of {features.NODE_FEATURES} node features, {features.HEADS} Beta "
+                           f"heads per op and {sizes} has {layout.size} weights (saved by another version? train "
+                           "again, no --reuse)") from error
     return Trained(weights.astype(np.float32), layout, sizes, nodes, [], {})
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from algorithms.egrl.learners import Settings, close_workers, run
 from algorithms.egrl.workloads import load
+from tests.ray_cluster import local_ray  # noqa: F401  (the fixture)
 
 
 def test_ea_on_two_workers_matches_serial(local_ray):

@@ -1,4 +1,4 @@
-"""One game for every agent of the bench (tenth session): the setup game by default, the bytes-only game on request,
+"""One game for every agent of the bench: the setup game by default, the bytes-only game on request,
 and the large suite's budget that grows with the workload."""
 
 from __future__ import annotations

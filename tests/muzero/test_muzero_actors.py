@@ -12,6 +12,7 @@ from algorithms.muzero.actors import Actors
 from algorithms.muzero.mcts import SearchConfig
 from algorithms.muzero.networks import Layout, Sizes, init_weights
 from algorithms.muzero.selfplay import SearchProgram, SelfPlay
+from tests.ray_cluster import local_ray  # noqa: F401  (the fixture)
 
 SIZES = Sizes(hidden=8, image=4, trunk=8, head=8)
 CONFIG = SearchConfig(num_simulations=4, max_depth=2)

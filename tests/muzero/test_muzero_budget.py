@@ -123,7 +123,7 @@ def test_a_run_stays_inside_a_tiny_budget(persistent_rows):
 
 def test_rows_persist_by_size():
     """`MuZeroConfig.persistent_rows` None: rows persist above `PERSIST_ABOVE` buffers, 8 games a round on 32
-    rows; at or below it 32 games a round (64 up to 150 buffers until the fourteenth session); set, it holds at any
+    rows; at or below it 32 games a round; set, it holds at any
     size."""
     small, edge, large = (SimpleNamespace(num_buffers=count) for count in (131, PERSIST_ABOVE, PERSIST_ABOVE + 1))
     config = MuZeroConfig()

@@ -26,7 +26,7 @@ from algorithms.muzero.learner import LearnerConfig
 CONFIG = MuZeroConfig(games=8, iterations=300, extra_rounds=0, seed_weight=0.0, best_seed_share=0.0,
                       learner=LearnerConfig(lr=3e-3), search="puct")
 """The network's policy alone at the root (no greedy seed, no best-game seed): what rises is what the networks
-learned; a constant learning rate of 3e-3 (the agent's default decays it to 2e-4 since the twelfth session), 8
+learned; a constant learning rate of 3e-3 (the agent's default decays it to 2e-4), 8
 games a round, one round per 20 learner steps (no `extra_rounds`: the budget here is unlimited) and the pUCT
 search, as when the margins were chosen (the agent's defaults are 16 and Gumbel MuZero's search, under which
 seed 0 gives 0.402 late against 0.237 without learning and 0.231 in the first round)."""

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from algorithms.regal import bench, data, features, parallel, train
+from tests.ray_cluster import local_ray  # noqa: F401  (the fixture)
 
 
 @pytest.fixture

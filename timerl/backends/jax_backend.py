@@ -16,9 +16,8 @@ from timerl.ops.registry import OPS
 
 # XLA:CPU runs each computation on the calling thread instead of handing it to a worker thread that the caller then
 # waits for. timerl's programs dispatch small computations and read most results back at once (an action for the
-# environment, every step): a jitted call and its `np.asarray` took 60 us of CPU handed over and 15 us inline
-# (3,000 calls, one process, load ~10); a 64 x 100 REINFORCE iteration switches threads ~100 times fewer (once a
-# step) and took 0.113-0.133 s of CPU against 0.147-0.221 s (alternated processes, load 12).
+# environment, every step): inline, a jitted call and its `np.asarray` cost a fraction of the CPU of a hand-over,
+# and a REINFORCE iteration switches threads once a step less.
 # Process-wide, and only before jax makes its CPU client (its first array or device query): set here, when a
 # program first asks for the jax backend (`timerl.backends.get_backend`), it leaves a process that already uses jax
 # as it is. The variable JAX_CPU_ENABLE_ASYNC_DISPATCH (true / false; jax's flag name) chooses otherwise, as does

@@ -189,8 +189,7 @@ class InductorFunction:
     of the first inputs' layout) and compiled by ``torch._inductor.compile``; later calls with the same layout
     call the compiled code directly. ``torch.compile`` would do the same behind TorchDynamo's guards, which
     re-check every input and every global the function reads at each call: on the RT MMapGame's move (~50
-    inputs) about 1 ms per call (side by side, load 13: 24,559 moves per CPU second with the guards, 28,853 with
-    them skipped). The layout key here is what the compiled code assumes of its inputs and what the callers
+    inputs) about 1 ms per call. The layout key here is what the compiled code assumes of its inputs and what the callers
     (`timerl.runtime.jax_plan`'s fused calls) can vary. A function that cannot be traced (data-dependent Python
     control flow) runs as it is, with a warning; ``failures`` keeps why."""
 

@@ -13,7 +13,7 @@ from timerl.ops import registry
 from timerl.ops.registry import OPS, is_float
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt.context import Context, current_context
-from timerl.symbolic import Expr, Symbol, register_tensor_maker
+from timerl.symbolic import Cond, Expr, Symbol, register_tensor_maker
 from timerl.rt.view import TensorView, check_same_context
 
 RT = TensorView
@@ -78,9 +78,9 @@ def constant(ctx: Context, value: Any, dtype: str | None = None, domain: tuple[S
     return ctx.view(node)
 
 
-def index_tensor(ctx: Context, expr: Expr, dtype: str = "int64", location: str | None = None) -> RT:
-    """The scalar tensor of an integer expression's value at each point (``T - t``), over the dimensions it
-    mentions; bounds take the values of the run."""
+def index_tensor(ctx: Context, expr: Expr | Cond, dtype: str = "int64", location: str | None = None) -> RT:
+    """The scalar tensor of an integer expression's value at each point (``T - t``), or of a condition's
+    (``t == 0``, dtype bool), over the dimensions it mentions; bounds take the values of the run."""
     location = location or user_location()
     foreign = expr.symbols() - set(ctx.dims) - set(ctx.bounds)
     if foreign:
@@ -110,6 +110,8 @@ def _as_tensors(args: Sequence[Any]) -> list[RT]:
             out.append(constant(ctx, arg))
         elif isinstance(arg, Expr):  # an int like any other: weak, it takes the tensors' dtype
             out.append(index_tensor(ctx, arg, _scalar_dtype(1, tensors)))
+        elif isinstance(arg, Cond):  # a symbolic condition: a bool tensor of its value at each point
+            out.append(index_tensor(ctx, arg, "bool"))
         else:
             raise TimeRLError(f"{user_location()}: cannot use {type(arg).__name__} as a tensor")
     return out

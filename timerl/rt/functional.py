@@ -18,10 +18,10 @@ from timerl.errors import (
 from timerl.ops.registry import is_float, same_dim
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt.apply import (  # noqa: F401  (re-exported: F.apply, F.constant, ...)
-    RT, _as_tensors, apply, check_dtype, constant, normalize_axes, normalize_axis, static_shape)
+    RT, _as_tensors, apply, check_dtype, constant, index_tensor, normalize_axes, normalize_axis, static_shape)
 from timerl.rt.arguments import forward_slices, inferred_size, shape_argument, tensor_argument, tensors_argument
 from timerl.rt.context import current_context
-from timerl.symbolic import Expr, Symbol, same_all
+from timerl.symbolic import Cond, Expr, Symbol, same_all
 
 
 # ---- creation -------------------------------------------------------------------------------------------
@@ -106,6 +106,9 @@ def scalar(value: Any, dtype: str | None = None) -> RT:
 
 
 def where(cond: Any, x: Any, y: Any) -> RT:
+    """``x`` where ``cond`` holds, else ``y``; ``cond`` a bool tensor or a symbolic condition (``t == 0``)."""
+    if isinstance(cond, Cond):
+        cond = index_tensor(current_context(), cond, "bool")
     return apply("where", cond, x, y)
 
 

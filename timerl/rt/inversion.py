@@ -27,6 +27,7 @@ from timerl.symbolic import (
     conjunction,
     maximum,
     minimum,
+    same,
 )
 
 
@@ -104,7 +105,7 @@ def _pinned(condition: Cond, domain: tuple[Symbol, ...]) -> list[tuple[Symbol, E
     for part in parts:
         if isinstance(part, Compare) and part.op == "==":
             for dim, other in ((part.left, part.right), (part.right, part.left)):
-                if isinstance(dim, Symbol) and dim in domain and not _dims(other):
+                if isinstance(dim, Symbol) and any(same(dim, d) for d in domain) and not _dims(other):
                     pins.append((dim, other))
                     break
     return pins

@@ -25,9 +25,9 @@ import numpy as np
 from timerl.pdg.graph import Graph, Node, identity_read
 from timerl.pdg.sizes import output_bytes, static_bytes
 from timerl.ops.batching import batch_rule
-from timerl.ops.registry import ACCUMULATE, CONST, MERGE, SINK
+from timerl.ops.registry import ACCUMULATE, CONST, MERGE, OPS, SINK
 from timerl.runtime.batch_inputs import accumulated, covered_run, gathered, padded_window, selected
-from timerl.runtime.evaluate import bound_kernel, evaluate, op_kernel
+from timerl.runtime.evaluate import bound_kernel, evaluate, first_violation, host_array, op_kernel, raise_violation
 from timerl.runtime.fusions import tanh_gradients
 from timerl.runtime.window_scans import scan_kernel, scan_rows, window_geometry, window_scan_rules
 from timerl.runtime.windows import masked_reduction, windowed_members
@@ -83,6 +83,7 @@ class BatchedGroup:
         self.stored = set(group.freed_later)
         self.readers = {n.id: executable.readers[n.id] for n in self.members}
         self.mapped: dict = {}
+        self.finders: dict = {}  # (member, vmap axes) -> its value check over the batch, or None (`_finder`)
         self.compiled: dict = {}  # input layout -> the members as one function (`_members_function`)
         self.windowed = windowed_members(self.graph, group) or set()
         self.kernels = {n.id: self._kernel(n) for n in self.members
@@ -344,8 +345,12 @@ class BatchedGroup:
             refs[node.id] = (len(steps), any(a == 0 for a in axes))
             steps.append((node.id, tuple(inputs), tuple(axes)))
         wanted = tuple(sorted({refs[m][0] for m in self.returned if m in refs and refs[m][0] >= 0}))
-        function, alive = self._members_function(tuple(steps), wanted)
-        results = dict(zip(wanted, function(*arguments)))
+        function, alive, checked = self._members_function(tuple(steps), wanted)
+        *returned, violation = function(*arguments)
+        if violation is not None and int(violation[0]):  # one check over the batch found bad values
+            details = host_array(violation[1])
+            raise_violation(self.graph.nodes[checked[int(violation[0]) - 1]], points[int(details[0])], details[1:])
+        results = dict(zip(wanted, returned))
         values = {member: (results[where] if where >= 0 else arguments[-1 - where], batched)
                   for member, (where, batched) in refs.items() if where < 0 or where in results}
         if alive is not None:  # and the members gathered as arguments (sums, merges, constants), alive throughout
@@ -353,11 +358,13 @@ class BatchedGroup:
             alive = alive[0] + gathered_bytes * len(points)
         return values, sinks, alive
 
-    def _members_function(self, steps: tuple, wanted: tuple[int, ...]) -> tuple[Callable, list[int] | None]:
+    def _members_function(self, steps: tuple, wanted: tuple[int, ...]) -> tuple[Callable, list[int] | None, list]:
         """The members of a statement as one function of the gathered arguments (negative indices: arguments,
-        others: earlier results), returning the results at ``wanted``; jitted as a whole on jax, cached per
+        others: earlier results), returning the results at ``wanted`` followed by what the members' value checks
+        found (`first_violation` over the batch, None when no check can fail); jitted as a whole on jax, cached per
         input layout; without a jit, with a list whose item is the most bytes its results held at once in the last
-        call (each result counted from the step computing it to the step dropping it)."""
+        call (each result counted from the step computing it to the step dropping it), and the list of the checked
+        members, in the order of `first_violation`'s codes."""
         found = self.compiled.get((steps, wanted))
         if found is not None:
             return found
@@ -374,12 +381,22 @@ class BatchedGroup:
 
         nbytes = self.backend.nbytes
         alive = [0]  # without a jit: the most bytes of results alive at once in the last call
+        checked: list[int] = []  # the members whose checks can fail, as the last call (or trace) found them
+        xp = self.backend.xp
 
         def members(*arguments: Any) -> list:
             results: list = []
+            found: list = []
+            checked.clear()
             live = most = 0
             for (node_id, inputs, axes), gone in zip(steps, dropped):
                 values = [arguments[-1 - k] if k < 0 else results[k] for k in inputs]
+                finder = None if node_id is None or axes and isinstance(axes[0], str) else self._finder(node_id, axes)
+                if finder is not None:
+                    finding = finder(*values)
+                    if finding is not None:
+                        checked.append(node_id)
+                        found.append(finding)
                 if node_id is None:  # a padded window: rows of the run it covers
                     results.append(values[0][values[1]])
                     live += nbytes(results[-1])
@@ -400,10 +417,45 @@ class BatchedGroup:
                     live -= nbytes(results[k])
                     results[k] = None
             alive[0] = most
-            return [results[k] for k in wanted]
+            return [results[k] for k in wanted] + [first_violation(xp, found)]
 
-        found = self.compiled[(steps, wanted)] = (members, alive) if jit is None else (jit(members), None)
-        return found
+        compiled = self.compiled[(steps, wanted)] = (
+            (members, alive, checked) if jit is None else (jit(members), None, checked))
+        return compiled
+
+    def _finder(self, node_id: int, axes: tuple) -> Callable | None:
+        """The member's value check (`ValueCheck.find`) over the whole batch, as ``(bad, (first bad point's index
+        in the batch, its details...))``, or None for a member without a check. The check is the op's own, mapped
+        over the batch like its kernel (the array library's vmap), so a checked op batches like any other."""
+        key = (node_id, axes)
+        if key in self.finders:
+            return self.finders[key]
+        check = OPS[self.graph.nodes[node_id].op].check_values
+        if check is None:
+            self.finders[key] = None
+            return None
+        attrs, xp, backend = self.graph.nodes[node_id].attrs.as_dict(), self.backend.xp, self.backend
+        axes = axes[:len(self.graph.nodes[node_id].inputs)]  # (a window reduction's mask is not checked)
+
+        def at_point(*values: Any) -> Any:
+            found = check.find(xp, *values, **attrs)
+            if found is None:
+                return None
+            return found[0], tuple(xp.asarray(d, dtype=xp.int64) for d in found[1])
+
+        def over_batch(*values: Any) -> tuple | None:
+            values = values[:len(axes)]
+            if not any(a == 0 for a in axes):
+                found = at_point(*values)
+                return None if found is None else (found[0], (xp.asarray(0, dtype=xp.int64), *found[1]))
+            if at_point(*(v[0] if a == 0 else v for v, a in zip(values, axes))) is None:
+                return None  # the types and shapes rule the failure out, at every point alike
+            bad, details = backend.vmap(at_point, axes)(*values)
+            first = xp.argmax(xp.astype(bad, xp.int32))
+            return xp.any(bad), (xp.astype(first, xp.int64), *(d[first] for d in details))
+
+        self.finders[key] = over_batch
+        return over_batch
 
     def _scan_kernel(self, node_id: int, shape: str) -> Callable:
         kernel = self.scan_kernels.get((node_id, shape))

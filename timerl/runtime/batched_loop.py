@@ -7,7 +7,9 @@ from typing import Any, Callable, Sequence
 
 from timerl.errors import TimeRLError
 from timerl.runtime.batch import BatchedGroup
-from timerl.runtime.statements import flatten, freed_parts, statement_major
+from timerl.runtime.explain import BATCHED, POINTS, dependence_reason
+from timerl.runtime.statements import backward_dependence, flatten, freed_parts
+from timerl.runtime.windows import batch_refusal
 from timerl.sched import ast
 from timerl.symbolic import compile_function
 
@@ -35,25 +37,39 @@ class _BatchedFree:
 def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[list], None] | None:
     """The loop run statement-major, with batched statements where possible; None when it must stay as is."""
     executable = interpreter.executable
-    if getattr(executable.backend, "vmap", None) is None or not executable.vectorize:
-        return None
     leaves = flatten(node.body)
     if not leaves:  # (a loop of deallocations only frees its points in one pool call per member)
         return None
-    if not statement_major(leaves, *executable.dependences):
+    statements = [leaf.node for _, leaf in leaves if isinstance(leaf, ast.Execute)]
+
+    def declined(reason: str, group: int | None = None) -> None:
+        for other in statements:
+            why = reason if other == group or group is None else f"in one loop with G{group}, where {reason}"
+            executable.decisions.note(other, node.var, POINTS, why)
+
+    if getattr(executable.backend, "vmap", None) is None or not executable.vectorize:
+        declined("vectorize is off (vectorize=False, optimize=False or a device_memory budget)")
+        return None
+    backward = backward_dependence(leaves, *executable.dependences)
+    if backward is not None:
+        declined(dependence_reason(executable.graph, executable.groups, *backward, node.var), backward[0][1])
         return None
     inner = scope + (node.var,)
     limits = compile_function((node.start, node.stop), scope)
     step = node.step
     plans = []
+    refused: tuple = ()  # the first statement that cannot batch, and why
     for conditions, leaf in leaves:
         test = compile_function(conditions, inner) if conditions else None
         run_one = interpreter.build(leaf, inner)
         batched = None
         if isinstance(leaf, ast.Execute):
             group = executable.groups[leaf.node]
-            if BatchedGroup.supported(executable.graph, group):
+            refusal = batch_refusal(executable.graph, group)
+            if refusal is None:
                 batched = (BatchedGroup(executable, group, executable.backend), compile_function(leaf.point, inner))
+            elif not refused:
+                refused = (refusal, leaf.node)
         elif isinstance(leaf, ast.Deallocate):
             parts = None if leaf.parts is None else freed_parts(leaf, executable.graph)
             batched = (_BatchedFree(executable, executable.groups[leaf.node].freed_later, parts),
@@ -62,7 +78,11 @@ def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[li
     if not all(plan[2] for (_, leaf), plan in zip(leaves, plans) if isinstance(leaf, ast.Execute)):
         # a statement left point by point would be separated from its consumers for the whole loop (isl put
         # them together to free memory early): keep the loop as it is
+        declined(*refused)
         return None
+    for group in statements:
+        executable.decisions.note(group, node.var, BATCHED)
+
     def run(counters: list) -> None:
         start, stop = limits(*counters)
         values = range(start, stop, step)
@@ -77,8 +97,9 @@ def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[li
                     continue
                 except TimeRLError:
                     raise
-                except Exception:  # declined, or the array library cannot batch it: the points one by one
-                    pass
+                except Exception as error:  # the array library cannot batch it: the points one by one
+                    if isinstance(statement, BatchedGroup):
+                        executable.decisions.fallbacks[statement.group.id] = f"{type(error).__name__}: {error}"
             for v in selected:
                 counters.append(v)
                 run_one(counters)

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from timerl.errors import ShapeError, TimeRLError
+from timerl.errors import ShapeError, TimeRLError, user_code_error
 from timerl.ops.registry import ACCUMULATE, CONST, DRAW, INDEX, MERGE, OPS, SINK, SOURCE, UDF
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
@@ -46,7 +46,7 @@ def _draw(node, point, inputs, seed, attrs, backend):
 
 
 def _source(node, point, inputs, seed, attrs, backend):
-    value = _call_user(node, point, lambda: np.asarray(attrs["fn"](point_dict(node.domain, point)),
+    value = call_user(node, point, lambda: np.asarray(attrs["fn"](point_dict(node.domain, point)),
                                                          dtype=attrs["dtype"]))
     return (backend.from_numpy(_check_shape(node, value, attrs["shape"])),)
 
@@ -56,13 +56,13 @@ def _merge(node, point, inputs, seed, attrs, backend):
 
 
 def _sink(node, point, inputs, seed, attrs, backend):
-    _call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(inputs[0])))
+    call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(inputs[0])))
     return ()
 
 
 def _udf(node, point, inputs, seed, attrs, backend):
     arrays = [backend.to_numpy(v) for v in inputs]
-    results = attrs["fn"](point_dict(node.domain, point), *arrays)
+    results = call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), *arrays))
     return tuple(backend.from_numpy(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
 
 
@@ -262,16 +262,17 @@ def _concrete(value: Any, env: Mapping[Symbol, int]) -> Any:
     return value
 
 
-def _call_user(node: Node, point: tuple[int, ...], call: Any) -> Any:
-    """Run a user's source or sink function; its failure is reported with the line that created the op."""
+def call_user(node: Node, point: tuple[int, ...], call: Any) -> Any:
+    """Run a user's source, sink or UDF function; what it raises reaches the user as a `UserCodeError` naming
+    the op, the line that created it, the point and the line that raised, with the original chained."""
     try:
         return call()
     except TimeRLError:
         raise
     except Exception as error:
-        kind = node.category.name  # a source or a sink
-        raise TimeRLError(f"{node.label()}: the {kind} function failed at {point_dict(node.domain, point)}: "
-                          f"{type(error).__name__}: {error}") from error
+        kind = node.category.name  # a source, a sink or a udf
+        raise user_code_error(f"{node.label()}: the {kind} function failed at {point_dict(node.domain, point)}",
+                              error) from error
 
 
 def _check_shape(node: Node, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

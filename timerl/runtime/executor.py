@@ -9,6 +9,8 @@ edges' dependence expressions at its point, a `Deallocate` frees a point after i
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 from typing import Any, Callable, Mapping
 
@@ -22,6 +24,8 @@ from timerl.runtime.evaluate import StackedContributions
 from timerl.runtime.batch import BatchedGroup, chunk_points, point_bytes
 from timerl.runtime.batched_loop import batched_loop
 from timerl.runtime.distribute import distribute
+from timerl.runtime.explain import EXPLAIN_VARIABLE, POINTS, SCANNED, Decisions, explain
+from timerl.runtime.explain import counts as statement_counts
 from timerl.runtime.statements import freed_parts, statement_dependences
 from timerl.runtime.codegen import LoopProgram
 from timerl.runtime.walk import AstInterpreter, Run
@@ -31,6 +35,7 @@ from timerl.runtime.jax_scan import ScannedLoop
 from timerl.runtime.jax_scan_loop import LoopAnalysis, Unscannable
 from timerl.runtime.generated import SKIP, namespace
 from timerl.runtime.plan import GroupLowering
+from timerl.runtime.run_lock import one_run_at_a_time
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
 from timerl.runtime.stacks import StackedPool
@@ -96,6 +101,7 @@ class Executable:
             self.schedule = schedule = ast.Schedule(distribute(
                 schedule.root, self.dependences, supported.get, host_calls, options.distributes(backend.name),
                 chunk), schedule.labels)
+        self.decisions = Decisions()  # how each statement runs and why (`explain`), noted as loops are built
         interpreter = _Interpreter(self)
         if device_memory is None:  # plain Python loops; with a budget, each statement first clears the pins
             loops = scanned_or_batched if self.scan_loops else batched_loop  # jax: whole loops as lax.scan
@@ -103,6 +109,7 @@ class Executable:
         else:
             self._program = interpreter.build(schedule.root, ())
 
+    @one_run_at_a_time
     def execute(self) -> None:
         started = time.perf_counter()
         blocks = {node_id: BlockStore(axis, self.graph.nodes[node_id].outputs, self.backend)
@@ -138,7 +145,15 @@ class Executable:
             bytes_offloaded=pool.bytes_offloaded, bytes_fetched=pool.bytes_fetched, donated_bytes=pool.donated_bytes,
             execute_seconds=time.perf_counter() - started, leaked_points=pool.live_points(),
             memory_timeline=pool.timeline, batched_statements=self.batched_runs,
-            window_scans=self.window_scans, padded_chunks=self.padded_chunks, **pool.swaps)
+            window_scans=self.window_scans, padded_chunks=self.padded_chunks, statements=statement_counts(self),
+            **pool.swaps)
+        if os.environ.get(EXPLAIN_VARIABLE):  # `timerl explain script.py`
+            print(self.explain(), file=sys.stderr)
+
+    def explain(self) -> str:
+        """Per statement: the user's lines it holds, what it runs as (batched over which loop, scanned, point by
+        point) and, where not batched, the rule that refused (`timerl.runtime.explain`)."""
+        return explain(self)
 
     def _describe(self, key) -> str:
         node = self.graph.nodes[key[0]]
@@ -223,7 +238,12 @@ def scanned_or_batched(interpreter: Any, node: ast.Loop, scope: tuple) -> Run | 
         loop = ScannedLoop(LoopAnalysis(interpreter, node, scope))
     except Unscannable as why:
         _log.debug("the loop over %s stays point by point: %s", node.var, why)
+        for decisions in executable.decisions.by_group.values():
+            if decisions[-1].var == node.var.name and decisions[-1].how == POINTS:
+                decisions[-1].reason += f"; not one lax.scan: {why}"
         return None
+    for statement in loop.statements:
+        executable.decisions.note(statement.group, node.var, SCANNED)
 
     def run(counters: list) -> None:
         loop.run(counters)

@@ -11,7 +11,7 @@ import numpy as np
 from timerl.errors import ShapeError, TimeRLError
 from timerl.pdg.graph import Graph, Node
 from timerl.runtime.access import point_dict
-from timerl.runtime.evaluate import evaluate
+from timerl.runtime.evaluate import call_user, evaluate
 from timerl.symbolic import Symbol
 
 SKIP = object()  # what a reader returns where its edge's condition does not hold
@@ -32,14 +32,14 @@ def udf_call(node: Node, backend: Any) -> Callable[[tuple, list], tuple]:
              for t, d in zip(declared, dtypes)]
     if not any(e is not None for e in empty):
         def call(point: tuple, inputs: list) -> tuple:
-            results = fn(dict(zip(names, point)), *[to_numpy(v) for v in inputs])
+            results = call_user(node, point, lambda: fn(dict(zip(names, point)), *[to_numpy(v) for v in inputs]))
             return tuple(from_numpy(asarray(v, dtype=d)) for v, d in zip(results, dtypes))
 
         return call
     converted = [(d, e) for d, e in zip(dtypes, empty)]
 
     def call_with_empty(point: tuple, inputs: list) -> tuple:
-        results = fn(dict(zip(names, point)), *[to_numpy(v) for v in inputs])
+        results = call_user(node, point, lambda: fn(dict(zip(names, point)), *[to_numpy(v) for v in inputs]))
         return tuple(from_numpy(asarray(v, dtype=d)) if e is None else e for v, (d, e) in zip(results, converted))
 
     return call_with_empty

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from timerl.ops.registry import CONST, DRAW, MERGE, OPS, UDF, Unsupported
+from timerl.ops.registry import ACCUMULATE, CONST, DRAW, MERGE, OPS, UDF, Unsupported
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Edge, Graph, Node, Point, identity_read
 from timerl.pdg.sizes import output_bytes, static_bytes
@@ -302,6 +302,8 @@ class GroupLowering:
                     chain = f"{read} if {condition} else ({chain})"
                 return f"[{chain}]"
             return f"[next(x for x in ({', '.join(items)},) if x is not SKIP)]"
+        if member.category is ACCUMULATE:  # an inactive read contributes nothing, in its slot (windows align)
+            return f"[[] if x is SKIP else x for x in {listed}]"
         return f"[x for x in {listed} if x is not SKIP]"
 
     def _condition_source(self, edge: Edge, node: Node) -> str:

@@ -14,11 +14,12 @@ from typing import Any, Mapping
 
 
 import timerl.ops  # noqa: F401
-from timerl.ops.registry import MERGE
+from timerl.ops.registry import ACCUMULATE, MERGE
 from timerl.errors import DomainError, ScheduleError
 from timerl.pdg.graph import Graph, Node
 from timerl.backends.numpy_backend import NumpyBackend
 from timerl.runtime.evaluate import evaluate
+from timerl.runtime.run_lock import one_run_at_a_time
 from timerl.runtime.access import EdgeReader, condition_function, empty_stats, point_dict, stack_range
 from timerl.symbolic import Symbol
 
@@ -96,6 +97,9 @@ class ReferenceInterpreter:
         else:
             readers_used = [(k, r) for k, r in enumerate(readers) if r.active(point)]
         plan = []
+        if node.category is ACCUMULATE:  # an inactive read contributes nothing, in its slot (windows align)
+            used = {slot for slot, _ in readers_used}
+            plan = [(slot, [], (), True) for slot in range(len(readers)) if slot not in used]
         for slot, reader in readers_used:
             producer = reader.edge.producer
             points, lengths = reader.points(point)
@@ -103,7 +107,7 @@ class ReferenceInterpreter:
             if masked_by is not None:
                 points = [q for q in points if self.evaluable(masked_by, q)]
             plan.append((slot, [(producer, q) for q in points], lengths, masked_by is not None))
-        return plan
+        return sorted(plan, key=lambda entry: entry[0])
 
     def _check_defined(self, key: Key, reader: Key | None) -> None:
         node_id, point = key
@@ -179,6 +183,7 @@ class ReferenceExecutable:
         self.stats = empty_stats(compile_seconds)
         self.schedule = "reference interpreter: every sink point evaluated on demand, memoized"
 
+    @one_run_at_a_time
     def execute(self) -> None:
         started = time.perf_counter()
         interpreter = ReferenceInterpreter(self.graph, self.bounds, self.seed)

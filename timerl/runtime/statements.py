@@ -79,6 +79,14 @@ def statement_major(leaves: list[tuple[tuple, ast.AstNode]], reads: dict, reader
     dependence between statements of the body must go from an earlier statement to a later one. A deallocation
     split in pieces under different conditions (isl placed the first point's apart) may run piece by piece:
     nothing reads what it frees, so each piece only has to follow what it waits for."""
+    return backward_dependence(leaves, reads, readers, output_readers) is None
+
+
+def backward_dependence(leaves: list[tuple[tuple, ast.AstNode]], reads: dict, readers: dict,
+                        output_readers: dict) -> tuple[tuple, tuple] | None:
+    """What keeps a loop from running statement-major (`statement_major`): ``(statement, source)``, a statement
+    of the body and one it must follow that runs at or after it in the body (the same key twice: the statement
+    reads itself at another point, a recurrence; a source of None: isl split the statement in pieces), or None."""
     position: dict[tuple, int] = {}  # ("S", group) or ("F", group, parts)
     pieces: list[tuple[tuple, int]] = []  # every deallocation's pieces
     for index, (_, leaf) in enumerate(leaves):
@@ -88,12 +96,12 @@ def statement_major(leaves: list[tuple[tuple, ast.AstNode]], reads: dict, reader
             position.setdefault(key, index)
             continue
         if key in position:
-            return False  # one statement split in pieces: keep the loop as isl ordered it
+            return key, None  # one statement split in pieces: keep the loop as isl ordered it
         position[key] = index
     checked = [(key, index) for key, index in position.items() if key[0] == "S"] + pieces
     for key, index in checked:
         for source in sources(key, reads, readers, output_readers):
             at = position.get(source)
             if at is not None and (at >= index or source == key):
-                return False
-    return True
+                return key, source
+    return None

@@ -30,8 +30,22 @@ def masked_reduction(kernel: Callable, xp: Any, batched: bool = False) -> Callab
 
 def windowed_members(graph: Graph, group: Any) -> set[int] | None:
     """The members whose values at a point are windows of a range read (padded in a batch), or None when the
-    group cannot be batched. A window may flow through elementwise ops and a cumulative sum along it, and must
-    end in a sum over it (``discounted_sum``, or ``sum`` over dim 0), inside the group."""
+    group cannot be batched (`batch_refusal` says why)."""
+    found = _windows(graph, group)
+    return None if isinstance(found, str) else found
+
+
+def batch_refusal(graph: Graph, group: Any) -> str | None:
+    """Why a group cannot run as one batched statement, in words naming the member and the property of the
+    program that refuses; None when it can."""
+    found = _windows(graph, group)
+    return found if isinstance(found, str) else None
+
+
+def _windows(graph: Graph, group: Any) -> set[int] | str:
+    """`windowed_members`, or the reason the group cannot be batched. A window may flow through elementwise ops
+    and a cumulative sum along it, and must end in a sum over it (``discounted_sum``, or ``sum`` over dim 0),
+    inside the group. An op's check of input values (an index in range) runs once over the whole batch."""
     windowed: set[int] = set()
     for member_id in group.members:
         node = graph.nodes[member_id]
@@ -39,50 +53,61 @@ def windowed_members(graph: Graph, group: Any) -> set[int] | None:
         if category is CONST:
             continue
         if has_symbols(node.attrs.as_dict()):
-            return None
+            return f"{node.label()} has attributes that depend on the point (a size or index written with a dimension)"
         if category is ACCUMULATE:
             if any(node.attrs["windows"]) or any(e.ranges() or e.condition is not TRUE for e in node.inputs):
-                return None
+                return f"{node.label()} sums gradient contributions read over ranges or under conditions"
             if static_bytes(node) is None:
-                return None
+                return f"{node.label()} has a size that depends on the point"
             continue
         if category is SINK:
             if any(e.producer in windowed or not simple_read(e) for e in node.inputs):
-                return None
+                return f"{node.label()} is a sink of a window or of a read that is not a plain point"
             continue  # called point by point once the batch is computed
         if category.batched == "selected":  # a merge: its inputs are other groups' points, gathered as they are
             if any(e.ranges() or e.masked_by is not None or e.producer in group.members or e.producer in windowed
                    for e in node.inputs) or static_bytes(node) is None:
-                return None
+                return (f"{node.label()} is a piecewise definition whose branch reads a range or its own "
+                        "statement, or whose size depends on the point")
             continue
         if category.batched == "never":
-            return None
+            return f"{node.label()} {_NEVER.get(category.name, 'runs point by point')}"
         definition = OPS[node.op]
-        if isinstance(definition.impl, Unsupported) or definition.check_values is not None:
-            return None
+        if isinstance(definition.impl, Unsupported):
+            return f"{node.label()} has no array kernel: {definition.impl.reason}"
         ranged = [e for e in node.inputs if e.ranges()]
         for edge in node.inputs:
             if edge.ranges():
                 producer = graph.nodes[edge.producer]
                 if (len(edge.ranges()) != 1 or edge.ranges()[0].step != 1 or edge.masked_by is not None
                         or edge.condition is not TRUE or static_bytes(producer) is None):
-                    return None
+                    return (f"{node.label()} reads a window that is not one unit-step range of a fixed-size value "
+                            "(several ranges, a step, a mask or a condition)")
             elif not simple_read(edge):
-                return None
+                return f"{node.label()} reads its input through an index the batch cannot gather"
         from_window = ranged or any(e.producer in windowed for e in node.inputs)
         if not from_window:
             if static_bytes(node) is None:
-                return None
+                return f"{node.label()} has a size that depends on the point"
             continue
+        if definition.check_values is not None:
+            return (f"{node.label()} checks the values of a padded window (the padding would be checked too); "
+                    "apply it before the window is read")
         window = definition.window(node.attrs)
         if window == WINDOW_REDUCED:
             if static_bytes(node) is None:
-                return None
+                return f"{node.label()} has a size that depends on the point"
             continue
         if window == WINDOW_CARRIED:
             if member_id in group.freed_later:
-                return None  # a window stored for other groups would need its padding undone
+                return (f"{node.label()} is a window that other statements read (its padding would need undoing); "
+                        "reduce the window in the statement that computes it")
             windowed.add(member_id)
             continue
-        return None
+        return f"{node.label()} does not pass a window through ({node.op} has no window rule)"
     return windowed
+
+
+_NEVER = {"source": "calls a user's source function, point by point",
+          "draw": "draws random numbers, point by point",
+          "udf": "calls a user's function (an environment step), point by point"}

@@ -3,7 +3,7 @@
 Demand flows from consumers to producers through the read relations. Sinks and merges are roots (they run
 on their whole definition domain), so every dependence cycle, which always passes through a merge, is cut
 where demand would flow *into* a merge. Masked gradient reads only demand points where the masking op is
-*evaluable* (see docs/DESIGN.md). A demanded read outside a producer's definition domain is the compile-time
+*evaluable* (see docs/design.md). A demanded read outside a producer's definition domain is the compile-time
 `DomainError` of SPEC.md.
 """
 

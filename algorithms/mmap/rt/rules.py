@@ -177,8 +177,7 @@ def block_cumsum(values):
     each block's offset, the sum of the blocks before it, one more matmul with a strictly upper-triangular
     matrix (3.7x XLA's reduce-window cumsum on (512, 957) in a microbenchmark; a cumsum over the blocks was ~15
     small loops on XLA:CPU). Exact while every partial sum stays below 2**24 in float32 (2**53 in float64).
-    On torch it is a little slower than torch's cumsum (side by side, best of 3, load 19-24: the move with it
-    4% slower here)."""
+    On torch it is a little slower than torch's cumsum."""
     dtype = str(values.dtype)
     lead, size = tuple(values.shape[:-1]), values.shape[-1]
     blocks = size // BLOCK

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gzip
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from timerl.errors import FileFormatError
+from timerl.files import read_json
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -121,9 +122,25 @@ def load_workload(name: str) -> Workload:
     names = list_workloads()
     if name not in names:
         raise ValueError(f"unknown workload {name!r}; valid names: {', '.join(names)}")
-    path = workload_path(name)
-    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    return Workload.from_json(json.loads(data))
+    return read_workload(workload_path(name))
+
+
+def read_workload(path: str | Path) -> Workload:
+    """A workload file of the schema above (gzipped when its name ends in ``.gz``); a file that is not one is
+    a `FileFormatError` naming it and what is wrong, then `check` states the first broken invariant."""
+    record = read_json(path, "workload file")
+    try:
+        if not isinstance(record, dict):
+            raise TypeError(f"a workload is a JSON object, got {type(record).__name__}")
+        workload = Workload.from_json(record)
+    except (KeyError, TypeError, ValueError, IndexError) as error:
+        raise FileFormatError(f"{path}: not a workload of the schema in algorithms/mmap/workloads: "
+                              f"{type(error).__name__}: {error}") from error
+    try:
+        check(workload)
+    except (ValueError, IndexError, KeyError) as error:
+        raise FileFormatError(f"{path}: {error}") from error
+    return workload
 
 
 def check(workload: Workload) -> None:

@@ -8,6 +8,8 @@ import math
 import re
 from typing import Iterator
 
+from timerl.errors import FileFormatError
+
 Index = tuple[int, ...]
 ValueName = tuple[str, Index]  # (defining instruction, shape index), as XLA prints `name{index}`
 
@@ -32,8 +34,8 @@ UNSUPPORTED = frozenset({
 })
 
 
-class HloParseError(ValueError):
-    pass
+class HloParseError(FileFormatError):
+    """HLO text that is not a complete module (a TimeRLError, and a ValueError as before)."""
 
 
 # ------------------------------------------------------------------------------------------------ shapes
@@ -291,9 +293,31 @@ def parse_module(text: str) -> HloModule:
             current = None
         elif line.strip():
             current[2].append(parse_instruction(line))
+    if current is not None:
+        raise HloParseError(f"truncated: computation {current[0]} is not closed with '}}'")
     if entry is None:
         raise HloParseError("no ENTRY computation")
+    _check_references(computations)
     return HloModule(module_name, computations, entry, _parse_io_aliases(header))
+
+
+def _check_references(computations: dict[str, HloComputation]) -> None:
+    """Every computation has one ROOT, every operand names an instruction of its computation defined before
+    it, every called computation exists: what the analyses after parsing rely on."""
+    for computation in computations.values():
+        roots = [inst.name for inst in computation.instructions if inst.is_root]
+        if len(roots) != 1:
+            raise HloParseError(f"computation {computation.name} has {len(roots)} ROOT instructions, not one")
+        defined: set[str] = set()
+        for inst in computation.instructions:
+            missing = [name for name in inst.operands if name not in defined]
+            if missing:
+                raise HloParseError(f"{inst.name} in {computation.name} reads {missing[0]}, which is not an "
+                                    "instruction defined before it")
+            unknown = [name for name in inst.called_computations if name not in computations]
+            if unknown:
+                raise HloParseError(f"{inst.name} calls computation {unknown[0]}, which the module does not define")
+            defined.add(inst.name)
 
 
 # ------------------------------------------------------------------------------------------------- flops

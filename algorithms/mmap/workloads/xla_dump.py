@@ -25,8 +25,12 @@ import tempfile
 from pathlib import Path
 
 from algorithms.mmap.workloads import DATA_DIR, hlo
+from algorithms.mmap.workloads.hlo_text import HloParseError
+from timerl.errors import FileFormatError
+from timerl.files import child_path, read_json
 
 DUMP_DIR = DATA_DIR / "xla"
+DUMP_TEXTS = ("hlo", "live_range", "buffer_assignment")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +43,8 @@ class XlaDump:
 
     @classmethod
     def from_texts(cls, name: str, texts: dict) -> "XlaDump":
+        if texts["live_range"].count("BufferLiveRange:") != 1:
+            raise HloParseError("the live-range text has no single 'BufferLiveRange:' section")
         sequence_text, ranges_text = texts["live_range"].split("BufferLiveRange:")
         sequence = tuple(re.findall(r"^\s+\d+:(\S+)$", sequence_text, re.M))
         live_ranges = {
@@ -84,9 +90,15 @@ def capture(program, extra_options: dict | None = None) -> dict:
 
 def save(name: str, texts: dict, directory: Path = DUMP_DIR) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.json.gz"
+    path = _dump_path(directory, name)
     path.write_bytes(gzip.compress(json.dumps(texts).encode(), compresslevel=9, mtime=0))
     return path
+
+
+def _dump_path(directory: Path, name: str) -> Path:
+    """``directory/NAME.json.gz``, with ``name`` checked to stay inside ``directory`` (`child_path`)."""
+    inside = child_path(directory, name, "a dump's name")
+    return inside.with_name(inside.name + ".json.gz")
 
 
 def stored_names(directory: Path = DUMP_DIR) -> list[str]:
@@ -94,7 +106,14 @@ def stored_names(directory: Path = DUMP_DIR) -> list[str]:
 
 
 def load(name: str, directory: Path = DUMP_DIR) -> XlaDump:
-    return XlaDump.from_texts(name, json.loads(gzip.decompress((directory / f"{name}.json.gz").read_bytes())))
+    path = _dump_path(directory, name)
+    texts = read_json(path, "XLA dump")
+    if not isinstance(texts, dict) or not all(isinstance(texts.get(k), str) for k in DUMP_TEXTS):
+        raise FileFormatError(f"{path}: an XLA dump holds the texts {', '.join(DUMP_TEXTS)}")
+    try:
+        return XlaDump.from_texts(name, texts)
+    except (HloParseError, ValueError, KeyError, IndexError) as error:
+        raise FileFormatError(f"{path}: {type(error).__name__}: {error}") from error
 
 
 @dataclasses.dataclass(frozen=True)
