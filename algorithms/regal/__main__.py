@@ -292,8 +292,12 @@ def _paper_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--budget", type=int, default=5000)
     run.add_argument("--big-budget", type=int, default=50000)
     run.add_argument("--eval-seeds", type=int, default=1)
+    run.add_argument("--big-cases", type=int, default=None, metavar="N",
+                     help="run the large budget on the first N test cases only (default: all)")
     run.add_argument("--splits", nargs="*", default=["synthetic", "real"], choices=("synthetic", "real"))
-    run.add_argument("--out", default="regal_paper", help="prefix of the Fig. 2 PNGs")
+    run.add_argument("--out", default="regal_paper", help="prefix of the Fig. 2 and Fig. 3 PNGs")
+    run.add_argument("--fig3", type=int, default=0, metavar="N",
+                     help="also the paper's Fig. 3 (evaluation limits 1K-10K) on the first N synthetic test graphs")
     user = commands.add_parser("place", help="place and schedule a graph.json on two devices")
     user.add_argument("graph")
     user.add_argument("--objective", default="runtime", choices=OBJECTIVES)
@@ -315,7 +319,7 @@ def _paper(args: argparse.Namespace) -> None:
                    if getattr(args, field) is not None}
         recipes[kind] = dataclasses.replace(paper.RECIPES[kind], **changes)
     paper.run(args.objectives, recipes, args.reuse, Path(args.weights), args.budget, args.big_budget,
-              args.eval_seeds, args.splits, args.out)
+              args.eval_seeds, args.splits, args.out, args.fig3, big_cases=args.big_cases)
 
 
 def _datasets(args: argparse.Namespace) -> None:

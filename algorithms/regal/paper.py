@@ -64,8 +64,8 @@ class Recipe:
 WARM_TARGETS = {"heuristic": features.imitation_target,
                 "level": lambda graph, kind: features.level_order_actions(graph)}
 WARM_NAMES = {"heuristic": "the objective's heuristic", "level": "a level order"}
-RECIPES = {"runtime": Recipe("runtime", iterations=100, warm_target="level"),
-           "peak_memory": Recipe("peak_memory", iterations=100)}
+RECIPES = {"runtime": Recipe("runtime", warm_target="level"),
+           "peak_memory": Recipe("peak_memory")}
 
 
 def training_graphs(kind: str, max_ops: int) -> list[CompGraph]:
@@ -94,10 +94,20 @@ def load(kind: str, graphs: list[CompGraph], folder: Path = WEIGHTS) -> train.Tr
 
 
 def evaluate(trained: train.Trained, graphs: list[CompGraph], kind: str, budget: int = 5000,
-             big_budget: int = 50000, seeds: int = 1, seed: int = 0) -> bench.Outcome:
+             big_budget: int = 50000, seeds: int = 1, seed: int = 0, big_cases: int | None = None) -> bench.Outcome:
+    """`bench.evaluate`'s comparison (test case k: BRKGA seed ``seed + k`` for every method), with uniform
+    BRKGA at ``big_budget`` on the first ``big_cases`` cases only (all by default; NaN on the others)."""
     cases = graphs * seeds
+    big_cases = len(cases) if big_cases is None else min(big_cases, len(cases))
     actions = train.propose(trained, cases, seed=seed)
-    return bench.evaluate(cases, actions, kind, budget, big_budget, seed)
+    jobs = [job for k, (graph, action) in enumerate(zip(cases, actions))
+            for job in ((graph, kind, budget, None, seed + k), (graph, kind, budget, action, seed + k))]
+    jobs += [(graph, kind, big_budget, None, seed + k) for k, graph in enumerate(cases[:big_cases])]
+    costs = run_jobs(jobs)
+    small = costs[:2 * len(cases)].reshape(len(cases), 2)
+    big = np.full(len(cases), np.nan)
+    big[:big_cases] = costs[2 * len(cases):]
+    return bench.Outcome(kind, [graph.name for graph in cases], small[:, 0], small[:, 1], big, budget, big_budget)
 
 
 def limits_curve(trained: train.Trained, graphs: list[CompGraph], kind: str, budgets: tuple[int, ...],
@@ -133,22 +143,28 @@ def plot_limits(curves: dict[str, dict[str, np.ndarray]], out: str, reference: i
 
 
 def markdown(rows: list[tuple[str, str, bench.Outcome]]) -> str:
-    """One row per (objective, split): (split name, training label, outcome)."""
+    """One row per (objective, split): (split name, training label, outcome). The large budget's columns are
+    over the cases it ran on, with REGAL's mean improvement on those same cases beside it."""
     first = rows[0][2]
     small, big = bench.budget_name(first.budget), bench.budget_name(first.big_budget)
     lines = [f"| objective | split | trained by | cases | REGAL-{small} matches or beats BRKGA-{small} | "
-             f"mean improvement | best | worst | BRKGA-{big} mean improvement | REGAL-{small} <= BRKGA-{big} |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             f"mean improvement | best | worst | cases with BRKGA-{big} | REGAL-{small} / BRKGA-{big} mean "
+             f"improvement there | REGAL-{small} <= BRKGA-{big} |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for split, label, outcome in rows:
         s = outcome.summary()
         lines.append(f"| {outcome.kind} | {split} | {label} | {s['graphs']} | {s['match_or_beat']:.1f}% | "
-                     f"{s['mean_improvement']:+.2f}% | {s['best']:+.2f}% | {s['worst']:+.2f}% | "
-                     f"{s['brkga_big_improvement']:+.2f}% | {s['regal_vs_big']:.1f}% |")
+                     f"{s['mean_improvement']:+.2f}% | {s['best']:+.2f}% | {s['worst']:+.2f}% | {s['big_cases']} | "
+                     f"{s['regal_on_big_cases']:+.2f}% / {s['brkga_big_improvement']:+.2f}% | "
+                     f"{s['regal_vs_big']:.1f}% |")
     return "\n".join(lines)
 
 
 def run(kinds: list[str], recipes: dict[str, Recipe], reuse: bool, folder: Path, budget: int, big_budget: int,
-        seeds: int, splits: list[str], out: str) -> None:
+        seeds: int, splits: list[str], out: str, fig3: int = 0, limits: tuple[int, ...] = (1000, 2000, 5000, 10000),
+        big_cases: int | None = None) -> None:
+    """Train (or, with ``reuse``, load) and evaluate each objective; with ``fig3`` > 0, the paper's Fig. 3 on
+    the first ``fig3`` synthetic test graphs at the evaluation ``limits`` (``<out>_<objective>_fig3.png``)."""
     rows = []
     for kind in kinds:
         recipe = recipes[kind]
@@ -162,14 +178,20 @@ def run(kinds: list[str], recipes: dict[str, Recipe], reuse: bool, folder: Path,
             folder.mkdir(parents=True, exist_ok=True)
             np.save(folder / f"paper_{kind}.npy", trained.weights)
             print(f"{kind}: trained in {time.perf_counter() - start:.0f} s ({recipe.label})", flush=True)
-        held_out = {"synthetic": datasets.paper_splits(kind).test, "real": datasets.real_splits().test}
+        real = sorted(datasets.real_splits().test, key=lambda graph: graph.num_ops)  # smallest first
+        held_out = {"synthetic": datasets.paper_splits(kind).test, "real": real}
         for split in splits:
             start = time.perf_counter()
-            outcome = evaluate(trained, held_out[split], kind, budget, big_budget, seeds)
+            outcome = evaluate(trained, held_out[split], kind, budget, big_budget, seeds, big_cases=big_cases)
             rows.append((split, recipe.label, outcome))
             print(f"{kind} on {split} ({datasets.describe(held_out[split])}): evaluated in "
                   f"{time.perf_counter() - start:.0f} s", flush=True)
             print(markdown(rows[-1:]), flush=True)
             bench.plot([outcome], f"{out}_{kind}_{split}.png")
+        if fig3:
+            curve = limits_curve(trained, held_out["synthetic"][:fig3], kind, limits, reference=budget)
+            print(f"{kind} Fig. 3 on {fig3} synthetic test graphs:", {key: np.round(value, 2).tolist()
+                                                                     for key, value in curve.items()}, flush=True)
+            plot_limits({kind: curve}, f"{out}_{kind}_fig3.png", reference=budget)
     if rows:
         print(markdown(rows))
