@@ -15,23 +15,27 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 PASSES := contributions algebra cse dce fusion per_iteration_fusion vectorize distribute scan_loops jit_groups matmul_add donation prefetch_draws
 PASSES_ON :=  # switches that are off by default, to run the suite with each on
 
-.PHONY: venv demo test test-passes bench
+.PHONY: venv demo test test-passes bench docs
 venv: $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	$(PY) -m algorithms.demo
 
 test: $(VENV)/.installed
-	$(PY) -m pytest tests -p no:cacheprovider
+	$(PY) -m pytest tests -p no:cacheprovider -n auto
 
 test-passes: $(VENV)/.installed
 	@failed=""; for pass in $(PASSES); do \
 		echo "== TIMERL_PASS_OFF=$$pass"; \
-		TIMERL_PASS_OFF=$$pass $(PY) -m pytest tests -p no:cacheprovider -q || failed="$$failed $$pass"; \
+		TIMERL_PASS_OFF=$$pass $(PY) -m pytest tests -p no:cacheprovider -n auto -q || failed="$$failed $$pass"; \
 	done; for pass in $(PASSES_ON); do \
 		echo "== TIMERL_PASS_ON=$$pass"; \
-		TIMERL_PASS_ON=$$pass $(PY) -m pytest tests -p no:cacheprovider -q || failed="$$failed $$pass(on)"; \
+		TIMERL_PASS_ON=$$pass $(PY) -m pytest tests -p no:cacheprovider -n auto -q || failed="$$failed $$pass(on)"; \
 	done; if [ -n "$$failed" ]; then echo "failed with these switches off (or on):$$failed"; exit 1; fi
 
 bench: $(VENV)/.installed  # rewrites the tables of docs/benchmarks.md
-	$(PY) -m timerl.cli bench
+	$(PY) -m benchmarks bench
+
+# docs/compile-options.md from CompileOptions' field docstrings (tests/test_docs.py fails when it is stale)
+docs: $(VENV)/.installed
+	$(PY) -m timerl.options_doc

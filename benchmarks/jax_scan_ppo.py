@@ -158,16 +158,16 @@ def train_scan(iterations: int = 20, num_envs: int = 64, steps: int = 100, epoch
 
 
 def timerl_seconds_per_iteration(backend: str, iterations: int = 4, num_envs: int = 64, steps: int = 100,
-                                 seed: int = 0) -> float:
-    """timerl's `algorithms.ppo.train` with ``simulator="rt"``, the same sizes (one epoch of one minibatch),
+                                 seed: int = 0, epochs: int = 1, minibatches: int = 1, lr: float = 2.5e-4) -> float:
+    """timerl's `algorithms.ppo.train` with ``simulator="rt"``, the same sizes (``epochs`` of ``minibatches``),
     ``iterations + 3`` iterations: the median seconds of the ``iterations`` after the first two (they pay XLA's
     compiles) and before the last (it compiles more segments: its last step computes nothing read later).
     (Subtracting a run of ``iterations`` from one of ``2 * iterations`` went negative once the second run found
     the first run's XLA executables in jax's caches.)"""
     from algorithms.ppo import train
 
-    curve = train("CartPole-v1", iterations=iterations + 3, num_envs=num_envs, steps=steps, epochs=1, minibatches=1,
-                  seed=seed, backend=backend, simulator="rt")
+    curve = train("CartPole-v1", iterations=iterations + 3, num_envs=num_envs, steps=steps, epochs=epochs,
+                  minibatches=minibatches, lr=lr, seed=seed, backend=backend, simulator="rt")
     return float(np.median([row["iteration_seconds"] for row in curve[2:-1]]))
 
 
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> float:
     print("mean episode length per iteration:", " ".join(f"{n:.0f}" for n in curve))
     for backend in args.timerl:
         theirs = timerl_seconds_per_iteration(backend, max(args.iterations // 2, 4), args.num_envs, args.steps,
-                                              args.seed)
+                                              args.seed, args.epochs, args.minibatches, args.lr)
         print(f"timerl {backend}, simulator='rt': {theirs:.4f} s / iteration ({theirs / seconds:.1f}x the scan)")
     return seconds
 

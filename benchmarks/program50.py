@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+
+import time
+
 import numpy as np
 
 import timerl as trl
@@ -34,18 +38,31 @@ def build(sink_values: dict):
         every.sink(lambda p, v: sink_values.__setitem__(("every",) + tuple(p.values()), float(v)))
         total.sink(lambda p, v: sink_values.__setitem__(("total",) + tuple(p.values()), float(v)))
         with ctx.when((i + 1) % 2 == 0):
-            w.sink(lambda p, v: sink_values.__setitem__(("w",) + tuple(p.values()), np.asarray(v).copy()))
+            w.sink(lambda p, v: sink_values.__setitem__(("w",) + tuple(p.values()), v))
     return ctx
+
+
+def table() -> None:
+    """Compile and run on every backend: ops, compile seconds, execute seconds, peak device bytes."""
+    print("| backend | ops | compile s | execute s | peak device bytes |")
+    print("|---|---|---|---|---|")
+    for backend in ("reference", "torch", "jax"):
+        ctx = build({})
+        started = time.perf_counter()
+        exe = ctx.compile({"B": 2, "I": 3, "T": 12}, backend=backend)
+        compiled = time.perf_counter() - started
+        exe.execute()
+        print(f"| {backend} | {len(ctx.nodes)} | {compiled:.2f} | {exe.stats['execute_seconds']:.3f} | "
+              f"{exe.stats['peak_device_bytes']} |")
 
 
 def main() -> None:
     """Compile and run on every backend (the table of `timerl bench`), then print the torch schedule."""
-    from timerl.cli import bench_program50
-
-    bench_program50()
+    table()
     exe = build({}).compile({"B": 2, "I": 3, "T": 12}, backend="torch")
     print(exe.schedule)
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(prog="python -m benchmarks.program50", description=main.__doc__).parse_args()
     main()

@@ -19,9 +19,11 @@ from timerl.pdg.graph import Graph
 from timerl.pdg.pipeline import optimize_graph
 from timerl.pdg.verify import verify
 from timerl.symbolic import Symbol
+from timerl.runtime.devices import check_devices, sharded_backend
 from timerl.runtime.executor import Executable
 from timerl.runtime.reference import ReferenceExecutable
 from timerl.sched.demand import evaluable_everywhere
+from timerl.sched import ast
 from timerl.sched.schedule import schedule_graph
 
 BACKENDS = ("reference", "torch", "jax")
@@ -38,6 +40,9 @@ def resolve_bounds(ctx, bounds: dict) -> dict:
                               f"({', '.join(b.name for b in ctx.bounds)})")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise TimeRLError(f"{user_location()}: bound {symbol.name} must be a positive int, got {value!r}")
+        if symbol in resolved:
+            raise TimeRLError(f"{user_location()}: bound {symbol.name} is given twice in bounds= (as the symbol and "
+                              "as its name)")
         resolved[symbol] = int(value)
     used = set()
     for node in ctx.nodes:
@@ -57,7 +62,8 @@ def resolve_bounds(ctx, bounds: dict) -> dict:
 def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_memory: int | None = None,
                     swap: bool = False, optimize: bool = _NOT_GIVEN, vectorize: bool | None = None,
                     incrementalize: bool | None = None, scan_loops: bool | None = None,
-                    recompute: bool | None = None, options: CompileOptions | None = None, **unknown: Any):
+                    recompute: bool | None = None, options: CompileOptions | None = None, devices: int = 1,
+                    split: str | int = "envs", **unknown: Any):
     """``options``: a `CompileOptions` (every switch documented there). The loose flags are shorthands for
     it: ``optimize=False`` is the "unoptimized" preset, ``vectorize``, ``incrementalize``, ``scan_loops`` and
     ``recompute`` set their fields (and override ``optimize``); a flag that contradicts ``options=`` is an
@@ -77,6 +83,7 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     resolved = resolve_bounds(ctx, bounds)
     graph = ctx.graph()
     verify(graph, resolved)
+    batch = check_devices(graph, backend, devices, split, device_memory)
     phases["graph"] = time.perf_counter() - started
     if backend == "reference":
         return ReferenceExecutable(graph, resolved, seed, time.perf_counter() - started)
@@ -92,14 +99,27 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     phases["schedule"] = time.perf_counter() - clock
     phases.update((f"schedule: {step}", seconds) for step, seconds in result.phases.items())  # CPU seconds
     clock = time.perf_counter()
-    array_backend = get_backend(backend)  # its first use imports torch or jax
+    array_backend = get_backend(backend) if batch is None else sharded_backend(devices, batch)
     phases["backend"] = time.perf_counter() - clock
     clock = time.perf_counter()
     executable = Executable(graph, resolved, array_backend, schedule, result.groups, seed, device_memory, swap,
                             chosen, 0.0)
     phases["lowering"] = time.perf_counter() - clock
-    executable.stats.update(compile_seconds=time.perf_counter() - started, compile_phases=phases)
+    executable.stats.update(compile_seconds=time.perf_counter() - started, compile_phases=phases,
+                            memory_choices=memory_choices(chosen, executable.schedule, device_memory, swap))
+    if batch is not None:
+        executable.stats["devices"] = {"devices": devices, "batch": batch, "placed": array_backend.placed}
     return executable
+
+
+def memory_choices(options: CompileOptions, schedule: ast.Schedule, device_memory: int | None,
+                   swap: bool) -> dict[str, Any]:
+    """What the compiler chose for memory (``exe.stats["memory_choices"]``): running sums (``incrementalize``,
+    on by itself under a ``device_memory`` budget), the memory-aware schedule, recomputation, vectorized loops,
+    and the offloads it kept against the budget (with ``swap=True``)."""
+    return {"device_memory": device_memory, "incrementalize": options.incrementalize,
+            "memory_aware": options.memory_aware, "recompute": options.recompute,
+            "vectorize": options.vectorize, "swap": swap, "offloads_kept": schedule.count(ast.Offload)}
 
 
 def optimize_pdg(graph: Graph, bounds: Mapping[Symbol, int], options: CompileOptions = CompileOptions()) -> Graph:

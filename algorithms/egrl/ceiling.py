@@ -194,3 +194,7 @@ def main(argv: list[str] | None = None) -> dict:
         with open(args.json, "w") as handle:
             json.dump({"chip": spec.to_json(), "workloads": results}, handle, indent=1)
     return results
+
+
+if __name__ == "__main__":
+    main()

@@ -11,16 +11,19 @@
   (weights, activation) choices with the others fixed; passes repeat until the budget is spent;
 - ``compiler``: the compiler's own map (speedup 1 by definition).
 
-Deviations (stated, for run time): the paper takes one gradient step per environment step; here the RT
-learner takes one gradient step per ``generations_per_step`` generations (``--generations-per-step``, 5 in the
-bench: about 40 steps in 4,000 evaluations). The learner runs on the torch backend, compiled once per workload
-and shared by every seed and method (`learner_for`); on the ``reference`` backend, which memoizes every point
-of every iteration by design, memory grows with the steps (BERT's (heads, 366, 366) attention tensors took it
-past 19 GB).
+Update rate: the paper takes about one gradient step per environment step. The RT learner takes
+``steps_per_generation`` gradient steps per ``generations_per_step`` generations (one of them is 1): a generation
+is 21 evaluations for EGRL (the policy's rollout and 20 members) and 20 rollouts for PG, so
+``--steps-per-generation 20`` is about one step per evaluation. The bench's default, ``--generations-per-step
+5``, takes about 40 steps in 4,000 evaluations (for run time: see the docs page). The learner runs on the torch
+backend, compiled once per workload and shared by every seed and method (`learner_for`); on the ``reference``
+backend, which memoizes every point of every iteration by design, memory grows with the steps (BERT's (heads,
+366, 366) attention tensors took it past 19 GB).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -47,6 +50,7 @@ class Settings:
     replay: int = 100_000
     migrate_every: int = 5
     generations_per_step: int = 1
+    steps_per_generation: int = 1  # gradient steps per generation (> 1 only with generations_per_step == 1)
     noise: float = 0.01
     arch: Architecture = Architecture()
     sac: sac.SACConfig = sac.SACConfig()
@@ -54,6 +58,12 @@ class Settings:
     optimize: bool = True
     workers: int = 0  # Ray actors for the population's evaluations (0: in this process); same results either way
     chip: ChipSpec = NNPI
+
+    def __post_init__(self) -> None:
+        if self.steps_per_generation < 1 or self.generations_per_step < 1:
+            raise ValueError("steps_per_generation and generations_per_step must be at least 1")
+        if self.steps_per_generation > 1 and self.generations_per_step > 1:
+            raise ValueError("several steps per generation and several generations per step do not combine")
 
 
 @dataclass
@@ -99,6 +109,14 @@ def _population(graph: WorkloadGraph, settings: Settings, rng: np.random.Generat
 _WORKERS: dict[tuple, Workers] = {}
 
 
+def _identity(graph: WorkloadGraph) -> tuple:
+    """What makes two workloads the same for a compiled learner or a set of workers: the name alone does not (two
+    user models of one class may differ in size)."""
+    w = graph.workload
+    return (w.name, w.size, hashlib.sha1(graph.features.tobytes() + w.edges.tobytes() + w.act_bytes.tobytes() +
+                                         w.weight_bytes.tobytes()).hexdigest())
+
+
 def _workers(graph: WorkloadGraph, population: Population | None, settings: Settings) -> Workers | None:
     """The Ray actors for ``population``'s evaluations (None: in this process). One set at a time, started for a
     workload and count and shared by its seeds and methods, as `learner_for` shares the learner: an actor's
@@ -106,7 +124,7 @@ def _workers(graph: WorkloadGraph, population: Population | None, settings: Sett
     session, is ended first (the actors hold a CPU each)."""
     if population is None or settings.workers == 0:
         return None
-    key = (graph.workload.name, settings.workers, settings.arch, settings.chip)
+    key = (_identity(graph), settings.workers, settings.arch, settings.chip)
     if key not in _WORKERS or not _WORKERS[key].alive:
         for stale in _WORKERS.values():
             stale.close()
@@ -158,6 +176,8 @@ class _Driver:
         self.generation = 0
 
     def __call__(self, iteration: int, logits: np.ndarray, weights: dict[str, np.ndarray]):
+        if iteration % self.settings.steps_per_generation and self.replay.count:
+            return self.replay.sample(self.settings.sac.batch, self.rng)  # another step on the same experience
         for _ in range(self.settings.generations_per_step):
             if self.evaluator.exhausted:
                 break
@@ -180,12 +200,19 @@ class _Driver:
 _LEARNERS: dict[tuple, sac.Learner] = {}
 
 
+def learner_iterations(settings: Settings) -> int:
+    """Gradient steps the learner is compiled for: enough for PG alone (``population`` rollouts a generation)
+    to spend the budget, ``steps_per_generation`` per generation."""
+    return settings.steps_per_generation * math.ceil(
+        settings.budget / (settings.population * settings.generations_per_step))
+
+
 def learner_for(graph: WorkloadGraph, settings: Settings) -> sac.Learner:
     """The compiled learner for a workload and settings, made once per process and shared by every seed and by
     ``egrl`` and ``pg``: it takes as many steps as PG alone needs to spend the budget (EGRL, which spends it in
     slightly fewer, takes its last step or so after the budget is gone: no evaluation, no effect on results)."""
-    iterations = math.ceil(settings.budget / (settings.population * settings.generations_per_step))
-    key = (graph.workload.name, iterations, settings.sac, settings.arch, settings.backend, settings.optimize)
+    iterations = learner_iterations(settings)
+    key = (_identity(graph), iterations, settings.sac, settings.arch, settings.backend, settings.optimize)
     if key not in _LEARNERS:
         hierarchy = coarsen(graph.workload.edges, graph.workload.size, settings.arch.depth)
         _LEARNERS[key] = sac.Learner(graph.normalized_features(), hierarchy, iterations, settings.sac, settings.arch,

@@ -12,8 +12,9 @@ This gives 57 layers for ResNet-50 (53 convs, max pool, average pool, fc and the
 366 for BERT-large at sequence length 128 (24 x 15 per encoder layer, input, three embeddings, their
 layer norm, pooler), close to the paper's 57 / 108 / 376, and 186 for BERT-base at 128 tokens.
 
-`workload_from_torch(model, example_input)` does the same for a user's own network. Tensors are int8 and the batch is 1. An embedding
-layer stores its whole table but reads only the rows of its 128 tokens per inference (`Workload.weight_reads`).
+`workload_from_torch(model, example_input)` does the same for a user's own network. Tensors count elements (the
+chip's dtype makes them bytes, int8 by default) and the batch is 1. An embedding layer stores its whole table but
+reads only the rows of its 128 tokens per inference (`Workload.weight_reads`).
 
 The 19 node features are the paper's Table 1, in its order: op id, weight bytes, ifm x / y / z, ofm x / y / z,
 ifm size, ofm size, ops after the node, weight bytes from the node to the last, groups, kernel x / y, stride,
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import functools
 import operator
+import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +38,9 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from algorithms.egrl.chip import Workload
 from algorithms.egrl.models import MODELS
-from timerl.errors import TimeRLError, user_location
+from timerl.errors import TimeRLError
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 FEATURES = ("opid", "weight_size", "ifm_x", "ifm_y", "ifm_z", "ofm_x", "ofm_y", "ofm_z", "ifm_size", "ofm_size",
             "n_ops_left", "n_w_left", "groups", "kernel_x", "kernel_y", "stride", "pad", "dilation", "batch")
@@ -146,7 +151,7 @@ def workload_from_torch(model: nn.Module, example_input, name: str | None = None
     ``example_input`` (one tensor, or a tuple of them, batch first; the batch is node feature 19), its ops merged
     into layers as for the built-in workloads (module docstring), each with the paper's 19 features. Its tensors
     count elements; the chip's dtype makes them bytes. Raises `WorkloadError` when torch.fx cannot trace it."""
-    where = user_location()
+    where = _caller()
     if not isinstance(model, nn.Module):
         raise WorkloadError(f"{where}: model must be a torch.nn.Module, got {type(model).__name__}")
     inputs = example_input if isinstance(example_input, tuple) else (example_input,)
@@ -165,6 +170,14 @@ def workload_from_torch(model: nn.Module, example_input, name: str | None = None
     if graph.workload.size < 2:
         raise WorkloadError(f"{where}: {type(model).__name__} has no layer to map (no conv, linear, ...)")
     return graph
+
+
+def _caller() -> str:
+    """``file:line`` of the innermost frame outside this package (the user's call)."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_HERE + os.sep):
+        frame = frame.f_back
+    return "<unknown>" if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 def _layers_of(name: str, graph_module: torch.fx.GraphModule) -> WorkloadGraph:

@@ -31,7 +31,7 @@ def _mlp(n_in: int, n_out: int) -> torch.nn.Module:
 
 
 def train_eager(envs: int, steps: int, iterations: int, seed: int = 0, n_step: int | None = None,
-                env_name: str = "CartPole-v1") -> dict:
+                env_name: str = "CartPole-v1", lr: float = LR) -> dict:
     """A2C as one would write it in PyTorch (CleanRL's layout): a rollout without gradients, then the actor's and
     critic's outputs over the whole batch, GAE (or ``n_step`` returns) by a backward loop, one Adam step."""
     torch.manual_seed(seed)
@@ -39,7 +39,7 @@ def train_eager(envs: int, steps: int, iterations: int, seed: int = 0, n_step: i
                                       autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     obs_size = int(np.prod(vector.single_observation_space.shape))
     actor, critic = _mlp(obs_size, int(vector.single_action_space.n)), _mlp(obs_size, 1)
-    optimizer = torch.optim.Adam(list(actor.parameters()) + list(critic.parameters()), lr=LR)
+    optimizer = torch.optim.Adam(list(actor.parameters()) + list(critic.parameters()), lr=lr)
     out: dict = {"seconds": [], "cpu_seconds": [], "returns": []}
     for iteration in range(iterations):
         started, cpu = time.perf_counter(), time.process_time()

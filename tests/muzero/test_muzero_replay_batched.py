@@ -1,5 +1,5 @@
 """`Replay.sample` and `Replay.value_targets` gather and sum over whole batches and games; the oracle is the plain
-per-sample and per-position loops they replaced (session 13's code, written out below): the same batches, bit for
+per-sample and per-position loops (written out below): the same batches, bit for
 bit, from the same generator, over many seeds and settings (unroll, n-step, discount, elite rows, games shorter
 than the unroll and than n, scalar and categorical heads), and the same n-step targets."""
 

@@ -22,8 +22,7 @@ from timerl.ops.registry import OPS
 # program first asks for the jax backend (`timerl.backends.get_backend`), it leaves a process that already uses jax
 # as it is. The variable JAX_CPU_ENABLE_ASYNC_DISPATCH (true / false; jax's flag name) chooses otherwise, as does
 # `jax.config.update` after importing timerl: programs that chain many calls without reading results back gain from
-# the handover (the RT MMapGame's moves: `algorithms.mmap.rt.bench` turns it on; 217-237k against 185-196k moves/s
-# wall, load < 1).
+# the handover (the RT MMapGame's moves: `algorithms.mmap.rt.bench` turns it on).
 jax.config.update("jax_cpu_enable_async_dispatch",
                   os.environ.get("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false").lower() in ("1", "true", "yes", "on"))
 # On a GPU, XLA's default precision for float32 matrix products and convolutions is TF32 (10-bit mantissas): a
@@ -44,8 +43,8 @@ def _take(value: jax.Array, index: Any) -> jax.Array:
 class _ScanningNumpy:
     """``jax.numpy`` with cumulative sums computed as a parallel prefix scan (`jax.lax.associative_scan`): on
     the CPU, jax lowers ``cumsum`` to a ``reduce_window`` that adds the whole prefix at every position (N
-    additions per element along an axis of N: a cumulative sum along axis 1 of (100, 100, 64) values, REINFORCE's
-    padded windows, took 4.9 ms of CPU, the scan 1.1 ms; measured side by side, one process, load ~20)."""
+    additions per element along an axis of N); the scan does O(N log N) work, several times faster on REINFORCE's
+    padded windows."""
 
     def __init__(self) -> None:
         self._dtypes: dict = {}  # input dtype -> jax's result dtype of a cumulative sum without ``dtype=``
@@ -126,6 +125,11 @@ class JaxBackend:
         # constants are converted when a program is lowered, outside `session`: keep their float64/int64 too
         with jax.enable_x64(True):
             return jax.device_put(np.asarray(value), self.device)
+
+    def from_user(self, value: np.ndarray) -> jax.Array | np.ndarray:
+        """A value from user code (environments, sources, UDFs): like any host value on one device (split
+        across devices by `timerl.backends.jax_sharded`)."""
+        return self.from_numpy(value)
 
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.asarray(value)

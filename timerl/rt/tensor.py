@@ -60,6 +60,8 @@ class RecurrentTensor(TensorView):
     __mul__, __rmul__ = _binary("mul"), _binary("mul", reverse=True)
     __truediv__, __rtruediv__ = _binary("div"), _binary("div", reverse=True)
     __pow__, __rpow__ = _binary("pow"), _binary("pow", reverse=True)
+    __mod__, __rmod__ = _binary("remainder"), _binary("remainder", reverse=True)
+    __floordiv__, __rfloordiv__ = _binary("floor_divide"), _binary("floor_divide", reverse=True)
     __lt__, __le__, __gt__, __ge__ = _binary("lt"), _binary("le"), _binary("gt"), _binary("ge")
     __eq__, __ne__ = _binary("eq"), _binary("ne")  # type: ignore[assignment]
     __hash__ = object.__hash__  # ``==`` builds an op, so hashing stays by identity
@@ -72,6 +74,9 @@ class RecurrentTensor(TensorView):
 
     def __neg__(self) -> RecurrentTensor:
         return F.apply("neg", self)
+
+    def __abs__(self) -> RecurrentTensor:
+        return F.apply("abs", self)
 
     def __matmul__(self, other: Any) -> RecurrentTensor:
         return F.matmul(self, other)
@@ -152,8 +157,10 @@ class RecurrentTensor(TensorView):
         return _SpatialIndexer(self)
 
     # ---- sinks and gradients -----------------------------------------------------------------------------------
-    def sink(self, fn: Callable[[dict, Any], Any]) -> None:
-        F.sink(self, fn)
+    def sink(self, fn: Callable[[dict, Any], Any], native: bool = False) -> None:
+        """``fn(point, value)`` at every point of the domain; ``value`` is a NumPy array (a host copy or a
+        read-only view), or with ``native=True`` the backend's own array (a torch tensor, a jax array)."""
+        F.sink(self, fn, native)
 
     def backward(self) -> None:
         backward(self)

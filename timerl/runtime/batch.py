@@ -25,7 +25,8 @@ import numpy as np
 from timerl.pdg.graph import Graph, Node, identity_read
 from timerl.pdg.sizes import output_bytes, static_bytes
 from timerl.ops.batching import batch_rule
-from timerl.ops.registry import ACCUMULATE, CONST, MERGE, OPS, SINK
+from timerl.ops.registry import ACCUMULATE, CONST, MERGE, SINK
+from timerl.runtime.batch_checks import batched_check
 from timerl.runtime.batch_inputs import accumulated, covered_run, gathered, padded_window, selected
 from timerl.runtime.evaluate import bound_kernel, evaluate, first_violation, host_array, op_kernel, raise_violation
 from timerl.runtime.fusions import tanh_gradients
@@ -424,38 +425,11 @@ class BatchedGroup:
         return compiled
 
     def _finder(self, node_id: int, axes: tuple) -> Callable | None:
-        """The member's value check (`ValueCheck.find`) over the whole batch, as ``(bad, (first bad point's index
-        in the batch, its details...))``, or None for a member without a check. The check is the op's own, mapped
-        over the batch like its kernel (the array library's vmap), so a checked op batches like any other."""
+        """The member's value check over the batch (`batch_checks.batched_check`), None without one; cached."""
         key = (node_id, axes)
-        if key in self.finders:
-            return self.finders[key]
-        check = OPS[self.graph.nodes[node_id].op].check_values
-        if check is None:
-            self.finders[key] = None
-            return None
-        attrs, xp, backend = self.graph.nodes[node_id].attrs.as_dict(), self.backend.xp, self.backend
-        axes = axes[:len(self.graph.nodes[node_id].inputs)]  # (a window reduction's mask is not checked)
-
-        def at_point(*values: Any) -> Any:
-            found = check.find(xp, *values, **attrs)
-            if found is None:
-                return None
-            return found[0], tuple(xp.asarray(d, dtype=xp.int64) for d in found[1])
-
-        def over_batch(*values: Any) -> tuple | None:
-            values = values[:len(axes)]
-            if not any(a == 0 for a in axes):
-                found = at_point(*values)
-                return None if found is None else (found[0], (xp.asarray(0, dtype=xp.int64), *found[1]))
-            if at_point(*(v[0] if a == 0 else v for v, a in zip(values, axes))) is None:
-                return None  # the types and shapes rule the failure out, at every point alike
-            bad, details = backend.vmap(at_point, axes)(*values)
-            first = xp.argmax(xp.astype(bad, xp.int32))
-            return xp.any(bad), (xp.astype(first, xp.int64), *(d[first] for d in details))
-
-        self.finders[key] = over_batch
-        return over_batch
+        if key not in self.finders:
+            self.finders[key] = batched_check(self.graph.nodes[node_id], axes, self.backend)
+        return self.finders[key]
 
     def _scan_kernel(self, node_id: int, shape: str) -> Callable:
         kernel = self.scan_kernels.get((node_id, shape))

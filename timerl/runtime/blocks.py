@@ -19,12 +19,40 @@ from timerl.pdg.graph import TensorType
 
 
 class _Row:
-    __slots__ = ("buffers", "base", "live")
+    """One row's buffers; ``low``/``high`` bound its live points (kept up to date as points come and go, so
+    that whether a range is all live is a constant-time question when the live points are contiguous)."""
+
+    __slots__ = ("buffers", "base", "live", "low", "high")
 
     def __init__(self, buffers: list[Any], base: int) -> None:
         self.buffers = buffers
         self.base = base
         self.live: set[int] = set()
+        self.low, self.high = base, base - 1
+
+    def add(self, k: int) -> None:
+        if not self.live:
+            self.low = self.high = k
+        elif k < self.low:
+            self.low = k
+        elif k > self.high:
+            self.high = k
+        self.live.add(k)
+
+    def discard(self, k: int) -> None:
+        live = self.live
+        live.discard(k)
+        if not live:
+            return
+        while self.low not in live:  # amortized O(1): a window frees its oldest point
+            self.low += 1
+        while self.high not in live:
+            self.high -= 1
+
+    def all_live(self, start: int, stop: int) -> bool:
+        if start >= self.low and stop - 1 <= self.high and len(self.live) == self.high - self.low + 1:
+            return True
+        return all(k in self.live for k in range(start, stop))
 
 
 class _PointOutputs:
@@ -70,7 +98,7 @@ class BlockStore:
             self._regrow(row, k)
         for slot in self.written:
             row.buffers[slot] = self.backend.write(row.buffers[slot], k - row.base, values[slot])
-        row.live.add(k)
+        row.add(k)
 
     def get(self, point: tuple[int, ...]) -> _PointOutputs:
         outer, k = self._split(point)
@@ -87,7 +115,7 @@ class BlockStore:
     def slice(self, outer: tuple[int, ...], start: int, stop: int, output: int) -> Any:
         """Points ``start .. stop-1`` of one row, all live, as one array (a view where the backend allows)."""
         row = self.rows[outer]
-        if any(k not in row.live for k in range(start, stop)):
+        if not row.all_live(start, stop):
             raise KeyError((outer, start, stop))
         return row.buffers[output][start - row.base:stop - row.base]
 
@@ -108,7 +136,7 @@ class BlockStore:
         row = self.rows.get(outer)
         if row is None:
             return
-        row.live.discard(k)
+        row.discard(k)
         if not row.live:
             del self.rows[outer]
 

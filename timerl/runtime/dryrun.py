@@ -91,6 +91,26 @@ def choose_swaps(schedule: ast.Schedule, graph: Any, groups: dict, budget: int, 
     return ast.Schedule(_only_swaps_of(schedule.root, chosen, 0), schedule.labels)
 
 
+def fitting_budget(schedule: ast.Schedule, graph: Any, groups: dict, bounds: Mapping[Symbol, int],
+                   transient: Transient, too_small: int) -> int:
+    """A device budget with which ``schedule`` (its swaps not yet chosen) runs, swapping as `choose_swaps`
+    decides for that budget: what a `DeviceOutOfMemoryError` under ``swap=True`` states, so that following it
+    succeeds. The least such budget above ``too_small``, by bisection; the peak without any swap always fits
+    (`choose_swaps` then keeps none)."""
+
+    def fits(budget: int) -> bool:
+        chosen = choose_swaps(schedule, graph, groups, budget, bounds, transient)
+        return required_device_bytes(chosen, graph, groups, bounds, transient) <= budget
+
+    high = required_device_bytes(ast.Schedule(_only_swaps_of(schedule.root, set(), 0), schedule.labels), graph,
+                                 groups, bounds, transient)
+    low = min(too_small, high - 1)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if fits(middle) else (middle, high)
+    return high
+
+
 def _fetch_distances(node: ast.AstNode) -> set[int]:
     """The distances of the fetches in the program (`ast.Fetch.distance`)."""
     if isinstance(node, ast.Fetch):

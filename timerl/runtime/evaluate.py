@@ -12,12 +12,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from timerl.errors import ShapeError, TimeRLError, user_code_error
+from timerl.errors import ShapeError, Stop, TimeRLError, user_code_error
 from timerl.ops.registry import ACCUMULATE, CONST, DRAW, INDEX, MERGE, OPS, SINK, SOURCE, UDF
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
 from timerl.runtime import rng
 from timerl.runtime.access import point_dict
+from timerl.runtime.host_values import owned_array
+from timerl.runtime.runs import request_stop
 from timerl.symbolic import Expr, Symbol, compile_function
 
 
@@ -46,9 +48,10 @@ def _draw(node, point, inputs, seed, attrs, backend):
 
 
 def _source(node, point, inputs, seed, attrs, backend):
-    value = call_user(node, point, lambda: np.asarray(attrs["fn"](point_dict(node.domain, point)),
-                                                         dtype=attrs["dtype"]))
-    return (backend.from_numpy(_check_shape(node, value, attrs["shape"])),)
+    where = point_dict(node.domain, point)
+    value = call_user(node, point, lambda: attrs["fn"](where))
+    value = owned_array(value, attrs["dtype"], f"{node.label()}: the source function failed at {where}")
+    return (backend.from_user(_check_shape(node, value, attrs["shape"])),)
 
 
 def _merge(node, point, inputs, seed, attrs, backend):
@@ -56,14 +59,22 @@ def _merge(node, point, inputs, seed, attrs, backend):
 
 
 def _sink(node, point, inputs, seed, attrs, backend):
-    call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(inputs[0])))
+    value, native = inputs[0], attrs.get("native", False)
+    if native and isinstance(value, np.ndarray):  # kept on the host (jax on a CPU): the backend's array
+        value = backend.xp.asarray(value)
+    try:
+        call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(value, native)))
+    except Stop as stop:
+        request_stop(stop)
     return ()
 
 
 def _udf(node, point, inputs, seed, attrs, backend):
     arrays = [backend.to_numpy(v) for v in inputs]
-    results = call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), *arrays))
-    return tuple(backend.from_numpy(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
+    where = point_dict(node.domain, point)
+    results = call_user(node, point, lambda: attrs["fn"](where, *arrays))
+    return tuple(backend.from_user(owned_array(v, t.dtype, f"{node.label()}: the udf function failed at {where}"))
+                 for v, t in zip(results, attrs["outputs"]))
 
 
 _BY_EXECUTOR = {CONST: _const, DRAW: _draw, SOURCE: _source, MERGE: _merge, SINK: _sink, UDF: _udf}
@@ -153,19 +164,24 @@ def host_array(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def sink_value(value: Any) -> Any:
+def sink_value(value: Any, native: bool = False) -> Any:
     """What a sink function receives: a value it may keep but cannot use to change what other ops read.
 
-    NumPy arrays get a read-only view (free); torch tensors have no read-only flag, so they are cloned (on a
-    GPU: copied to the host, where a sink's NumPy and Python can read them, as jax arrays can be); jax arrays
-    are immutable already."""
-    if isinstance(value, np.ndarray):
-        view = value.view()
-        view.flags.writeable = False
-        return view
+    A NumPy array in host memory on every backend: a read-only view of a NumPy or jax value (both are never
+    written again), a copy of a torch tensor (the executor may reuse its memory). With ``native`` (``x.sink(fn,
+    native=True)``), the backend's own array instead: a torch tensor is cloned (it has no read-only flag), a jax
+    array is immutable already."""
     if type(value).__module__.startswith("torch"):
-        return value.clone() if value.device.type == "cpu" else value.cpu()
-    return value
+        if native:
+            return value.clone()
+        if str(value.dtype) == "torch.bfloat16":  # NumPy reads no torch bfloat16: through float32, exactly
+            return value.detach().to("cpu", copy=True).float().numpy().astype("bfloat16")
+        return value.detach().to("cpu", copy=True).numpy()
+    if native and not isinstance(value, np.ndarray):
+        return value
+    view = np.asarray(value).view()
+    view.flags.writeable = False
+    return view
 
 
 def _dynamic(node: Node, backend: Any) -> bool:

@@ -15,11 +15,11 @@ import time
 from typing import Any, Callable, Mapping
 
 from timerl.errors import DeviceOutOfMemoryError, TimeRLError
-from timerl.ops.registry import MERGE, SINK, SOURCE, UDF
+from timerl.ops.registry import ACCUMULATE, SINK, SOURCE, UDF
 from timerl.options import CompileOptions
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
-from timerl.runtime.dryrun import choose_swaps, required_device_bytes
+from timerl.runtime.dryrun import choose_swaps, fitting_budget, required_device_bytes
 from timerl.runtime.evaluate import StackedContributions
 from timerl.runtime.batch import BatchedGroup, chunk_points, point_bytes
 from timerl.runtime.batched_loop import batched_loop
@@ -35,6 +35,7 @@ from timerl.runtime.jax_scan import ScannedLoop
 from timerl.runtime.jax_scan_loop import LoopAnalysis, Unscannable
 from timerl.runtime.generated import SKIP, namespace
 from timerl.runtime.plan import GroupLowering
+from timerl.runtime import runs
 from timerl.runtime.run_lock import one_run_at_a_time
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
@@ -79,6 +80,7 @@ class Executable:
                                   matmul_add=options.matmul_add, donation=options.donation)
         self.group_functions = {g.id: lowering.lower(g) for g in groups}
         self.transient = lowering.transient
+        self.scheduled = schedule  # before its swaps are chosen (`fitting_budget`)
         if swap and device_memory is not None:  # which scheduled swaps run: against the budget, by dry runs
             self.schedule = schedule = choose_swaps(schedule, graph, self.groups, device_memory, self.bounds,
                                                     self.transient)
@@ -89,7 +91,14 @@ class Executable:
         # loop runs in chunks of points whose values stay within `CHUNK_BYTES`, as isl's order keeps only a few
         # points of them alive (not on jax, whose compiled statements want one shape; there `scan_loops` runs them)
         chunks = self.vectorize and options.memory_aware and backend.name != "jax"
-        if device_memory is None and (options.distributes(backend.name) or chunks):
+        split = options.distributes(backend.name)
+        if not split and self.scan_loops and options.distribute and self.vectorize:
+            # jax: a loop that becomes one lax.scan stays whole; one that cannot (it calls the host, or sums
+            # gradient contributions, which no scan computes) is distributed, so that what does not recur batches
+            unscannable = {g.id for g in groups if any(graph.nodes[m].category.calls_user
+                                                       or graph.nodes[m].category is ACCUMULATE for m in g.members)}
+            split = lambda executed: any(g in unscannable for g in executed)  # noqa: E731
+        if device_memory is None and (split or chunks):
             supported = {g.id: BatchedGroup.supported(graph, g) for g in groups}
             host_calls = {}  # group -> (hands the host a value: a sink or UDF, takes one: a source or UDF)
             for g in groups:
@@ -99,7 +108,7 @@ class Executable:
             sizes = {g.id: point_bytes(graph, g) for g in groups}
             chunk = (lambda batched: chunk_points([sizes[g] for g in batched])) if chunks else (lambda batched: None)
             self.schedule = schedule = ast.Schedule(distribute(
-                schedule.root, self.dependences, supported.get, host_calls, options.distributes(backend.name),
+                schedule.root, self.dependences, supported.get, host_calls, split,
                 chunk), schedule.labels)
         self.decisions = Decisions()  # how each statement runs and why (`explain`), noted as loops are built
         interpreter = _Interpreter(self)
@@ -108,31 +117,74 @@ class Executable:
             self._program = LoopProgram(interpreter, loops).generate(schedule.root)
         else:
             self._program = interpreter.build(schedule.root, ())
+        self.run = runs.RunState(getattr(self._program, "span", None))  # where a run in parts stands
+        self.namespace.update(RUN=self.run.run, STOP=self.run.stop)
+        self.pool: Any = None
 
-    @one_run_at_a_time
-    def execute(self) -> None:
-        started = time.perf_counter()
+    @property
+    def iteration(self) -> int:
+        """The next iteration of the outermost loop a resumed run starts at."""
+        return self.run.run[0]
+
+    @property
+    def finished(self) -> bool:
+        """Whether the last run (or part) reached the end of the program."""
+        return self.run.finished
+
+    @property
+    def stopped(self) -> bool:
+        """Whether a sink ended the last run or part early (`trl.Stop`)."""
+        return self.run.stop[0]
+
+    def save(self, path: str) -> None:
+        """A checkpoint of the run between two parts (`timerl.runtime.runs`), as an ``.npz`` file."""
+        runs.save(path, self.graph, self.bounds, self.seed, self.backend.name, self.run, self.pool, self.backend)
+
+    def load(self, path: str) -> None:
+        """Continue from a checkpoint of this program (same bounds and seed): ``exe.execute(resume=True)``."""
+        self._fresh_pool()
+        runs.load(path, self.graph, self.bounds, self.seed, self.run, self.pool, self.backend)
+
+    def _fresh_pool(self) -> None:
         blocks = {node_id: BlockStore(axis, self.graph.nodes[node_id].outputs, self.backend)
                   for node_id, axis in self.block_axes.items()}
-        # batched statement calls; those that scanned their windows; chunks run by statements that pad them
-        self.batched_runs = self.window_scans = self.padded_chunks = 0
         pool_class = StackedPool if self.vectorize else MemoryPool  # batched results stay batched
         self.pool = pool = pool_class(self.device_memory, self.backend, self.swap, blocks)
-        pool.describe = self._describe
+        pool.describe, pool.describe_group = self._describe, self._describe_group
         self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of,
                               free=pool.free, free_outputs=pool.free_outputs, free_many=pool.free_many,
                               store_many=pool.store_many)
+
+    @one_run_at_a_time
+    def execute(self, iterations: int | None = None, resume: bool = False) -> None:
+        """Run the program. ``iterations``: only that many iterations of its outermost loop (a part);
+        ``resume``: continue from where the last part, a `trl.Stop` or a loaded checkpoint left it (the
+        state in between is kept), instead of starting over."""
+        started = time.perf_counter()
+        if self.run.begin(iterations, resume):
+            self._fresh_pool()
+        pool = self.pool
+        # batched statement calls; those that scanned their windows; chunks run by statements that pad them
+        self.batched_runs = self.window_scans = self.padded_chunks = 0
         for prefetch in self.prefetchers:
             prefetch.reset(pool.hold)
-        with self.backend.session():
+        with self.backend.session(), runs.stop_flag(self.run.stop):
             if not self.constants_moved:  # once (STYLE 14): no kernel writes into a constant's buffer (`FRESH`)
                 self.namespace.update({name: self.backend.from_numpy(v) for name, v in self.constants.items()})
                 self.constants_moved = True
             try:
                 self._program([])
             except DeviceOutOfMemoryError as error:
-                if self.swap or not hasattr(error, "in_use"):
+                if not hasattr(error, "in_use"):
                     raise
+                if self.swap:  # the budget to state is one whose chosen swaps fit, not the bytes in use here
+                    fits = fitting_budget(self.scheduled, self.graph, self.groups, self.bounds, self.transient,
+                                          self.device_memory)
+                    raise DeviceOutOfMemoryError(
+                        f"{str(error).split(': the program needs')[0]}: with swapping, the program needs at least "
+                        f"{fits} bytes of device memory (device_memory={fits} fits), device_memory is "
+                        f"{self.device_memory}"
+                    ) from None
                 required = required_device_bytes(self.schedule, self.graph, self.groups, self.bounds, self.transient)
                 if required <= self.device_memory:  # the count disagrees with the pool's: keep its message
                     raise
@@ -159,6 +211,14 @@ class Executable:
         node = self.graph.nodes[key[0]]
         return f"{node.label()} at {point_dict(node.domain, key[1])}"
 
+    def _describe_group(self, group_id: int | None) -> str:
+        """The ops whose intermediate values a group holds while it runs (the first few, with their lines)."""
+        members = [self.graph.nodes[m] for m in self.groups[group_id].members] if group_id in self.groups else []
+        kernels = [node for node in members if node.category.kernel] or members
+        shown = ", ".join(node.label() for node in kernels[:3])
+        more = f" and {len(kernels) - 3} more ops" if len(kernels) > 3 else ""
+        return f"the intermediate values of {shown}{more}" if shown else "a dataflow group's intermediate values"
+
     # ---- reads the generated code does not inline ---------------------------------------------------------------
     def _reader(self, node: Node, slot: int) -> Callable[[tuple], Any]:
         """Input ``slot`` of ``node`` at a point, for conditioned, masked or range reads; `SKIP` where the
@@ -175,6 +235,10 @@ class Executable:
     def _read(self, node: Node, reader: EdgeReader, point: tuple[int, ...]) -> Any:
         pool = self.pool
         edge = reader.edge
+        if reader.has_ranges and edge.masked_by is None and edge.producer in pool.blocks:
+            window = self._slice(reader, point, edge)  # before listing the points: O(1) whatever the length
+            if window is not None:
+                return window
         points, lengths = reader.points(point)
         keys = [(edge.producer, q) for q in points]
         if edge.masked_by is not None:  # gradient contributions: those that exist
@@ -190,10 +254,6 @@ class Executable:
             if stacked is not None:  # the rows of one batched result, in order
                 return StackedContributions([k[1] for k in present], stacked, self.backend)
             return [(k[1], pool.load(k)[edge.output]) for k in present]
-        if lengths and edge.producer in pool.blocks:
-            window = self._slice(reader, point, edge)
-            if window is not None:
-                return window
         if len(lengths) == 1 and len(keys) > 1:  # consecutive rows of one batched result: a slice of it
             batch = getattr(pool, "batch", None)
             window = None if batch is None else batch(keys, edge.output)
@@ -267,7 +327,7 @@ def block_axes(graph: Graph) -> dict[int, int]:
             producer = graph.nodes[edge.producer]
             static = all(isinstance(d, int) for t in producer.outputs for d in t.shape)
             unit = all(edge.index[k].step == 1 for k in ranged)
-            if len(ranged) == 1 and static and unit and edge.masked_by is None and producer.category is not MERGE:
+            if len(ranged) == 1 and static and unit and edge.masked_by is None:
                 axes.setdefault(edge.producer, set()).add(ranged[0])
             else:
                 axes.setdefault(edge.producer, set()).add(None)

@@ -78,6 +78,7 @@ class MemoryPool:
         self.pinned: set[Key] = set()  # read by the running group: never offloaded to make room
         self.freed_outputs: dict[Key, tuple[int, ...]] = {}  # points some of whose outputs are freed already
         self.describe: Callable[[Key], str] = lambda key: f"%{key[0]} at {key[1]}"
+        self.describe_group: Callable[[int | None], str] = lambda group: f"the intermediate values of group {group}"
 
     # ---- storing ------------------------------------------------------------------------------------------
     def store(self, key: Key, values: tuple[Any, ...], size: int | None) -> None:
@@ -121,13 +122,13 @@ class MemoryPool:
             self.peak_device_bytes = self.device_bytes
         self.timeline.add(self.device_bytes, self.host_bytes)
 
-    def transient(self, size: int, donated: int = 0) -> None:
+    def transient(self, size: int, donated: int = 0, group: int | None = None) -> None:
         """Values that live only while their group runs (read inside it, never stored): they count towards
         the peak, and must fit, but are gone when the group ends. ``donated``: bytes the group wrote into the
         buffers of inputs that died there (`timerl.runtime.fusions.buffer_donations`)."""
         self.donated_bytes += donated
         if self.capacity is not None:
-            self._reserve(size, lambda: "a dataflow group's intermediate values", self.pinned)
+            self._reserve(size, lambda: self.describe_group(group), self.pinned)
         if self.device_bytes + size > self.peak_device_bytes:
             self.peak_device_bytes = self.device_bytes + size
         self.timeline.add(self.device_bytes + size, self.host_bytes)

@@ -15,11 +15,12 @@ from typing import Any, Mapping
 
 import timerl.ops  # noqa: F401
 from timerl.ops.registry import ACCUMULATE, MERGE
-from timerl.errors import DomainError, ScheduleError
+from timerl.errors import DomainError, ScheduleError, TimeRLError, user_location
 from timerl.pdg.graph import Graph, Node
 from timerl.backends.numpy_backend import NumpyBackend
 from timerl.runtime.evaluate import evaluate
 from timerl.runtime.run_lock import one_run_at_a_time
+from timerl.runtime.runs import stop_flag
 from timerl.runtime.access import EdgeReader, condition_function, empty_stats, point_dict, stack_range
 from timerl.symbolic import Symbol
 
@@ -42,10 +43,29 @@ class ReferenceInterpreter:
 
     # ---- driving ----------------------------------------------------------------------------------------------
     def run(self) -> None:
+        """Every point of every root (sink, UDF), in the program's lexicographic order of points (a dimension
+        a root does not vary over counts as 0), ties in the order the roots were created: side effects
+        happen in the order of the loop nest a user would write, whatever they read."""
+        position_of = {id(d): k for k, d in enumerate(self.graph.dims)}
+        work = []
         for node in self.graph.nodes:
             if node.category.root:
+                where = [position_of[id(d)] for d in node.domain]
                 for point in self.points(node):
-                    self.value(node.id, point)
+                    full = [0] * len(position_of)
+                    for position, coordinate in zip(where, point):
+                        full[position] = coordinate
+                    work.append((tuple(full), node.id, point))
+        for _, node_id, point in sorted(work):
+            self.value(node_id, point)
+        # then every defined point of every placeholder the sinks use, read or not: the compiled backends compute
+        # a placeholder whole, so a branch that fails at a point nothing reads fails on every backend alike
+        done: set[int] = set()
+        while used := {n for n, _ in self.memo if self.graph.nodes[n].category is MERGE} - done:
+            for node_id in sorted(used):
+                for point in self.points(self.graph.nodes[node_id]):
+                    self.value(node_id, point)
+            done |= used
 
     def points(self, node: Node):
         check = self.defined[node.id]
@@ -184,9 +204,15 @@ class ReferenceExecutable:
         self.schedule = "reference interpreter: every sink point evaluated on demand, memoized"
 
     @one_run_at_a_time
-    def execute(self) -> None:
+    def execute(self, iterations: int | None = None, resume: bool = False) -> None:
+        """The whole program; the reference has no loop to run in parts, and runs every sink even after a
+        `trl.Stop`."""
+        if iterations is not None or resume:
+            raise TimeRLError(f"{user_location()}: the reference interpreter runs whole programs only "
+                              "(iterations= and resume= need a compiled backend)")
         started = time.perf_counter()
         interpreter = ReferenceInterpreter(self.graph, self.bounds, self.seed)
-        interpreter.run()
+        with stop_flag([False]):
+            interpreter.run()
         self.stats["execute_seconds"] = time.perf_counter() - started
         self.stats["points_evaluated"] = len(interpreter.memo)

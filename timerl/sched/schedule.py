@@ -21,6 +21,7 @@ from timerl.ops.registry import SINK, UDF
 from timerl.pdg.graph import Graph
 from timerl.symbolic import Expr, Symbol, const
 from timerl.sched import ast
+from timerl.sched.cycles import cycle_error
 from timerl.sched.demand import Demand, analyze
 from timerl.sched.group import Group, group_nodes, is_internal, rename_relation
 from timerl.sched.isl_expr import guarded, isl_cond, isl_expr, pieces_of_all
@@ -122,7 +123,7 @@ def _schedule_groups(graph: Graph, demand: Demand, fuse: bool, started: float,
         if isl_schedule is None and (fuse or per_iteration):  # `schedule_graph` tries op by op before naming
             raise ScheduleError("isl found no order of the fused statements")  # a cycle (whose closure is slow)
         if isl_schedule is None:
-            raise ScheduleError(_cycle_message(graph, groups, validity.intersect_params(demand.polyhedra.context)))
+            raise _cycle_error(graph, groups, validity.intersect_params(demand.polyhedra.context))
         if memory_aware:
             isl_schedule = order.memory_aware(isl_schedule, domain, validity, demand.polyhedra.generic_context,
                                                order.footprint(graph, groups, group_of))
@@ -238,21 +239,23 @@ def _union_map(maps: list[isl.Map], domain: isl.UnionSet) -> isl.UnionMap:
     return result
 
 
-def _cycle_message(graph: Graph, groups: list[Group], validity: isl.UnionMap) -> str:
-    """Name the ops whose points depend on themselves through the transitive closure of the dependences."""
+def _cycle_error(graph: Graph, groups: list[Group], validity: isl.UnionMap) -> ScheduleError:
+    """Name the reads that close the cycles among the ops whose points depend on themselves (through the
+    transitive closure of the dependences)."""
     closure, _exact = validity.transitive_closure()
-    names: list[str] = []
+    cyclic: set[int] = set()
 
     def visit(relation: isl.Map) -> None:
         source, target = relation.get_tuple_name(isl.dim_type.in_), relation.get_tuple_name(isl.dim_type.out)
         if source == target and source.startswith("S"):
             same_point = relation.intersect(isl.Map.identity(relation.get_space()))
             if not same_point.is_empty():
-                names.extend(graph.nodes[n].label() for n in groups[int(source[1:])].members)
+                cyclic.update(groups[int(source[1:])].members)
 
     closure.foreach_map(visit)
-    listed = "; ".join(dict.fromkeys(names)) or "(isl found no valid order)"
-    return f"no valid execution order: a point depends on itself through {listed}"
+    if not cyclic:
+        return ScheduleError("no valid execution order (isl found none)")
+    return cycle_error(graph, cyclic)
 
 
 # ---- isl AST -> our AST ---------------------------------------------------------------------------------------

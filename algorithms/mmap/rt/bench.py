@@ -75,8 +75,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     # the moves chain jitted calls whose results stay on the device: XLA:CPU's handover to a worker thread lets
     # Python dispatch the next move meanwhile (timerl's jax backend turns it off unless this variable is set, for
-    # programs that read a result back every step; here on: 217-237k against 185-196k moves/s wall median,
-    # alternated processes, load < 1); the update covers a backend imported before this line
+    # programs that read a result back every step; here it is faster on); the update covers a backend imported
+    # before this line
     os.environ["JAX_CPU_ENABLE_ASYNC_DISPATCH"] = "true"
     jax.config.update("jax_cpu_enable_async_dispatch", True)
     for backend in args.backend:

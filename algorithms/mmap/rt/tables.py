@@ -150,8 +150,7 @@ class GameTables:
 
     `wide`: the layout for torch with `CompileOptions.compile_groups`. The state's records and copy edges are
     int32 rather than the narrowest types (int16 records, bool edges): TorchInductor's C++ loops (torch 2.13)
-    vectorize neither int16 nor bool arrays, and the loops over records and edges ran scalar (side by side in
-    one process, 256 games, load ~10: 39,510 -> 56,164 moves per CPU second, median of 4). XLA packs the
+    vectorize neither int16 nor bool arrays, and the loops over records and edges would run scalar. XLA packs the
     narrow types well (jax: neutral to 5% slower wide), so they stay the default. And the free-block query's
     cumulative count is torch's integer cumsum (`rules.lowest_free_columns`), not XLA's blocked matmuls."""
 
