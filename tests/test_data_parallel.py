@@ -40,6 +40,9 @@ def test_a_gradient_reduced_across_devices_equals_the_reference(split_runs):
         placed = split_runs["regression"][str(devices)]["devices"]
         assert placed["devices"] == devices and placed["batch"] == BATCH
         assert placed["placed"]["split"] == 2 * ITERATIONS  # features and targets
+        where = split_runs["regression"][str(devices)]["placement"]
+        assert where["residual"] == [devices, False]  # a per-sample value: each device holds its share
+        assert where["grad"] == [devices, True]  # the gradient, summed across them: every device holds it all
 
 
 def test_ppo_on_two_devices_equals_one_device(split_runs):
