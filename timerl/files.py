@@ -11,6 +11,7 @@ import gzip
 import json
 import math
 import os
+import re
 import zipfile
 import zlib
 from pathlib import Path
@@ -65,25 +66,15 @@ def parse_json(data: bytes | str, path: str | os.PathLike, what: str) -> Any:
 
 
 def _nesting(text: str) -> int:
-    """The deepest nesting of ``[`` and ``{`` outside JSON strings."""
-    depth = deepest = 0
-    inside = escaped = False
-    for char in text:
-        if inside:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                inside = False
-        elif char == '"':
-            inside = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
+    """The deepest nesting of ``[`` and ``{`` outside JSON strings (strings removed by one regular expression,
+    the depth a running sum: fast on the multi-megabyte workload files)."""
+    codes = np.frombuffer(_JSON_STRING.sub("", text).encode("utf-8", "replace"), dtype=np.uint8)
+    steps = np.isin(codes, _OPENING).astype(np.int64) - np.isin(codes, _CLOSING)
+    return int(np.cumsum(steps).max(initial=0))
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_OPENING, _CLOSING = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
 
 
 def read_json(path: str | os.PathLike, what: str) -> Any:
