@@ -47,7 +47,9 @@ def run_child(devices: int, num_envs: int, steps: int, iterations: int) -> dict:
 def table(runs: list[dict], num_envs: int, steps: int, iterations: int) -> str:
     one = runs[0]
     lines = [f"PPO on CartPole-v1, {num_envs} environments x {steps} steps, {iterations} iterations, jax on "
-             "the CPU's virtual devices (one process; the devices share its cores).", "",
+             "the CPU's virtual devices (one process; the devices share its cores, so this is an overhead figure, "
+             "not a speedup). 1 device is the one-device jax backend (no mesh); seconds per iteration are the "
+             "median after the first iteration.", "",
              "| devices | compile s | s / iteration | max rel. loss difference vs 1 device | same returns |",
              "|---:|---:|---:|---:|:---:|"]
     for run in runs:
