@@ -216,3 +216,22 @@ def test_bfloat16_needs_no_particular_import_order():
     root = Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-c", program], check=True, cwd=root,
                    env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+
+
+def test_integer_expressions_promote_like_python_ints(backend):
+    """``x + t`` is ``x + 3`` at t = 3: weak, so an int8 tensor stays int8 and a float16 one float16."""
+    ctx = trl.Context("t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        small = trl.source(lambda p: np.array([1, -2], np.int8), shape=(2,), dtype="int8", domain=(t,))
+        half = trl.source(lambda p: np.array([0.5, 1.5], np.float16), shape=(2,), dtype="float16", domain=(t,))
+        results = {"int8": small + t, "float16": half * (T - t), "float32": 0.5 ** (T - t)}
+        stores = {name: collect(r) for name, r in results.items()}
+    run(ctx, {T: 3}, backend)
+    for k in range(3):
+        expected = {"int8": torch.tensor([1, -2], dtype=torch.int8) + k,
+                    "float16": torch.tensor([0.5, 1.5], dtype=torch.float16) * (3 - k),
+                    "float32": torch.tensor(0.5) ** (3 - k)}
+        for name, want in expected.items():
+            assert results[name].dtype == name == str(want.dtype).removeprefix("torch.")
+            np.testing.assert_array_equal(stores[name][(k,)], want.numpy())
