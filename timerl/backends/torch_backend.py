@@ -115,6 +115,8 @@ class TorchBackend:
             tensor = torch.as_tensor(array)
         return tensor.to(self.device) if self.device.type != "cpu" else tensor
 
+    from_user = from_numpy  # values from user code (environments, sources, UDFs): like any host value here
+
     def to_numpy(self, value: Any) -> np.ndarray:
         if isinstance(value, torch.Tensor) and value.dtype == torch.bfloat16:
             return self.to_numpy(value.float()).astype(_BFLOAT16)

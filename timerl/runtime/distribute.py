@@ -43,10 +43,11 @@ POINTS, BATCHED = "points", "batched"  # how a distributed loop runs
 
 
 def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int], bool],
-               host_calls: Mapping[int, tuple[bool, bool]] = {}, split: bool = True,
+               host_calls: Mapping[int, tuple[bool, bool]] = {}, split: bool | Callable[[list[int]], bool] = True,
                chunk: Callable[[list[int]], int | None] = lambda groups: None) -> ast.AstNode:
     """``node`` with every loop that cannot run batched as it is (a statement recurs, or cannot be batched),
-    but whose body splits into loops of which one could, distributed (with ``split``); ``dependences`` as
+    but whose body splits into loops of which one could, distributed (with ``split``, or where ``split(groups)``
+    holds for the groups the loop executes); ``dependences`` as
     `statement_dependences` gives them, ``batchable(group)``: whether a group's statement runs batched;
     ``host_calls``: the groups that call the host, each with (hands it a value, takes one from it): coupled
     pairs keep their order (module docstring). ``chunk(groups)``: the most points of a loop
@@ -71,7 +72,8 @@ def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int],
     if statement_major(leaves, *dependences) and all(batchable(g) for g in executed):  # runs batched as it is
         points = chunk(executed)
         return node if points is None else _strip_mined(node, [node.body], points)
-    loops = _split(leaves, dependences, batchable, host_calls) if split else None
+    splits = split(executed) if callable(split) else split
+    loops = _split(leaves, dependences, batchable, host_calls) if splits else None
     if loops is None:
         return node
     bodies = []

@@ -51,7 +51,7 @@ def _source(node, point, inputs, seed, attrs, backend):
     where = point_dict(node.domain, point)
     value = call_user(node, point, lambda: attrs["fn"](where))
     value = owned_array(value, attrs["dtype"], f"{node.label()}: the source function failed at {where}")
-    return (backend.from_numpy(_check_shape(node, value, attrs["shape"])),)
+    return (backend.from_user(_check_shape(node, value, attrs["shape"])),)
 
 
 def _merge(node, point, inputs, seed, attrs, backend):
@@ -73,7 +73,7 @@ def _udf(node, point, inputs, seed, attrs, backend):
     arrays = [backend.to_numpy(v) for v in inputs]
     where = point_dict(node.domain, point)
     results = call_user(node, point, lambda: attrs["fn"](where, *arrays))
-    return tuple(backend.from_numpy(owned_array(v, t.dtype, f"{node.label()}: the udf function failed at {where}"))
+    return tuple(backend.from_user(owned_array(v, t.dtype, f"{node.label()}: the udf function failed at {where}"))
                  for v, t in zip(results, attrs["outputs"]))
 
 

@@ -27,7 +27,7 @@ def udf_call(node: Node, backend: Any) -> Callable[[tuple, list], tuple]:
     fn, names = attrs["fn"], [d.name for d in node.domain]
     declared = attrs["outputs"]
     dtypes = [np.dtype(t.dtype) for t in declared]
-    to_numpy, from_numpy = backend.to_numpy, backend.from_numpy
+    to_numpy, from_numpy = backend.to_numpy, backend.from_user
 
     def asarray(value: Any, dtype: np.dtype, point: tuple) -> Any:
         return owned_array(value, dtype.name, f"{node.label()}: the udf function failed at {dict(zip(names, point))}")
