@@ -106,7 +106,9 @@ def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool],
            host_calls: Mapping[int, tuple[bool, bool]] = {}) -> list[tuple[str, list[int]]] | None:
     """The loops the body distributes into, as (kind, leaf indices), or None where distributing makes no
     batched statement (or a batched loop would not run statement by statement: one split in pieces, say), or
-    where nothing recurs. A statement that does not
+    where nothing recurs and some statement cannot batch. A body without a recurrence whose statements all batch
+    but read each other against the body's order (a window reading a later step of a statement isl placed after
+    it) becomes one batched loop in the order the dependences give. A statement that does not
     recur but cannot run batched (it holds a merge, a draw, a UDF) runs point by point, in a loop of its own
     where that lets the others run batched."""
     keys = [leaf_key(leaf) for _, leaf in leaves]
@@ -134,7 +136,8 @@ def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool],
             loops.append((kind, []))
         loops[-1][1].extend(members)
         loop_of.update((k, len(loops) - 1) for k in members)
-    if not recurrent or len(loops) < 2 or all(kind == POINTS for kind, _ in loops):
+    reordered = not recurrent and all(kind == BATCHED for kind, _ in loops)  # one batched loop, dependences' order
+    if not reordered and (not recurrent or len(loops) < 2 or all(kind == POINTS for kind, _ in loops)):
         return None  # (without a recurrence, isl's order frees values sooner: a window's points, say)
     for k in sorted(frees):
         if k not in loop_of:
