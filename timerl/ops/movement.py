@@ -184,7 +184,16 @@ register("stack", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
 
 
 def _scatter_add(xp, g, index, dim, size):
-    """zeros with ``size`` along ``dim``, adding ``g`` at ``index`` (the transpose of take_along_axis)."""
+    """zeros with ``size`` along ``dim``, adding ``g`` at ``index`` (the transpose of take_along_axis); indices
+    outside ``[0, size)`` add nothing. torch scatters in O(elements), into a buffer one longer along ``dim``
+    whose last slot takes the outside indices; elsewhere every element is compared with every class,
+    O(elements x size)."""
+    if hasattr(g, "scatter_add_"):
+        at = index.long()
+        at = at.masked_fill((at < 0) | (at >= size), size)
+        shape = list(g.shape)
+        shape[dim] = size + 1
+        return g.new_zeros(shape).scatter_add_(dim, at, g).narrow(dim, 0, size)
     classes = xp.arange(size)
     shape = [1] * (index.ndim + 1)
     shape[dim + 1 if dim >= 0 else dim] = size
