@@ -221,7 +221,7 @@ def _gather_shape(inputs, attrs):
         raise ShapeError("gather needs index with as many dimensions as the input")
     for axis, (size, length) in enumerate(zip(x.shape, index.shape)):
         fits = size >= length if isinstance(size, int) and isinstance(length, int) else same_dim(size, length)
-        if axis != attrs["dim"] and not fits:
+        if axis != attrs["dim"] % len(x.shape) and not fits:
             raise ShapeError(f"gather: index {tuple(index.shape)} is longer than input {tuple(x.shape)} on "
                              f"axis {axis} (torch.gather reads the leading part of the other axes)")
     return [index.shape]
@@ -229,6 +229,7 @@ def _gather_shape(inputs, attrs):
 
 def _leading(index_shape, dim):
     """The leading part of an input that an index of ``index_shape`` reads on the axes other than ``dim``."""
+    dim = dim % max(len(index_shape), 1)  # a batched kernel's dim counts from the end
     return tuple(slice(None) if axis == dim else slice(0, length) for axis, length in enumerate(index_shape))
 
 
