@@ -41,7 +41,7 @@ def train(env_name: str = "CartPole-v1", iterations: int = 20, num_envs: int = 4
     n, actions = num_envs, env.num_actions
     window = max(1, capacity // num_envs)  # steps the buffer holds
     total = iterations * steps
-    log = _Logger(env, steps)
+    log = EpisodeLogger(env, steps)
 
     with ctx:
         q = trl.nn.MLP([int(np.prod(env.observation_shape)), *hidden, actions], activation="relu", domain=(t,),
@@ -87,7 +87,7 @@ def train(env_name: str = "CartPole-v1", iterations: int = 20, num_envs: int = 4
     return log.curve
 
 
-class _Logger:
+class EpisodeLogger:
     """One row per iteration, at its last step: the episodes that ended in it and the seconds it took."""
 
     def __init__(self, env: Any, steps: int) -> None:
