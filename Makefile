@@ -22,15 +22,15 @@ demo: $(VENV)/.installed
 	$(PY) -m algorithms.demo
 
 test: $(VENV)/.installed
-	$(PY) -m pytest tests -p no:cacheprovider
+	$(PY) -m pytest tests -p no:cacheprovider -n auto
 
 test-passes: $(VENV)/.installed
 	@failed=""; for pass in $(PASSES); do \
 		echo "== TIMERL_PASS_OFF=$$pass"; \
-		TIMERL_PASS_OFF=$$pass $(PY) -m pytest tests -p no:cacheprovider -q || failed="$$failed $$pass"; \
+		TIMERL_PASS_OFF=$$pass $(PY) -m pytest tests -p no:cacheprovider -n auto -q || failed="$$failed $$pass"; \
 	done; for pass in $(PASSES_ON); do \
 		echo "== TIMERL_PASS_ON=$$pass"; \
-		TIMERL_PASS_ON=$$pass $(PY) -m pytest tests -p no:cacheprovider -q || failed="$$failed $$pass(on)"; \
+		TIMERL_PASS_ON=$$pass $(PY) -m pytest tests -p no:cacheprovider -n auto -q || failed="$$failed $$pass(on)"; \
 	done; if [ -n "$$failed" ]; then echo "failed with these switches off (or on):$$failed"; exit 1; fi
 
 bench: $(VENV)/.installed  # rewrites the tables of docs/benchmarks.md

@@ -26,7 +26,7 @@ def timerl_returns(backend: str) -> np.ndarray:
     with ctx:
         r = trl.source(lambda p: reward_stream(p["t"]), shape=(), dtype="float64", domain=(t,))
         g = r[t:T].discounted_sum(GAMMA)
-        g.sink(lambda p, v: returns.__setitem__(p["t"], float(np.asarray(v))))
+        g.sink(lambda p, v: returns.__setitem__(p["t"], float(v)))
     ctx.compile(bounds={T: STEPS}, backend=backend).execute()
     return returns
 

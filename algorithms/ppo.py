@@ -10,8 +10,9 @@ The program has four dimensions: ``i`` (iteration), ``t`` (environment step), ``
 nested loops of the paper's Algorithm 1; the rollout of iteration ``i`` acts with the weights at
 ``(i, 0, 0)``. GAE is the paper's backward recurrence, a placeholder defined from its own next step.
 
-Episodes restart at the start of every iteration (``env.reset`` over ``i``); the last step of an iteration
-bootstraps from the value of the observation it leads to. Discrete actions use a Categorical policy,
+The environments are reset once and keep running across iterations, as in CleanRL: iteration ``i + 1`` starts
+from the observation iteration ``i`` ended on, and the last step of an iteration bootstraps from the value of
+that observation. Discrete actions use a Categorical policy,
 continuous ones a Normal with a state-independent log-std, clipped to the action space when taken.
 """
 
@@ -27,7 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 import timerl as trl
-from algorithms.reinforce import iteration_summary
+from algorithms.reinforce import continuing_summary
 from timerl.runlog import IterationClock, RunLog
 
 
@@ -70,13 +71,14 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         acting_actor, acting_critic = actor.frozen(i, 0, 0), critic.frozen(i, 0, 0)
         acting_log_std = None if log_std is None else log_std[i, 0, 0].detach()
         observed = trl.placeholder((num_envs, *env.observation_shape), domain=(i, t))
-        observed[i, 0] = env.reset(domain=(i,))
+        observed[0, 0] = env.reset()  # once: episodes continue from one iteration to the next
         padding = trl.zeros((num_envs, obs_padding))  # one constant for every padded observation
         o = observed if not obs_padding else trl.cat([observed, padding], -1)
         acting = acting_actor(o)
         a = policy(acting, acting_log_std).sample()
         next_o, r, done = env.step(a if env.discrete else a.clip(*_action_bounds(env_name)))
         observed[i, t + 1] = next_o
+        observed[i + 1, 0] = next_o[i, T - 1]  # the next iteration starts where this one ended
         value = acting_critic(o).squeeze(-1)
 
         # Generalized advantage estimation; the last step bootstraps from the observation it leads to
@@ -114,7 +116,7 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
         losses = trl.stack(list(diagnostics.values())).detach()
         episodes = trl.stack([r[i, 0:T], done[i, 0:T].astype("float32")])
         run_log = None if logdir is None else RunLog(logdir, f"ppo_{env_name}_{backend}_{seed}")
-        log = _Logger(curve, iterations, IterationClock(run_log, batch), progress, f"PPO {env_name}")
+        log = _Logger(curve, iterations, IterationClock(run_log, batch), progress, f"PPO {env_name}", num_envs)
         episodes.sink(log.episodes)
         losses[i, E - 1, M - 1].sink(log.losses)
 
@@ -201,20 +203,27 @@ class _Logger:
     each row to the run log as soon as it is complete."""
 
     def __init__(self, curve: list[dict[str, Any]], iterations: int, clock: IterationClock, progress: bool,
-                 title: str) -> None:
+                 title: str, num_envs: int) -> None:
         self.curve, self.pending, self.clock = curve, {}, clock
+        # episodes span iterations: counted in order of iterations, whatever order the sinks run in
+        self.counted, self.blocks, self.counted_until = trl.rl.RunningEpisodes(num_envs), {}, 0
         self.bar = tqdm(total=iterations, desc=title, disable=not progress)
 
     def start(self, compile_seconds: float) -> None:
         self.clock.start(compile_seconds)
 
     def episodes(self, point: dict, value: Any) -> None:
-        value = np.asarray(value)
-        self._add(point["i"], "episodes", iteration_summary(point["i"], value[0], value[1]))
+        """An iteration's rewards and episode ends, counted in order of iterations (unfinished episodes carry
+        over)."""
+        self.blocks[point["i"]] = value
+        while self.counted_until in self.blocks:
+            block = self.blocks.pop(self.counted_until)
+            self._add(self.counted_until, "episodes", continuing_summary(self.counted_until, self.counted, *block))
+            self.counted_until += 1
 
     def losses(self, point: dict, value: Any) -> None:
         names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-        self._add(point["i"], "losses", {name: float(v) for name, v in zip(names, np.asarray(value))})
+        self._add(point["i"], "losses", {name: float(v) for name, v in zip(names, value)})
 
     def _add(self, iteration: int, kind: str, values: dict[str, Any]) -> None:
         """The two sinks of an iteration run in either order; its row is complete after both."""

@@ -77,7 +77,6 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
 
         # Logging: every iteration's rewards and episode ends, (2, T, num_envs)
         def log(point: dict, value: Any) -> None:
-            value = np.asarray(value)  # a backend's array (jax: boolean masks below would compile per count)
             curve.append(clock.complete(iteration_summary(point["i"], value[0], value[1])))
             bar.set_postfix(mean_length=f"{curve[-1]['mean_length']:.1f}", refresh=False)
             bar.update(1)
@@ -124,6 +123,21 @@ def iteration_summary(iteration: int, rewards: np.ndarray, ends: np.ndarray) -> 
     steps = rewards.shape[0]
     all_lengths = np.concatenate([lengths, np.full(survivors, steps)])
     all_returns = np.concatenate([returns, rewards[:, ~(ends > 0.5).any(axis=0)].sum(axis=0)])
+    return {"iteration": int(iteration), "episodes": int(lengths.size), "mean_length": float(all_lengths.mean()),
+            "mean_return": float(all_returns.mean())}
+
+
+def continuing_summary(iteration: int, counted: trl.rl.RunningEpisodes, rewards: np.ndarray,
+                       ends: np.ndarray) -> dict[str, Any]:
+    """`iteration_summary` where episodes continue across iterations: the episodes that end within the
+    iteration, counted whole (``counted`` carries the unfinished ones from iteration to iteration, which must
+    come in order); an environment with no episode ending counts once with its unfinished episode's length and
+    return so far (censored, a lower bound)."""
+    ended = ends > 0.5
+    lengths, returns = counted(rewards, ended)
+    survivors = ~ended.any(axis=0)
+    all_lengths = np.concatenate([lengths, counted.lengths[survivors]])
+    all_returns = np.concatenate([returns, counted.returns[survivors]])
     return {"iteration": int(iteration), "episodes": int(lengths.size), "mean_length": float(all_lengths.mean()),
             "mean_return": float(all_returns.mean())}
 

@@ -1,7 +1,8 @@
 """Eager PyTorch PPO in the usual CleanRL shape, configured like `algorithms.ppo`: the baseline of every PPO
 comparison (``timerl bench ppo``, ``benchmarks/ppo_sweep.py``).
 
-Same environment protocol as timerl's (a fresh batch of episodes at every iteration, same-step autoreset),
+Same environment protocol as timerl's (environments reset once and kept running across iterations, as in
+CleanRL, same-step autoreset),
 same networks (2 x ``hidden`` tanh MLPs, orthogonal initialization), same loss (clipped surrogate, value
 loss, entropy bonus, advantage normalization), Adam with ``eps=1e-5`` and gradient-norm clipping.
 
@@ -19,6 +20,9 @@ import gymnasium
 import numpy as np
 import torch
 from torch import nn
+
+from algorithms.reinforce import continuing_summary
+from timerl.rl import RunningEpisodes
 
 
 def _layer(n_in: int, n_out: int, gain: float) -> nn.Linear:
@@ -70,9 +74,10 @@ def train_eager(env_name: str = "CartPole-v1", iterations: int = 10, num_envs: i
                 gae_lambda: float = 0.95, clip_coef: float = 0.2, ent_coef: float = 0.01, vf_coef: float = 0.5,
                 lr: float = 2.5e-4, max_grad_norm: float = 0.5, seed: int = 0, obs_padding: int = 0,
                 warmup: int = 1) -> dict[str, float]:
-    """Seconds per iteration (after ``warmup`` iterations; wall, and CPU as ``cpu_seconds_per_iteration``) and
-    peak bytes; ``obs_padding`` appends zeros to each observation (the observation-size sweep). Neither time
-    counts making the environments and the networks."""
+    """Seconds per iteration (after ``warmup`` iterations; wall, and CPU as ``cpu_seconds_per_iteration``),
+    peak bytes, and the learning curve (``curve``: one `continuing_summary` per iteration, warmup included);
+    ``obs_padding`` appends zeros to each observation (the observation-size sweep). Neither time counts making
+    the environments and the networks."""
     torch.manual_seed(seed)
     envs = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make(env_name) for _ in range(num_envs)],
                                           autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)
@@ -88,10 +93,11 @@ def train_eager(env_name: str = "CartPole-v1", iterations: int = 10, num_envs: i
 
     obs_buf = torch.zeros((steps, num_envs, obs_size))
     actions, logprobs, rewards, dones, values = (torch.zeros((steps, num_envs)) for _ in range(5))
-    timings, cpu_timings = [], []
+    timings, cpu_timings, curve = [], [], []
+    counted = RunningEpisodes(num_envs)
+    next_obs = observe(envs.reset(seed=seed)[0])
     for iteration in range(iterations + warmup):
         started, cpu_started = time.perf_counter(), time.process_time()
-        next_obs = observe(envs.reset(seed=seed if iteration == 0 else None)[0])
         with torch.no_grad():
             for step in range(steps):
                 obs_buf[step] = next_obs
@@ -129,6 +135,7 @@ def train_eager(env_name: str = "CartPole-v1", iterations: int = 10, num_envs: i
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), max_grad_norm)
                 optimizer.step()
+        curve.append(continuing_summary(iteration, counted, rewards.numpy(), dones.numpy()))
         if iteration >= warmup:
             timings.append(time.perf_counter() - started)
             cpu_timings.append(time.process_time() - cpu_started)
@@ -137,7 +144,7 @@ def train_eager(env_name: str = "CartPole-v1", iterations: int = 10, num_envs: i
     buffers = sum(t.numel() * t.element_size() for t in (obs_buf, actions, logprobs, rewards, dones, values,
                                                          advantages, returns))
     return {"seconds_per_iteration": float(np.mean(timings)), "peak_bytes": state + buffers + saved.peak,
-            "cpu_seconds_per_iteration": float(np.mean(cpu_timings))}
+            "cpu_seconds_per_iteration": float(np.mean(cpu_timings)), "curve": curve}
 
 
 if __name__ == "__main__":

@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     unbounded = dict(device_memory=1 << 40, swap=True)  # the same schedule; fits without a swap
     print(f"budget {megabytes(budget)} MB; {args.num_envs} envs x {args.steps} steps, torch; MB = 10^6 bytes; "
           "s = CPU seconds per iteration")
+    print()
     columns = ["frame", "returns", "eager peak MB", "eager s", "timerl peak MB", "host MB", "timerl s",
                "scheduled offloads", "reactive swaps", "no-swap peak MB", "no-swap s", "swap / no-swap"]
     if args.recompute:

@@ -34,7 +34,7 @@ def build(sink_values: dict):
         every.sink(lambda p, v: sink_values.__setitem__(("every",) + tuple(p.values()), float(v)))
         total.sink(lambda p, v: sink_values.__setitem__(("total",) + tuple(p.values()), float(v)))
         with ctx.when((i + 1) % 2 == 0):
-            w.sink(lambda p, v: sink_values.__setitem__(("w",) + tuple(p.values()), np.asarray(v).copy()))
+            w.sink(lambda p, v: sink_values.__setitem__(("w",) + tuple(p.values()), v))
     return ctx
 
 

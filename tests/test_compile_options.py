@@ -303,3 +303,26 @@ def test_fusion_off_schedules_reinforce_on_rt_cartpole_op_by_op():
               for backend, options in (("reference", {}),
                                        ("torch", {"options": trl.CompileOptions(fusion=False)}))]
     assert curves[1] == curves[0]
+
+
+def test_stats_say_what_the_compiler_chose_for_memory():
+    """Under a device_memory budget the compiler turns running sums and the memory-aware schedule on by itself
+    (and vectorized loops off); exe.stats["memory_choices"] says so."""
+    def program():
+        ctx = trl.Context("i t")
+        (i, t), (I, T) = ctx.dims, ctx.bounds
+        with ctx:
+            w = trl.param(np.ones(3, np.float32), domain=(i,))
+            x = trl.rand((3,), domain=(i, t))
+            (w * x).sum().backward()
+            trl.optim.SGD([w], lr=0.1).step()
+            w.sink(lambda p, v: None)
+        return ctx, {I: 2, T: 6}
+
+    ctx, bounds = program()
+    default = ctx.compile(bounds=bounds, backend="torch").stats["memory_choices"]
+    ctx, bounds = program()
+    budget = ctx.compile(bounds=bounds, backend="torch", device_memory=1 << 20).stats["memory_choices"]
+    assert default["device_memory"] is None and not default["incrementalize"] and default["vectorize"]
+    assert budget["device_memory"] == 1 << 20 and budget["incrementalize"] and budget["memory_aware"]
+    assert not budget["vectorize"] and budget["offloads_kept"] == 0

@@ -15,7 +15,7 @@ PACKAGE = Path(timerl.__file__).parent
 
 # bottom to top; a module belongs to the first layer with a prefix of its name
 LAYERS = (
-    ("foundation", ("timerl.errors", "timerl.graphs", "timerl.options", "timerl.symbolic",
+    ("foundation", ("timerl.errors", "timerl.files", "timerl.graphs", "timerl.options", "timerl.symbolic",
                     "timerl.symbolic_structure", "timerl.symbolic_conditions")),
     ("ops", ("timerl.ops",)),
     ("pdg", ("timerl.pdg",)),

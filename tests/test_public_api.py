@@ -16,6 +16,7 @@ NOT_CALLED = {  # public names that are not entry points a user calls with argum
     "timerl.RecurrentTensor",  # built by the library; its methods are walked below
     "timerl.Expr", "timerl.Cond", "timerl.nn.Module", "timerl.optim.Optimizer",  # base classes
     "timerl.rl.Episode", "timerl.rl.RTEnvironment",  # records and a base class, made by make_env
+    "timerl.Stop",  # raised by a user's sink, not called by one
 }
 
 
@@ -93,6 +94,7 @@ def _calls(ctx, x, index):
         "timerl.distributions.Categorical": (trl.distributions.Categorical, {"logits": x}, set()),
         "timerl.distributions.Normal": (trl.distributions.Normal, {"mean": x, "std": 1.0}, {2.5}),
         "timerl.rl.make_env": (trl.rl.make_env, {"name": "CartPole-v1", "num_envs": 2, "seed": 0}, set()),
+        "timerl.rl.RunningEpisodes": (trl.rl.RunningEpisodes, {"num_envs": 3}, set()),
         "timerl.rl.Env": (trl.rl.Env, {"name": "CartPole-v1", "num_envs": 2, "seed": 0}, set()),
         "timerl.rl.episode_statistics": (trl.rl.episode_statistics, {"rewards": np.ones((2, 3)),
                                                                      "ends": np.zeros((2, 3), bool)}, set()),

@@ -6,6 +6,7 @@ from timerl.errors import (  # noqa: F401
     IndexOutOfRangeError,
     ScheduleError,
     ShapeError,
+    Stop,
     TimeRLError,
     UserCodeError,
 )
@@ -31,7 +32,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'timerl' has no attribute {name!r}")
 
 __all__ = [
-    "Context", "CompileOptions", "RecurrentTensor", "Symbol", "Expr", "Cond", "TimeRLError", "ShapeError", "DomainError",
-    "ScheduleError", "DeviceOutOfMemoryError", "IndexOutOfRangeError", "UserCodeError", "min", "max", "tensor", "zeros", "ones", "full", "arange", "rand",
+    "Context", "CompileOptions", "RecurrentTensor", "Stop", "Symbol", "Expr", "Cond", "TimeRLError", "ShapeError",
+    "DomainError", "ScheduleError", "DeviceOutOfMemoryError", "IndexOutOfRangeError", "UserCodeError", "min", "max",
+    "tensor", "zeros", "ones", "full", "arange", "rand",
     "randn", "source", "placeholder", "param", "cat", "stack", "where", "gather", "index_select", "one_hot",
 ]

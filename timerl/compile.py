@@ -22,6 +22,7 @@ from timerl.symbolic import Symbol
 from timerl.runtime.executor import Executable
 from timerl.runtime.reference import ReferenceExecutable
 from timerl.sched.demand import evaluable_everywhere
+from timerl.sched import ast
 from timerl.sched.schedule import schedule_graph
 
 BACKENDS = ("reference", "torch", "jax")
@@ -38,6 +39,9 @@ def resolve_bounds(ctx, bounds: dict) -> dict:
                               f"({', '.join(b.name for b in ctx.bounds)})")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise TimeRLError(f"{user_location()}: bound {symbol.name} must be a positive int, got {value!r}")
+        if symbol in resolved:
+            raise TimeRLError(f"{user_location()}: bound {symbol.name} is given twice in bounds= (as the symbol and "
+                              "as its name)")
         resolved[symbol] = int(value)
     used = set()
     for node in ctx.nodes:
@@ -98,8 +102,19 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     executable = Executable(graph, resolved, array_backend, schedule, result.groups, seed, device_memory, swap,
                             chosen, 0.0)
     phases["lowering"] = time.perf_counter() - clock
-    executable.stats.update(compile_seconds=time.perf_counter() - started, compile_phases=phases)
+    executable.stats.update(compile_seconds=time.perf_counter() - started, compile_phases=phases,
+                            memory_choices=memory_choices(chosen, executable.schedule, device_memory, swap))
     return executable
+
+
+def memory_choices(options: CompileOptions, schedule: ast.Schedule, device_memory: int | None,
+                   swap: bool) -> dict[str, Any]:
+    """What the compiler chose for memory (``exe.stats["memory_choices"]``): running sums (``incrementalize``,
+    on by itself under a ``device_memory`` budget), the memory-aware schedule, recomputation, vectorized loops,
+    and the offloads it kept against the budget (with ``swap=True``)."""
+    return {"device_memory": device_memory, "incrementalize": options.incrementalize,
+            "memory_aware": options.memory_aware, "recompute": options.recompute,
+            "vectorize": options.vectorize, "swap": swap, "offloads_kept": schedule.count(ast.Offload)}
 
 
 def optimize_pdg(graph: Graph, bounds: Mapping[Symbol, int], options: CompileOptions = CompileOptions()) -> Graph:

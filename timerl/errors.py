@@ -10,6 +10,12 @@ from typing import Any
 _PACKAGE_ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
+class Stop(BaseException):
+    """Raised by a sink (``raise trl.Stop``) to end the run after the current iteration of the program's outermost
+    loop; ``exe.execute(resume=True)`` continues from there. A BaseException, like KeyboardInterrupt, so that
+    code catching Exception lets it through."""
+
+
 class TimeRLError(Exception):
     """Base class of every error a timerl user can cause."""
 

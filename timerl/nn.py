@@ -20,13 +20,14 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from timerl.errors import ArgumentError, ShapeError, TimeRLError, bool_argument, int_argument, user_location
 from timerl.rt import functional as F
 from timerl.rt.context import current_context
-from timerl.rt.placeholder import param
+from timerl.rt.placeholder import load_initial, param
 from timerl.symbolic import Symbol
 from timerl.rt.tensor import RecurrentTensor
 
@@ -64,6 +65,16 @@ class Module:
 
     def _with(self, weights: list[RT]) -> Module:
         raise NotImplementedError
+
+    def load_parameters(self, values: Sequence[Any]) -> None:
+        """Start every parameter from ``values`` (arrays in the order of ``parameters()``) instead of its
+        initialization: weights a training run produced, loaded into an evaluation or fine-tuning program."""
+        parameters = self.parameters()
+        if not isinstance(values, (list, tuple)) or len(values) != len(parameters):
+            raise ArgumentError(f"{user_location()}: load_parameters takes a list of {len(parameters)} arrays (one "
+                                f"per parameter), got {type(values).__name__}")
+        for parameter, value in zip(parameters, values):
+            load_initial(parameter, value)
 
 
 class Linear(Module):

@@ -28,7 +28,7 @@ import gymnasium
 import numpy as np
 
 from timerl.envs import ENVIRONMENTS, RTEnvironment
-from timerl.envs.base import ActionError, check_num_envs, check_reset_domain, step_domain
+from timerl.envs.base import ActionError, carry_across, check_num_envs, check_reset_domain, step_domain
 from timerl.errors import ArgumentError, TimeRLError, bool_argument, int_argument, str_argument, user_location
 from timerl.pdg.graph import Edge, TensorType
 from timerl.rt import functional as F
@@ -116,6 +116,7 @@ class Env:
         self._reset_view: RT | None = None
         self._reset_chain: RT | None = None
         self._stepped = False
+        self._continues = False  # episodes continue from one iteration to the next (reset's domain lacks it)
         self._next: tuple[int, ...] | None = None  # the step point that must run next (ordering check)
         self._lengths = np.zeros(num_envs, dtype=np.int64)
         self._returns = np.zeros(num_envs, dtype=np.float64)
@@ -165,10 +166,9 @@ class Env:
         final_obs`` as gymnasium means them (``final_obs``: the observation the step reached, before any reset)."""
         truncation = bool_argument("truncation", truncation)
         outer = None if self._reset_view is None else self._reset_view.domain
-        steps, t = step_domain(self, action, outer, self._stepped)
+        steps, t, continued = step_domain(self, action, outer, self._stepped)
         ctx = action.ctx
         order = placeholder((0,), "float32", steps)
-        order[(*outer, 0)] = self._reset_token
         n = self.num_envs
         observation = TensorType((n, *self.observation_shape), self.observation_dtype)
         flag = TensorType((n,), "bool")
@@ -176,7 +176,8 @@ class Env:
         fn = _Step(self, action.node.location)
         obs, reward, ended, terminated, truncated, final_obs, token = _udf(f"{self.name}.step", fn, types, action,
                                                                           order)
-        order[(*outer, t + 1)] = token
+        carry_across(order, outer, self._reset_token, token, t, continued)
+        self._continues = continued is not None
         if self._reset_chain is not None:
             (i,) = outer
             last_step = token[i, ctx.bound_of(t) - 1]
@@ -195,12 +196,13 @@ class Env:
         obs, _ = self._vector.reset(seed=self.seed if first else None)
         self._lengths[:] = 0
         self._returns[:] = 0.0
-        self._next = tuple(point.values()) + (0,)
+        self._next = tuple(point.values()) + (0,) * (1 + self._continues)
         return np.asarray(obs, dtype=self.observation_dtype), np.zeros((0,), np.float32)
 
     def _take(self, point: dict, action: np.ndarray, location: str) -> tuple[np.ndarray, ...]:
         here = tuple(point.values())
-        if self._next != here:
+        if self._next != here and not (self._continues and here[-1] == 0 and self._next[-1] > 0
+                                       and here[:-1] == self._next[:-2] + (self._next[-2] + 1,)):
             raise TimeRLError(f"{self.name}: step at {point} ran out of order (expected {self._next}); "
                               "the executor did not respect the environment's order tokens")
         action = self._validate(np.asarray(action), location, point)
@@ -294,4 +296,35 @@ def episode_statistics(rewards: np.ndarray, ends: np.ndarray) -> tuple[np.ndarra
     return (last + 1 - first).astype(np.int64), totals[last, envs] - before
 
 
-__all__ = ["ActionError", "Env", "Episode", "RTEnvironment", "SIMULATORS", "episode_statistics", "make_env"]
+class RunningEpisodes:
+    """Lengths and returns of the episodes completed in consecutive ``(T, num_envs)`` blocks of rewards and
+    episode ends, where episodes continue from one block to the next (environments that are not reset between
+    iterations): an episode spanning blocks is counted whole, in the block where it ends. Call it with each
+    iteration's ``r[i, 0:T]`` and ``terminated[i, 0:T]``, in order of ``i``."""
+
+    def __init__(self, num_envs: int) -> None:
+        self.lengths = np.zeros(int_argument("num_envs", num_envs, minimum=1), dtype=np.int64)  # unfinished
+        self.returns = np.zeros(num_envs, dtype=np.float64)
+
+    def __call__(self, rewards: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lengths, returns = episode_statistics(rewards, ends)
+        rewards, ends = np.asarray(rewards, dtype=np.float64), np.asarray(ends, dtype=bool)
+        if rewards.shape[1] != self.lengths.size:
+            raise ArgumentError(f"{user_location()}: blocks of {rewards.shape[1]} environments, expected "
+                                f"{self.lengths.size}")
+        envs = np.nonzero(ends.T)[0]  # episode_statistics' order: environment by environment, then time
+        first = np.ones(envs.size, dtype=bool)
+        first[1:] = envs[1:] != envs[:-1]
+        lengths[first] += self.lengths[envs[first]]  # the first episode that ends began in earlier blocks
+        returns[first] += self.returns[envs[first]]
+        steps = rewards.shape[0]
+        ended = ends.any(axis=0)
+        last_end = np.where(ended, steps - 1 - np.argmax(ends[::-1], axis=0), -1)
+        after = np.arange(steps)[:, None] > last_end[None, :]  # the steps of the episodes still running
+        self.lengths = np.where(ended, 0, self.lengths) + after.sum(axis=0)
+        self.returns = np.where(ended, 0.0, self.returns) + (rewards * after).sum(axis=0)
+        return lengths, returns
+
+
+__all__ = ["ActionError", "Env", "Episode", "RunningEpisodes", "RTEnvironment", "SIMULATORS", "episode_statistics",
+           "make_env"]

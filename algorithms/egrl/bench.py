@@ -32,10 +32,9 @@ def table(results: dict[tuple[str, str], list[Result]], methods: list[str], work
         cells = []
         for workload in workloads:
             speedups = [r.speedup for r in results.get((method, workload), [])]
-            paper = (PAPER[method][PAPER_WORKLOADS.index(workload)] if workload in PAPER_WORKLOADS
-                     else float("nan"))
-            cells.append(f"{np.mean(speedups):6.2f} ± {np.std(speedups):4.2f} (paper {paper:4.2f})"
-                         if speedups else f"{'-':>24s}")
+            paper = (f"(paper {PAPER[method][PAPER_WORKLOADS.index(workload)]:4.2f})"
+                     if workload in PAPER_WORKLOADS else " " * 12)
+            cells.append(f"{np.mean(speedups):6.2f} ± {np.std(speedups):4.2f} {paper}" if speedups else f"{'-':>24s}")
         lines.append(f"{method:10s}" + "".join(f"{c:>24s}" for c in cells))
     return "\n".join(lines)
 

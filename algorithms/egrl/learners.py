@@ -12,13 +12,13 @@
 - ``compiler``: the compiler's own map (speedup 1 by definition).
 
 Update rate: the paper takes about one gradient step per environment step. The RT learner takes
-``steps_per_generation`` gradient steps per ``generations_per_step`` generations (one of them is 1): a
-generation is 21 evaluations for EGRL (the policy's rollout and 20 members) and 20 rollouts for PG, so
+``steps_per_generation`` gradient steps per ``generations_per_step`` generations (one of them is 1): a generation
+is 21 evaluations for EGRL (the policy's rollout and 20 members) and 20 rollouts for PG, so
 ``--steps-per-generation 20`` is about one step per evaluation. The bench's default, ``--generations-per-step
-5``, takes about 40 steps in 4,000 evaluations (for run time: see the docs page). The learner runs on the torch backend, compiled once per workload
-and shared by every seed and method (`learner_for`); on the ``reference`` backend, which memoizes every point
-of every iteration by design, memory grows with the steps (BERT's (heads, 366, 366) attention tensors took it
-past 19 GB).
+5``, takes about 40 steps in 4,000 evaluations (for run time: see the docs page). The learner runs on the torch
+backend, compiled once per workload and shared by every seed and method (`learner_for`); on the ``reference``
+backend, which memoizes every point of every iteration by design, memory grows with the steps (BERT's (heads,
+366, 366) attention tensors took it past 19 GB).
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ This gives 57 layers for ResNet-50 (53 convs, max pool, average pool, fc and the
 366 for BERT-large at sequence length 128 (24 x 15 per encoder layer, input, three embeddings, their
 layer norm, pooler), close to the paper's 57 / 108 / 376, and 186 for BERT-base at 128 tokens.
 
-`workload_from_torch(model, example_input)` does the same for a user's own network. Tensors are int8 and the batch is 1. An embedding
-layer stores its whole table but reads only the rows of its 128 tokens per inference (`Workload.weight_reads`).
+`workload_from_torch(model, example_input)` does the same for a user's own network. Tensors count elements (the
+chip's dtype makes them bytes, int8 by default) and the batch is 1. An embedding layer stores its whole table but
+reads only the rows of its 128 tokens per inference (`Workload.weight_reads`).
 
 The 19 node features are the paper's Table 1, in its order: op id, weight bytes, ifm x / y / z, ofm x / y / z,
 ifm size, ofm size, ops after the node, weight bytes from the node to the last, groups, kernel x / y, stride,

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
 
 from algorithms.egrl.ceiling import exact_optimum, gain_fraction, latency_bound
-from algorithms.egrl.chip import Chip, Workload
+from algorithms.egrl.ceiling import main as ceiling_main
+from algorithms.egrl.chip import BASELINES, Chip, Workload, compiler_mapping
 from algorithms.egrl.spec import spec_from_dict
+from algorithms.egrl.workloads import load
 
 MIB = 2.0**20
 
@@ -72,3 +75,19 @@ def test_gain_fraction():
     assert gain_fraction(10.0, 6.0, 6.0) == pytest.approx(1.0)
     assert gain_fraction(10.0, 11.0, 6.0) == pytest.approx(-0.25)
     assert np.isnan(gain_fraction(6.0, 6.0, 6.0))
+
+
+def test_ceiling_command_on_resnet50(tmp_path):
+    out = tmp_path / "optimum.json"
+    ceiling_main(["resnet50", "--exact", "--json", str(out)])
+    row = json.loads(out.read_text())["workloads"]["resnet50"]
+    chip = Chip(load("resnet50").workload, noise=0.0)
+    mapping = np.array(row["optimum_mapping"])
+    assert chip.repair(mapping[:, 0], mapping[:, 1]).valid
+    assert row["optimum"] == pytest.approx(chip.latency(mapping[:, 0], mapping[:, 1], noisy=False), rel=1e-12)
+    assert chip.compute_seconds.sum() <= row["optimum_lower"] <= row["optimum"]  # no layer beats its compute
+    for name in BASELINES:
+        compiler = chip.latency(*compiler_mapping(chip, name), noisy=False)
+        assert row["baselines"][name]["latency"] == pytest.approx(compiler)
+        assert row["baselines"][name]["exact_ceiling"] == pytest.approx(compiler / row["optimum"])
+        assert compiler >= row["optimum"]

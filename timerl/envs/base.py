@@ -55,12 +55,13 @@ def check_reset_domain(name: str, domain: Sequence[Symbol], already_reset: bool)
 
 
 def step_domain(env, action: object, outer: tuple[Symbol, ...] | None, stepped: bool
-                ) -> tuple[tuple[Symbol, ...], Symbol]:
-    """Checks a ``step(action)`` call; returns the action's domain (reset's plus time) and the time
-    dimension."""
+                ) -> tuple[tuple[Symbol, ...], Symbol, Symbol | None]:
+    """Checks a ``step(action)`` call; returns the action's domain (reset's, then at most one dimension the
+    episodes continue across, then time), the time dimension, and the continued dimension (None when
+    reset's domain is all but time: episodes restart at every point of it)."""
     location = user_location()
     if outer is None:
-        raise TimeRLError(f"{location}: {env.name}: call env.reset(domain=...) before env.step(...)")
+        raise TimeRLError(f"{location}: {env.name}: call env.reset() or env.reset(domain=...) before env.step(...)")
     if stepped:
         raise TimeRLError(f"{location}: {env.name}: step() is called once per program")
     if not isinstance(action, RT):
@@ -68,12 +69,28 @@ def step_domain(env, action: object, outer: tuple[Symbol, ...] | None, stepped: 
     _check_action_type(env, action)
     steps = action.ctx.order_dims(set(action.domain) | set(outer))
     outer_ids = {id(d) for d in outer}
-    time = [d for d in steps if id(d) not in outer_ids]
-    if len(time) != 1 or [id(d) for d in steps[:-1]] != [id(d) for d in outer]:
+    later = [d for d in steps if id(d) not in outer_ids]
+    if not 1 <= len(later) <= 2 or [id(d) for d in steps[:len(outer)]] != [id(d) for d in outer]:
         raise TimeRLError(f"{location}: {env.name}: the action (created at {action.node.location}) must vary "
                           f"over reset's domain ({', '.join(d.name for d in outer)}) plus one later time "
-                          f"dimension; it varies over ({', '.join(d.name for d in action.domain)})")
-    return steps, time[0]
+                          "dimension, or plus an iteration and a time dimension (episodes then continue from "
+                          f"one iteration to the next); it varies over ({', '.join(d.name for d in action.domain)})")
+    return steps, later[-1], later[0] if len(later) == 2 else None
+
+
+def carry_across(target: RT, outer: tuple[Symbol, ...], first: object, after: RT, t: Symbol,
+                 continued: Symbol | None) -> None:
+    """Defines the per-step ``target`` (over ``steps``) from one step to the next: ``first`` at the first
+    step, ``after`` at ``t`` for ``t + 1``, and, where episodes continue across ``continued``, the last
+    step's ``after`` for the first step of the next point of ``continued``."""
+    if continued is None:
+        target[(*outer, 0)] = first
+        target[(*outer, t + 1)] = after
+        return
+    last = target.ctx.bound_of(t) - 1
+    target[(*outer, 0, 0)] = first
+    target[(*outer, continued + 1, 0)] = after[(*outer, continued, last)]
+    target[(*outer, continued, t + 1)] = after
 
 
 def _check_action_type(env, action: RT) -> None:
@@ -160,14 +177,12 @@ class RTEnvironment:
         (``terminated`` only where the dynamics end the episode, ``truncated`` where the time limit does,
         ``final_obs`` the observation the step reached, before any reset)."""
         truncation = bool_argument("truncation", truncation)
-        steps, t = step_domain(self, action, self._outer, self._stepped)
+        steps, t, continued = step_domain(self, action, self._outer, self._stepped)
         self._stepped = True
         outer, n = self._outer, self.num_envs
         state = placeholder(self.state_shape, "float64", steps)
-        state[(*outer, 0)] = self._first
         self.state = state
         elapsed = placeholder((n,), "int64", steps)  # steps taken in the current episode
-        elapsed[(*outer, 0)] = F.zeros((n,), "int64")
 
         next_state, reward, terminated = self.dynamics(state, action)
         elapsed_after = elapsed + 1
@@ -175,8 +190,9 @@ class RTEnvironment:
         ended = terminated | truncated
         fresh = self._draw(steps)
         after = F.where(ended.unsqueeze(1), fresh, next_state)
-        state[(*outer, t + 1)] = after
-        elapsed[(*outer, t + 1)] = F.where(ended, F.zeros((n,), "int64"), elapsed_after)
+        carry_across(state, outer, self._first, after, t, continued)
+        carry_across(elapsed, outer, F.zeros((n,), "int64"), F.where(ended, F.zeros((n,), "int64"), elapsed_after),
+                     t, continued)
         if truncation:
             return self.observe(after), reward.astype("float32"), terminated, truncated, self.observe(next_state)
         return self.observe(after), reward.astype("float32"), ended

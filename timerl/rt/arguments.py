@@ -41,6 +41,13 @@ def inferred_size(x: RT, shape: tuple, written: tuple) -> Any:
 def forward_slices(shape: tuple, key: tuple) -> tuple[tuple, list[int]]:
     """``key`` with each negative-step slice of a static dimension turned forward, and the result axes that
     must then be flipped to restore NumPy's order."""
+    for item in key:
+        parts = (item.start, item.stop, item.step) if isinstance(item, slice) else (item,)
+        if item is not Ellipsis and not all(part is None or isinstance(part, (int, np.integer, Expr))
+                                            and not isinstance(part, (bool, np.bool_)) for part in parts):
+            raise ShapeError(f"{user_location()}: x.spatial[...] takes ints, slices of ints, None and ...; got {item!r}")
+        if isinstance(item, slice) and isinstance(item.step, (int, np.integer)) and item.step == 0:
+            raise ShapeError(f"{user_location()}: x.spatial[...]: a slice step cannot be zero")
     ellipses = [at for at, item in enumerate(key) if item is Ellipsis]
     if len(ellipses) > 1:
         raise ShapeError(f"{user_location()}: x.spatial[...] takes at most one ...")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import keyword
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -42,6 +43,22 @@ class NodeDraft:
                     self.location, self.name)
 
 
+# Words of isl's set syntax: a dimension (a variable of the sets the scheduler builds) cannot be named one.
+ISL_WORDS = frozenset({"exists", "and", "or", "not", "implies", "mod", "min", "max", "floor", "ceil", "floord",
+                       "ceild", "true", "false", "infty", "infinity", "Infinity", "NaN", "rat"})
+
+
+def _check_dimension_name(name: str) -> None:
+    """A dimension's name is a variable in generated Python and in isl's sets: an ASCII identifier that is not
+    a Python keyword or a word of isl's syntax."""
+    if not name.isidentifier() or not name.isascii():
+        raise TimeRLError(f"{user_location()}: dimension name {name!r} is not an ASCII Python identifier")
+    if keyword.iskeyword(name) or name in ISL_WORDS:
+        kind = "a Python keyword" if keyword.iskeyword(name) else "a word of isl's set syntax"
+        raise TimeRLError(f"{user_location()}: dimension name {name!r} is {kind}; choose another name (reserved: "
+                          f"Python's keywords and {', '.join(sorted(ISL_WORDS))})")
+
+
 class Context:
     """A program being recorded: its dimensions, outermost first, each with an upper bound symbol, and its nodes.
     Users create `timerl.rt.tensor.Context`, whose tensors have operators (``tensor_class``)."""
@@ -53,12 +70,11 @@ class Context:
             raise ArgumentError(f"{user_location()}: dims must be a string of names such as 'i t', got {dims!r}")
         names = dims.split() if isinstance(dims, str) else list(dims)
         if not names and dims:
-            raise TimeRLError("Context(dims=...) takes space-separated dimension names, e.g. 'i t'")
+            raise TimeRLError(f"{user_location()}: Context(dims=...) takes space-separated dimension names, e.g. 'i t'")
         for name in names:
-            if not name.isidentifier():
-                raise TimeRLError(f"dimension name {name!r} is not a Python identifier")
+            _check_dimension_name(name)
         if len(set(names)) != len(names):
-            raise TimeRLError(f"dimension names repeat: {names}")
+            raise TimeRLError(f"{user_location()}: dimension names repeat: {names}")
         self.dims: tuple[Symbol, ...] = tuple(Symbol(n) for n in names)
         bound_names = [n.upper() if n.upper() != n else n + "_bound" for n in names]
         self.bounds: tuple[Symbol, ...] = tuple(Symbol(n, is_bound=True) for n in bound_names)
@@ -175,7 +191,7 @@ class Context:
 
 def current_context() -> Context:
     if not _ACTIVE:
-        raise TimeRLError("no active timerl context: create tensors inside `with ctx:`")
+        raise TimeRLError(f"{user_location()}: no active timerl context: create tensors inside `with ctx:`")
     return _ACTIVE[-1]
 
 

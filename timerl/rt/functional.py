@@ -30,7 +30,7 @@ from timerl.symbolic import Cond, Expr, Symbol, same_all
 def tensor(value: Any, dtype: str | None = None, domain: Sequence[Symbol] = (), requires_grad: bool = False) -> RT:
     ctx = current_context()
     result = constant(ctx, value, dtype, ctx.check_domain(domain, user_location()))
-    result.node.requires_grad = _grad_flag(requires_grad, result.dtype)
+    result.node.requires_grad = grad_flag(requires_grad, result.dtype)
     return result
 
 
@@ -60,11 +60,11 @@ def _leaf(op: str, shape: Sequence[int], dtype: str, domain: Sequence[Symbol], r
     domain = ctx.check_domain(domain, user_location())
     node = ctx.add_node(op, Attrs.of(shape=shape, dtype=check_dtype(dtype), **attrs), domain, [],
                         (TensorType(shape, dtype),), user_location())
-    node.requires_grad = _grad_flag(requires_grad, dtype)
+    node.requires_grad = grad_flag(requires_grad, dtype)
     return ctx.view(node)
 
 
-def _grad_flag(requires_grad: bool, dtype: str) -> bool:
+def grad_flag(requires_grad: bool, dtype: str) -> bool:
     """Like torch: only floating-point tensors can require gradients."""
     if bool_argument("requires_grad", requires_grad) and not is_float(dtype):
         raise TimeRLError(f"{user_location()}: only floating-point tensors can require gradients, got {dtype}")
@@ -90,11 +90,14 @@ def source(fn: Callable[[dict], Any], shape: Sequence[int] = (), dtype: str = "f
     return _leaf("source", shape, dtype, domain, requires_grad, fn=fn)
 
 
-def sink(value: RT, fn: Callable[[dict, Any], Any]) -> None:
+def sink(value: RT, fn: Callable[[dict, Any], Any], native: bool = False) -> None:
+    """``fn(point, value)`` at every point of ``value``'s domain, ``value`` a NumPy array (with ``native``, the
+    backend's own array: a torch tensor or a jax array)."""
     if not callable(fn):
         raise TimeRLError(f"{user_location()}: sink(fn) needs a callable fn(point, value)")
     ctx = value.ctx
-    ctx.add_node("sink", Attrs.of(fn=fn), value.domain, [Edge(value.node.id, value.output, value.index)], (),
+    attrs = Attrs.of(fn=fn, native=bool_argument("native", native))
+    ctx.add_node("sink", attrs, value.domain, [Edge(value.node.id, value.output, value.index)], (),
                  user_location())
 
 
@@ -306,6 +309,11 @@ def expand(x: RT, *shape: Any) -> RT:
     target = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
     shape_argument("shape", tuple(s for s in target if not (isinstance(s, int) and s == -1)))  # -1 keeps a size
     offset = len(target) - x.ndim
+    if offset < 0:
+        raise ShapeError(f"{user_location()}: expand to {target}: fewer sizes than the tensor's {x.ndim} dimensions")
+    if any(isinstance(s, int) and s == -1 for s in target[:offset]):
+        raise ShapeError(f"{user_location()}: expand to {target}: -1 (keep the size) in a new leading dimension, "
+                         "which has no size to keep")
     target = tuple(x.shape[a - offset] if isinstance(s, int) and s == -1 else s for a, s in enumerate(target))
     if len(target) == x.ndim and all(_same(a, b) for a, b in zip(target, x.shape)):
         return x

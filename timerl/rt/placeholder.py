@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from timerl.errors import DomainError, ShapeError, TimeRLError, bool_argument, user_location
+from timerl.errors import DomainError, ShapeError, TimeRLError, user_location
 from timerl.ops.registry import MERGE, is_float, same_dim
 from timerl.pdg.graph import Attrs, Edge, TensorType
 from timerl.rt import functional as F
@@ -30,7 +30,7 @@ def placeholder(shape: Sequence[int] = (), dtype: str = "float32", domain: Seque
     node = ctx.add_node("merge", Attrs.of(shape=shape, dtype=F.check_dtype(dtype)),
                         ctx.check_domain(domain, user_location()), [],
                         (TensorType(shape, dtype),), user_location())
-    node.requires_grad = bool_argument("requires_grad", requires_grad)
+    node.requires_grad = F.grad_flag(requires_grad, dtype)
     return ctx.view(node)
 
 
@@ -44,6 +44,27 @@ def param(init: Any, domain: Sequence[Symbol] | None = None, dtype: str | None =
     key = tuple(0 for _ in domain)
     assign(result, key if len(key) != 1 else key[0], init_rt)
     return result
+
+
+def load_initial(parameter: RT, value: Any) -> None:
+    """The value a `param` starts from (its value at 0) replaced by ``value``, an array of its shape: weights
+    trained by another program loaded into this one (``module.load_parameters``)."""
+    node = parameter.node
+    location = user_location()
+    branches = node.inputs if node.category is MERGE and node.requires_grad else []
+    start = parameter.ctx.nodes[branches[0].producer] if branches else None
+    if start is None or start.op != "const":
+        raise TimeRLError(f"{location}: only a trl.param created from an array can load values (created at "
+                          f"{node.location})")
+    dtype, shape = start.attrs["dtype"], tuple(start.attrs["shape"])
+    try:
+        array = np.array(value, dtype=dtype)
+    except (TypeError, ValueError) as error:
+        raise ShapeError(f"{location}: cannot load {type(value).__name__} into a {dtype} parameter: {error}") from None
+    if array.shape != shape:
+        raise ShapeError(f"{location}: loading shape {array.shape} into a parameter of shape {shape} (created at "
+                         f"{node.location})")
+    start.attrs = Attrs.of(value=array, shape=shape, dtype=dtype)
 
 
 def _default_dtype(value: Any) -> str:

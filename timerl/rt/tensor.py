@@ -152,8 +152,10 @@ class RecurrentTensor(TensorView):
         return _SpatialIndexer(self)
 
     # ---- sinks and gradients -----------------------------------------------------------------------------------
-    def sink(self, fn: Callable[[dict, Any], Any]) -> None:
-        F.sink(self, fn)
+    def sink(self, fn: Callable[[dict, Any], Any], native: bool = False) -> None:
+        """``fn(point, value)`` at every point of the domain; ``value`` is a NumPy array (a host copy or a
+        read-only view), or with ``native=True`` the backend's own array (a torch tensor, a jax array)."""
+        F.sink(self, fn, native)
 
     def backward(self) -> None:
         backward(self)

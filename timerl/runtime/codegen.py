@@ -38,19 +38,44 @@ class LoopProgram:
         self.ns = self.executable.namespace
         self.lines: list[str] = []
         self.closures = 0
+        self.vectorized: dict[int, Any] = {}  # id of a loop -> its vectorized run, or None
 
     def generate(self, root: ast.AstNode) -> Callable[[list], None]:
         for group_id, function in self.executable.group_functions.items():
             self.ns[f"G{group_id}"] = function
         self.lines = ["def program(counters):"]
-        self._block(root, (), 1)
+        outer = _outer_loop(root)
+        if outer is None or self._vectorized(outer, ()) is not None:
+            self._block(root, (), 1)
+            span = None
+        else:
+            span = self._chunked(root, outer)
         source = "\n".join(self.lines)
         self.ns.setdefault("min", min)
         self.ns.setdefault("max", max)
         exec(compile(source, "<timerl program>", "exec"), self.ns)  # noqa: S102 (our own generated code)
         program = self.ns["program"]
-        program.source = source
+        program.source, program.span = source, span
         return program
+
+    def _chunked(self, root: ast.AstNode, outer: ast.Loop) -> tuple[int, int]:
+        """The program with its outermost loop run from ``RUN[0]`` to ``RUN[1]`` (`timerl.runtime.runs`): what
+        comes before the loop runs with the first iteration, what comes after with the last, and a sink's
+        `trl.Stop` (``STOP[0]``) ends the run after the iteration it was raised in."""
+        items = _top_level(root)
+        at = items.index(outer)
+        start, stop = outer.start.constant_value(), outer.stop.constant_value()
+        self.lines.append(f"    if RUN[0] <= {start}:")
+        self._block(ast.Sequence(tuple(items[:at])), (), 2)
+        var = outer.var.python()
+        self.lines.append(f"    for {var} in range(max({start}, RUN[0]), min({stop}, RUN[1])):")
+        self._block(outer.body, (outer.var,), 2)
+        self.lines.append(f"        RUN[0] = {var} + 1")
+        self.lines.append("        if STOP[0]:")
+        self.lines.append("            return")
+        self.lines.append(f"    if RUN[0] >= {stop}:")
+        self._block(ast.Sequence(tuple(items[at + 1:])), (), 2)
+        return start, stop
 
     # ---- one node ---------------------------------------------------------------------------------------------------
     def _block(self, node: ast.AstNode, scope: tuple[Symbol, ...], depth: int) -> None:
@@ -72,7 +97,7 @@ class LoopProgram:
                 self._emit(child, scope, depth)
             self._flush(frees, pad)
         elif isinstance(node, ast.Loop):
-            vectorized = self.batched_loop(self.interpreter, node, scope)
+            vectorized = self._vectorized(node, scope)
             if vectorized is not None:
                 statements = ", ".join(f"G{leaf.node}" if isinstance(leaf, ast.Execute) else f"free G{leaf.node}"
                                        for _, leaf in flatten(node.body))
@@ -98,6 +123,12 @@ class LoopProgram:
         else:  # statements with no plain-Python form: the interpreter's closure
             run = self.interpreter.build(node, scope)
             self.lines.append(f"{pad}{self._closure(run)}([{self._counters(scope)}])")
+
+    def _vectorized(self, node: ast.Loop, scope: tuple[Symbol, ...]) -> Callable[[list], None] | None:
+        """The loop's vectorized run (`batched_loop`), made once per loop."""
+        if id(node) not in self.vectorized:
+            self.vectorized[id(node)] = self.batched_loop(self.interpreter, node, scope)
+        return self.vectorized[id(node)]
 
     def _freed_points(self, node: ast.Deallocate, pad: str) -> list[str]:
         """The keys a deallocation frees whole, as expressions; what frees only some outputs of a point is
@@ -127,6 +158,28 @@ class LoopProgram:
     @staticmethod
     def _counters(scope: tuple[Symbol, ...]) -> str:
         return ", ".join(s.python() for s in scope)
+
+
+def _outer_loop(root: ast.AstNode) -> ast.Loop | None:
+    """The program's one outermost loop (the iterations of a training program), with constant bounds and unit
+    step, between statements that run once (deallocation loops among them); None where the schedule has
+    another shape."""
+    looping = [node for node in _top_level(root) if any(  # loops that only free run once at the end
+        isinstance(n, ast.Loop) and any(isinstance(m, ast.Execute) for m in ast.every_node(n))
+        for n in ast.every_node(node))]
+    if len(looping) != 1 or not isinstance(looping[0], ast.Loop):
+        return None
+    loop = looping[0]
+    if loop.step != 1 or loop.start.constant_value() is None or loop.stop.constant_value() is None:
+        return None
+    return loop
+
+
+def _top_level(root: ast.AstNode) -> list[ast.AstNode]:
+    """The statements of the program outside any loop or branch, nested sequences opened."""
+    if not isinstance(root, ast.Sequence):
+        return [root]
+    return [item for child in root.body for item in _top_level(child)]
 
 
 def _point(point: tuple) -> str:

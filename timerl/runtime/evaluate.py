@@ -12,12 +12,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from timerl.errors import ShapeError, TimeRLError, user_code_error
+from timerl.errors import ShapeError, Stop, TimeRLError, user_code_error
 from timerl.ops.registry import ACCUMULATE, CONST, DRAW, INDEX, MERGE, OPS, SINK, SOURCE, UDF
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
 from timerl.runtime import rng
 from timerl.runtime.access import point_dict
+from timerl.runtime.runs import request_stop
 from timerl.symbolic import Expr, Symbol, compile_function
 
 
@@ -56,7 +57,13 @@ def _merge(node, point, inputs, seed, attrs, backend):
 
 
 def _sink(node, point, inputs, seed, attrs, backend):
-    call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(inputs[0])))
+    value, native = inputs[0], attrs.get("native", False)
+    if native and isinstance(value, np.ndarray):  # kept on the host (jax on a CPU): the backend's array
+        value = backend.xp.asarray(value)
+    try:
+        call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), sink_value(value, native)))
+    except Stop as stop:
+        request_stop(stop)
     return ()
 
 
@@ -153,19 +160,22 @@ def host_array(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def sink_value(value: Any) -> Any:
+def sink_value(value: Any, native: bool = False) -> Any:
     """What a sink function receives: a value it may keep but cannot use to change what other ops read.
 
-    NumPy arrays get a read-only view (free); torch tensors have no read-only flag, so they are cloned (on a
-    GPU: copied to the host, where a sink's NumPy and Python can read them, as jax arrays can be); jax arrays
-    are immutable already."""
-    if isinstance(value, np.ndarray):
-        view = value.view()
-        view.flags.writeable = False
-        return view
+    A NumPy array in host memory on every backend: a read-only view of a NumPy or jax value (both are never
+    written again), a copy of a torch tensor (the executor may reuse its memory). With ``native`` (``x.sink(fn,
+    native=True)``), the backend's own array instead: a torch tensor is cloned (it has no read-only flag), a jax
+    array is immutable already."""
     if type(value).__module__.startswith("torch"):
-        return value.clone() if value.device.type == "cpu" else value.cpu()
-    return value
+        if native:
+            return value.clone()
+        return value.detach().to("cpu", copy=True).numpy()
+    if native and not isinstance(value, np.ndarray):
+        return value
+    view = np.asarray(value).view()
+    view.flags.writeable = False
+    return view
 
 
 def _dynamic(node: Node, backend: Any) -> bool:

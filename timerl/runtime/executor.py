@@ -35,6 +35,7 @@ from timerl.runtime.jax_scan import ScannedLoop
 from timerl.runtime.jax_scan_loop import LoopAnalysis, Unscannable
 from timerl.runtime.generated import SKIP, namespace
 from timerl.runtime.plan import GroupLowering
+from timerl.runtime import runs
 from timerl.runtime.run_lock import one_run_at_a_time
 from timerl.runtime.blocks import BlockStore
 from timerl.runtime.memory import MemoryPool
@@ -109,23 +110,58 @@ class Executable:
             self._program = LoopProgram(interpreter, loops).generate(schedule.root)
         else:
             self._program = interpreter.build(schedule.root, ())
+        self.run = runs.RunState(getattr(self._program, "span", None))  # where a run in parts stands
+        self.namespace.update(RUN=self.run.run, STOP=self.run.stop)
+        self.pool: Any = None
 
-    @one_run_at_a_time
-    def execute(self) -> None:
-        started = time.perf_counter()
+    @property
+    def iteration(self) -> int:
+        """The next iteration of the outermost loop a resumed run starts at."""
+        return self.run.run[0]
+
+    @property
+    def finished(self) -> bool:
+        """Whether the last run (or part) reached the end of the program."""
+        return self.run.finished
+
+    @property
+    def stopped(self) -> bool:
+        """Whether a sink ended the last run or part early (`trl.Stop`)."""
+        return self.run.stop[0]
+
+    def save(self, path: str) -> None:
+        """A checkpoint of the run between two parts (`timerl.runtime.runs`), as an ``.npz`` file."""
+        runs.save(path, self.graph, self.bounds, self.seed, self.backend.name, self.run, self.pool, self.backend)
+
+    def load(self, path: str) -> None:
+        """Continue from a checkpoint of this program (same bounds and seed): ``exe.execute(resume=True)``."""
+        self._fresh_pool()
+        runs.load(path, self.graph, self.bounds, self.seed, self.run, self.pool, self.backend)
+
+    def _fresh_pool(self) -> None:
         blocks = {node_id: BlockStore(axis, self.graph.nodes[node_id].outputs, self.backend)
                   for node_id, axis in self.block_axes.items()}
-        # batched statement calls; those that scanned their windows; chunks run by statements that pad them
-        self.batched_runs = self.window_scans = self.padded_chunks = 0
         pool_class = StackedPool if self.vectorize else MemoryPool  # batched results stay batched
         self.pool = pool = pool_class(self.device_memory, self.backend, self.swap, blocks)
         pool.describe, pool.describe_group = self._describe, self._describe_group
         self.namespace.update(load=pool.load, store=pool.store, transient=pool.transient, nbytes_of=pool.nbytes_of,
                               free=pool.free, free_outputs=pool.free_outputs, free_many=pool.free_many,
                               store_many=pool.store_many)
+
+    @one_run_at_a_time
+    def execute(self, iterations: int | None = None, resume: bool = False) -> None:
+        """Run the program. ``iterations``: only that many iterations of its outermost loop (a part);
+        ``resume``: continue from where the last part, a `trl.Stop` or a loaded checkpoint left it (the
+        state in between is kept), instead of starting over."""
+        started = time.perf_counter()
+        if self.run.begin(iterations, resume):
+            self._fresh_pool()
+        pool = self.pool
+        # batched statement calls; those that scanned their windows; chunks run by statements that pad them
+        self.batched_runs = self.window_scans = self.padded_chunks = 0
         for prefetch in self.prefetchers:
             prefetch.reset(pool.hold)
-        with self.backend.session():
+        with self.backend.session(), runs.stop_flag(self.run.stop):
             if not self.constants_moved:  # once (STYLE 14): no kernel writes into a constant's buffer (`FRESH`)
                 self.namespace.update({name: self.backend.from_numpy(v) for name, v in self.constants.items()})
                 self.constants_moved = True

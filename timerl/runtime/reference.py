@@ -15,11 +15,12 @@ from typing import Any, Mapping
 
 import timerl.ops  # noqa: F401
 from timerl.ops.registry import ACCUMULATE, MERGE
-from timerl.errors import DomainError, ScheduleError
+from timerl.errors import DomainError, ScheduleError, TimeRLError, user_location
 from timerl.pdg.graph import Graph, Node
 from timerl.backends.numpy_backend import NumpyBackend
 from timerl.runtime.evaluate import evaluate
 from timerl.runtime.run_lock import one_run_at_a_time
+from timerl.runtime.runs import stop_flag
 from timerl.runtime.access import EdgeReader, condition_function, empty_stats, point_dict, stack_range
 from timerl.symbolic import Symbol
 
@@ -195,9 +196,15 @@ class ReferenceExecutable:
         self.schedule = "reference interpreter: every sink point evaluated on demand, memoized"
 
     @one_run_at_a_time
-    def execute(self) -> None:
+    def execute(self, iterations: int | None = None, resume: bool = False) -> None:
+        """The whole program; the reference has no loop to run in parts, and runs every sink even after a
+        `trl.Stop`."""
+        if iterations is not None or resume:
+            raise TimeRLError(f"{user_location()}: the reference interpreter runs whole programs only "
+                              "(iterations= and resume= need a compiled backend)")
         started = time.perf_counter()
         interpreter = ReferenceInterpreter(self.graph, self.bounds, self.seed)
-        interpreter.run()
+        with stop_flag([False]):
+            interpreter.run()
         self.stats["execute_seconds"] = time.perf_counter() - started
         self.stats["points_evaluated"] = len(interpreter.memo)
