@@ -34,7 +34,7 @@ test-passes: $(VENV)/.installed
 	done; if [ -n "$$failed" ]; then echo "failed with these switches off (or on):$$failed"; exit 1; fi
 
 bench: $(VENV)/.installed  # rewrites the tables of docs/benchmarks.md
-	$(PY) -m timerl.cli bench
+	$(PY) -m benchmarks bench
 
 # docs/compile-options.md from CompileOptions' field docstrings (tests/test_docs.py fails when it is stale)
 docs: $(VENV)/.installed

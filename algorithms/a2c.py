@@ -103,8 +103,7 @@ def n_step_returns(r: trl.RecurrentTensor, done: trl.RecurrentTensor, next_value
     end = trl.min(t + n, T)
     rewards = r[i, t:end].discounted_sum(gamma, until=done[i, t:end])
     alive = done[i, t:end].astype("float32").sum(0) == 0
-    length = (0.0 * r[i, t:end] + 1.0).sum(0)  # the window's length, end - t, as a tensor
-    bootstrap = gamma ** length * next_value[i, end - 1]
+    bootstrap = gamma ** (end - t) * next_value[i, end - 1]
     return rewards + trl.where(alive, bootstrap, 0.0)
 
 

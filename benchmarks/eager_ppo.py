@@ -14,6 +14,8 @@ kinds of tensors in its memory pool.
 
 from __future__ import annotations
 
+import argparse
+
 import time
 
 import gymnasium
@@ -148,4 +150,6 @@ def train_eager(env_name: str = "CartPole-v1", iterations: int = 10, num_envs: i
 
 
 if __name__ == "__main__":
-    print(train_eager(iterations=5))
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.eager_ppo", description="eager PyTorch PPO on CartPole")
+    parser.add_argument("--iterations", type=int, default=5)
+    print(train_eager(iterations=parser.parse_args().iterations))

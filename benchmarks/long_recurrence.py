@@ -4,6 +4,8 @@ because the project's tests assert no times)."""
 
 from __future__ import annotations
 
+import argparse
+
 import time
 
 import timerl as trl
@@ -41,4 +43,9 @@ def measure(steps: int = 100_000, backend: str = "reference") -> tuple[float, fl
 
 
 if __name__ == "__main__":
-    print(measure())
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.long_recurrence",
+                                     description="(compile seconds, execute seconds) of a long running sum")
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--backend", default="reference", choices=("reference", "torch", "jax"))
+    arguments = parser.parse_args()
+    print(measure(arguments.steps, arguments.backend))

@@ -20,6 +20,7 @@ import csv
 import importlib.util
 import math
 import pathlib
+import sys
 from typing import Any
 
 DEFAULT = {"num_envs": 64, "steps": 100, "hidden": 64, "obs_padding": 0}
@@ -101,7 +102,7 @@ def sweep(sweeps: dict[str, list[int]], iterations: int, implementations=IMPLEME
                 rows.append({"sweep": parameter, "value": value, "implementation": implementation, **result})
                 print(f"{parameter}={value:<4} {implementation:14s} {result['seconds_per_iteration']:.3f} s/it  "
                       f"{result['peak_bytes'] / 2 ** 20:.1f} MiB (own count)  "
-                      f"{result['allocator_peak_bytes'] / 2 ** 20:.1f} MiB (torch allocator)", flush=True)
+                      f"{result['allocator_peak_bytes'] / 2 ** 20:.1f} MiB (torch allocator)", file=sys.stderr, flush=True)
     return rows
 
 

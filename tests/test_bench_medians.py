@@ -10,7 +10,7 @@ import pytest
 from algorithms.reinforce import train
 from benchmarks.eager_reinforce import train_eager
 from benchmarks.long_recurrence import measure
-from timerl.cli import WARM_UP, _after_first, _warm_up_and_rest
+from benchmarks.__main__ import WARM_UP, _after_first, _warm_up_and_rest
 
 
 def test_timerl_rows_are_the_median_after_the_warm_up_iterations():

@@ -1,6 +1,6 @@
 """`timerl bench` writes each table it prints into its own section of docs/benchmarks.md (here a scratch copy)."""
 
-from timerl.cli import section
+from benchmarks.__main__ import section
 
 
 def test_a_benchmark_section_is_printed_and_written(tmp_path, capsys):

@@ -38,7 +38,7 @@ print("CODES=" + json.dumps(codes))
 
 def _entry_points() -> list[str]:
     modules = []
-    for package in ("timerl", "algorithms"):
+    for package in ("timerl", "algorithms", "benchmarks"):
         for path in sorted((ROOT / package).rglob("*.py")):
             text = path.read_text()
             if path.name == "__main__.py" or 'if __name__ == "__main__"' in text:
@@ -50,7 +50,7 @@ def _entry_points() -> list[str]:
 
 def test_every_entry_point_answers_help():
     entries = _entry_points()
-    assert "algorithms.egrl" in entries and "timerl.cli:main" in entries
+    assert "algorithms.egrl" in entries and "benchmarks" in entries and "timerl.command:main" in entries
     result = subprocess.run([sys.executable, "-c", CHILD, *entries], cwd=ROOT, capture_output=True, text=True,
                             timeout=300)
     lines = [line for line in result.stdout.splitlines() if line.startswith("CODES=")]

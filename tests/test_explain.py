@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import timerl as trl
-from timerl import cli
+from timerl import command
 from timerl.errors import IndexOutOfRangeError
 
 T, N, K = 6, 3, 4  # steps, rows, classes
@@ -139,7 +139,7 @@ def test_timerl_explain_runs_a_script(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TIMERL_EXPLAIN", "")  # restored after the test, as is sys.argv
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     monkeypatch.setattr(sys, "path", list(sys.path))
-    cli.main(["explain", str(script)])
+    command.main(["explain", str(script)])
     err = capsys.readouterr().err
     assert "calls a user's source function" in err and "program.py:5" in err
     assert "batched over t" in err and "program.py:6: sum pow sink" in err

@@ -1,18 +1,21 @@
 """Every loader of a file a user can hand timerl refuses a bad file with a `TimeRLError` naming it and what is
-wrong (never a raw exception), never allocates what a header claims before checking it, and a name built from
+wrong (never a raw exception; checkpoints too), never allocates what a header claims before checking it, and a name built from
 a user's string stays inside its folder."""
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import struct
 import time
+import zipfile
 
 import numpy as np
 import pytest
 
 import timerl as trl
+from algorithms.egrl.report import read_runs, report
 from algorithms.egrl.spec import ChipSpecError, load_spec
 from algorithms.mmap.workloads import hlo, list_workloads, read_workload, workload_path, xla_dump
 from algorithms.regal import train
@@ -158,3 +161,62 @@ def test_truncated_hlo_text_is_a_parse_error():
             assert isinstance(error, trl.TimeRLError)
             outcomes.add("refused")
     assert outcomes == {"parsed", "refused"}
+
+
+# ---- checkpoints ----
+
+def _counter():
+    ctx = trl.Context("i")
+    (i,), (I,) = ctx.dims, ctx.bounds
+    with ctx:
+        w = trl.placeholder((3,), domain=(i,))
+        w[0] = trl.zeros((3,))
+        w[i + 1] = w[i] + 1.0
+        w.sink(lambda p, v: None)
+    return ctx.compile(bounds={I: 6}, backend="torch")
+
+
+def _npz(path, members: dict) -> None:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def test_checkpoints_that_are_not_checkpoints(tmp_path):
+    exe = _counter()
+    exe.execute(iterations=3)
+    good = tmp_path / "good.npz"
+    exe.save(str(good))
+    data = good.read_bytes()
+    header = io.BytesIO()
+    np.save(header, np.frombuffer(b'{"format": "timerl checkpoint 1"}', np.uint8))
+    cases = {"empty.npz": b"", "truncated.npz": data[:len(data) // 2], "text.npz": b"not a zip"}
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+    _npz(tmp_path / "huge.npz", {"header.npy": header.getvalue(), "a0.npy": _npy_header((10**12,)) + b"\0" * 64})
+    _npz(tmp_path / "no_header.npz", {"a0.npy": header.getvalue()})
+    _npz(tmp_path / "short_header.npz", {"header.npy": header.getvalue()})
+    bad_json = io.BytesIO()
+    np.save(bad_json, np.frombuffer(b"{not json", np.uint8))
+    _npz(tmp_path / "bad_json.npz", {"header.npy": bad_json.getvalue()})
+    for name in [*cases, "huge.npz", "no_header.npz", "short_header.npz", "bad_json.npz", "absent.npz"]:
+        started = time.perf_counter()
+        with pytest.raises(FileFormatError, match=name.replace(".", r"\.")):
+            _counter().load(str(tmp_path / name))
+        assert time.perf_counter() - started < 5.0, name
+    resumed = _counter()
+    resumed.load(str(good))
+    resumed.execute(resume=True)
+    assert resumed.finished
+
+
+def test_egrl_result_files(tmp_path):
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text('{"method": "egrl", "workload": "bert", "seed": 0, "latency": 1.0}\n{"method": \n')
+    with pytest.raises(FileFormatError, match=r"runs\.jsonl:2"):
+        read_runs([str(runs)])
+    runs.write_text('{"method": "egrl", "workload": "bert", "seed": 0, "latency": 1.0}\n')
+    assert read_runs([str(runs)]) == {("egrl", "bert"): {0: 1.0}}
+    (tmp_path / "ceiling.json").write_text(DEEP)
+    with pytest.raises(FileFormatError, match=r"ceiling\.json"):
+        report([str(runs)], str(tmp_path / "ceiling.json"), ["egrl"])

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import timerl as trl
 
-EXAMPLES = int(os.environ.get("TIMERL_FUZZ_EXAMPLES", "4"))
+EXAMPLES = int(os.environ.get("TIMERL_FUZZ_EXAMPLES", "10"))
 WIDTH = 2
 I_SIZE = 2
 
@@ -224,3 +224,42 @@ def test_recurrence_started_from_parameters(dims):
 @given(PROGRAMS)
 def test_gradients_of_random_programs_match_torch(program):
     _check(program)
+
+
+def test_gru_over_iterations_and_steps(backend):
+    """A GRU state over ``(i, t)`` whose first value depends on a parameter (``h[i, 0] = tanh([0, x] @ U)``),
+    a log-softmax policy of every state weighted by ``t + 1``: every weight's gradient against torch.autograd."""
+    hidden, features, steps, iterations = 3, 2, 4, 2
+    rng = np.random.default_rng(0)
+    weights = [rng.normal(size=(hidden + features, hidden)) * 0.5 for _ in range(4)]  # z, r, candidate, start
+    obs = rng.normal(size=(iterations, steps, features))
+    ctx = trl.Context(dims="i t")
+    (i, t), (I, T) = ctx.dims, ctx.bounds
+    with ctx:
+        wz, wr, wh, u = params = [trl.tensor(w, "float64", requires_grad=True) for w in weights]
+        x = trl.source(lambda p: obs[p["i"], p["t"]], (features,), "float64", (i, t))
+        h = trl.placeholder((hidden,), "float64", domain=(i, t))
+        h[i, 0] = (trl.cat([trl.zeros((hidden,), "float64"), x[i, 0]]) @ u).tanh()
+        both = trl.cat([h[i, t], x[i, t + 1]])
+        z, r = (both @ wz).sigmoid(), (both @ wr).sigmoid()
+        candidate = (trl.cat([h[i, t] * r, x[i, t + 1]]) @ wh).tanh()
+        h[i, t + 1] = (1 - z) * h[i, t] + z * candidate
+        (h.log_softmax(-1).sum() * (t + 1)).backward()
+        stores = [collect(p.grad) for p in params]
+    run(ctx, {I: iterations, T: steps}, backend)
+
+    tensors = [torch.tensor(w, requires_grad=True) for w in weights]
+    wz, wr, wh, u = tensors
+    total = 0.0
+    for k in range(iterations):
+        o = torch.tensor(obs[k])
+        state = torch.tanh(torch.cat([torch.zeros(hidden, dtype=torch.float64), o[0]]) @ u)
+        total = total + torch.log_softmax(state, -1).sum()
+        for s in range(1, steps):
+            both = torch.cat([state, o[s]])
+            z, r = torch.sigmoid(both @ wz), torch.sigmoid(both @ wr)
+            state = (1 - z) * state + z * torch.tanh(torch.cat([state * r, o[s]]) @ wh)
+            total = total + torch.log_softmax(state, -1).sum() * (s + 1)
+    total.backward()
+    for store, tensor in zip(stores, tensors):
+        assert_values(store, {(): tensor.grad.numpy()}, rtol=1e-9, atol=1e-12)

@@ -25,7 +25,7 @@ LAYERS = (
     ("compile", ("timerl.compile",)),
     ("language", ("timerl.rt",)),
     ("libraries", ("timerl.nn", "timerl.optim", "timerl.distributions", "timerl.envs", "timerl.rl")),
-    ("tools", ("timerl.memplot", "timerl.runlog", "timerl.cli", "timerl.options_doc")),
+    ("tools", ("timerl.memplot", "timerl.runlog", "timerl.command", "timerl.options_doc")),
 )
 TOP = len(LAYERS) - 1  # `timerl` itself, the user-facing package, sits on top
 
@@ -33,7 +33,6 @@ TOP = len(LAYERS) - 1  # `timerl` itself, the user-facing package, sits on top
 LATE_IMPORTS = {
     "timerl.backends.base": ({"timerl.backends.torch_backend", "timerl.backends.jax_backend"},
                              "torch and jax load when a program first asks for them, not with timerl"),
-    "timerl.cli": ({"timerl.memplot"}, "matplotlib loads only for `timerl memplot`"),
 }
 
 # modules that are one module split in files, and import one another (re-exports at the bottom of symbolic)
@@ -115,3 +114,21 @@ def test_modules_import_one_another_without_circles():
     components = strongly_connected({module: sorted(targets) for module, targets in graph.items()})
     circles = [c for c in components if len(c) > 1 and frozenset(c) not in ONE_MODULE]
     assert not circles, circles
+
+
+USERS = ("algorithms", "benchmarks")  # built on the engine: the learners, the demo and the benchmarks
+
+
+def test_the_engine_imports_none_of_its_users():
+    """No timerl module imports the learners or the benchmarks, at module level or inside a function, nor loads
+    them by file path; tools on top of the engine add `timerl` verbs through the ``timerl.commands`` entry points."""
+    found = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
+                     [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+            found += [f"{module} imports {name}" for name in names if name.split(".")[0] in USERS]
+        if "spec_from_file_location" in path.read_text():
+            found.append(f"{module} loads modules by file path")
+    assert not found, "\n".join(found)
+

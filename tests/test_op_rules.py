@@ -59,6 +59,7 @@ EXTRA_CASES = [
     ("detach", "detach", [np.arange(6.0).reshape(2, 3)], {}),
     ("argmax", "argmax", [np.array([[0.3, 2.0, -1.0], [4.0, 0.5, 0.2]])], {"dims": (1,), "keepdim": False}),
     ("one_hot", "one_hot", [np.array([2, 0, 1])], {"num_classes": 4}),
+    ("floor_divide", "floor_divide", [np.array([[7.0, -7.5, 2.0]]), np.array([2.0, 2.0, -0.5])], {}),
 ] + [(op, op, [np.array([0.5, -1.0, 2.0]), np.array([1.0, -1.0, 0.0])], {})
      for op in ("lt", "le", "gt", "ge", "eq", "ne")]
 

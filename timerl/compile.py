@@ -19,6 +19,7 @@ from timerl.pdg.graph import Graph
 from timerl.pdg.pipeline import optimize_graph
 from timerl.pdg.verify import verify
 from timerl.symbolic import Symbol
+from timerl.runtime.devices import check_devices, sharded_backend
 from timerl.runtime.executor import Executable
 from timerl.runtime.reference import ReferenceExecutable
 from timerl.sched.demand import evaluable_everywhere
@@ -61,7 +62,8 @@ def resolve_bounds(ctx, bounds: dict) -> dict:
 def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_memory: int | None = None,
                     swap: bool = False, optimize: bool = _NOT_GIVEN, vectorize: bool | None = None,
                     incrementalize: bool | None = None, scan_loops: bool | None = None,
-                    recompute: bool | None = None, options: CompileOptions | None = None, **unknown: Any):
+                    recompute: bool | None = None, options: CompileOptions | None = None, devices: int = 1,
+                    split: str | int = "envs", **unknown: Any):
     """``options``: a `CompileOptions` (every switch documented there). The loose flags are shorthands for
     it: ``optimize=False`` is the "unoptimized" preset, ``vectorize``, ``incrementalize``, ``scan_loops`` and
     ``recompute`` set their fields (and override ``optimize``); a flag that contradicts ``options=`` is an
@@ -81,6 +83,7 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     resolved = resolve_bounds(ctx, bounds)
     graph = ctx.graph()
     verify(graph, resolved)
+    batch = check_devices(graph, backend, devices, split, device_memory)
     phases["graph"] = time.perf_counter() - started
     if backend == "reference":
         return ReferenceExecutable(graph, resolved, seed, time.perf_counter() - started)
@@ -96,7 +99,7 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     phases["schedule"] = time.perf_counter() - clock
     phases.update((f"schedule: {step}", seconds) for step, seconds in result.phases.items())  # CPU seconds
     clock = time.perf_counter()
-    array_backend = get_backend(backend)  # its first use imports torch or jax
+    array_backend = get_backend(backend) if batch is None else sharded_backend(devices, batch)
     phases["backend"] = time.perf_counter() - clock
     clock = time.perf_counter()
     executable = Executable(graph, resolved, array_backend, schedule, result.groups, seed, device_memory, swap,
@@ -104,6 +107,8 @@ def compile_program(ctx, bounds: dict, backend: str, *, seed: int = 0, device_me
     phases["lowering"] = time.perf_counter() - clock
     executable.stats.update(compile_seconds=time.perf_counter() - started, compile_phases=phases,
                             memory_choices=memory_choices(chosen, executable.schedule, device_memory, swap))
+    if batch is not None:
+        executable.stats["devices"] = {"devices": devices, "batch": batch, "placed": array_backend.placed}
     return executable
 
 

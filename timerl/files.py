@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
+import re
+import zipfile
 import zlib
 from pathlib import Path
 from typing import Any
@@ -63,25 +66,15 @@ def parse_json(data: bytes | str, path: str | os.PathLike, what: str) -> Any:
 
 
 def _nesting(text: str) -> int:
-    """The deepest nesting of ``[`` and ``{`` outside JSON strings."""
-    depth = deepest = 0
-    inside = escaped = False
-    for char in text:
-        if inside:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                inside = False
-        elif char == '"':
-            inside = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
+    """The deepest nesting of ``[`` and ``{`` outside JSON strings (strings removed by one regular expression,
+    the depth a running sum: fast on the multi-megabyte workload files)."""
+    codes = np.frombuffer(_JSON_STRING.sub("", text).encode("utf-8", "replace"), dtype=np.uint8)
+    steps = np.isin(codes, _OPENING).astype(np.int64) - np.isin(codes, _CLOSING)
+    return int(np.cumsum(steps).max(initial=0))
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_OPENING, _CLOSING = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
 
 
 def read_json(path: str | os.PathLike, what: str) -> Any:
@@ -92,6 +85,48 @@ def read_json(path: str | os.PathLike, what: str) -> Any:
     return parse_json(data, path, what)
 
 
+def read_npz(path: str | os.PathLike, what: str) -> dict[str, np.ndarray]:
+    """Every array of an ``np.savez`` archive (no pickles). Each member's header is checked against the bytes
+    the archive says the member holds before its data is read, so a header claiming terabytes allocates
+    nothing."""
+    arrays = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                name = info.filename[:-len(".npy")] if info.filename.endswith(".npy") else info.filename
+                with archive.open(info) as member:
+                    try:
+                        shape, fortran, dtype = _npy_header(member)
+                    except Exception as error:  # noqa: BLE001 (NumPy's header parser raises many kinds)
+                        raise FileFormatError(f"{path}: member {info.filename!r} of the {what} is not a NumPy "
+                                              f"array: {error}") from error
+                    if dtype.hasobject:
+                        raise FileFormatError(f"{path}: member {info.filename!r} of the {what} holds Python "
+                                              "objects, which are not loaded")
+                    needed = math.prod(shape) * dtype.itemsize
+                    if info.file_size - member.tell() < needed:
+                        raise FileFormatError(f"{path}: member {info.filename!r} of the {what} claims {needed} "
+                                              f"bytes of data, the archive holds {info.file_size - member.tell()}")
+                    data = member.read(needed)
+                if len(data) < needed:
+                    raise FileFormatError(f"{path}: member {info.filename!r} of the {what} is truncated")
+                arrays[name] = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as error:
+        raise FileFormatError(f"{path}: the {what} is not a complete .npz archive: {error}") from error
+    except OSError as error:
+        raise FileFormatError(f"{path}: cannot read the {what}: {error.strerror or error}") from error
+    return arrays
+
+
+def _npy_header(stream: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran order, dtype) from the start of an .npy stream, the stream left at its data."""
+    version = np.lib.format.read_magic(stream)
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    if version not in readers:
+        raise ValueError(f".npy format version {version} is not supported")
+    return readers[version](stream)
+
+
 def read_npy(path: str | os.PathLike, what: str, shape: tuple[int, ...]) -> np.ndarray:
     """One array of ``shape`` saved by ``np.save``, any real numeric dtype. The header is checked (format,
     dtype, shape, and that the file holds that many bytes) before anything of that size is read."""
@@ -99,11 +134,7 @@ def read_npy(path: str | os.PathLike, what: str, shape: tuple[int, ...]) -> np.n
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             try:
-                version = np.lib.format.read_magic(handle)
-                readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-                if version not in readers:
-                    raise ValueError(f".npy format version {version} is not supported")
-                header = readers[version](handle)  # shape, fortran order, dtype
+                header = _npy_header(handle)
             except Exception as error:  # noqa: BLE001 (NumPy's header parser raises many kinds on bad bytes)
                 if size >= 2 and Path(path).read_bytes()[:2] == b"PK":
                     raise FileFormatError(f"{path}: the {what} is an .npz archive; expected one array saved "

@@ -16,8 +16,9 @@ one of the same name (two contexts may both have a ``t``).
 from __future__ import annotations
 
 import itertools
+import numbers
 from dataclasses import dataclass, field
-from typing import Mapping, Union
+from typing import Any, Mapping, Union
 
 from timerl.errors import ArgumentError, TimeRLError, bool_argument, user_location
 
@@ -129,13 +130,17 @@ class Expr:
         return compare(self, ">=", other)
 
     def __eq__(self, other: object) -> Cond:  # type: ignore[override]
+        if isinstance(other, numbers.Integral) and not isinstance(other, int):
+            other = int(other)  # a NumPy integer
         if not isinstance(other, (int, Expr)):
-            return NotImplemented
+            return _not_comparable(other)
         return compare(self, "==", other)
 
     def __ne__(self, other: object) -> Cond:  # type: ignore[override]
+        if isinstance(other, numbers.Integral) and not isinstance(other, int):
+            other = int(other)  # a NumPy integer
         if not isinstance(other, (int, Expr)):
-            return NotImplemented
+            return _not_comparable(other)
         return compare(self, "!=", other)
 
     def __hash__(self) -> int:
@@ -347,6 +352,15 @@ class Product(_Binary):
 
 
 # ---- smart constructors ---------------------------------------------------------------------------------
+
+
+def _not_comparable(other: object) -> Any:
+    """``t == 2.0``: a float is refused, as by ``<`` (Python's fallback would make it silently False);
+    other objects (None, strings) are left to Python, which compares them unequal."""
+    if isinstance(other, numbers.Number):
+        raise SymbolicError(f"{user_location()}: a dimension compares with integers and integer expressions, got "
+                            f"{other!r}")
+    return NotImplemented
 
 
 def as_expr(value: IntLike) -> Expr:

@@ -23,6 +23,7 @@ backend, which memoizes every point of every iteration by design, memory grows w
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -108,6 +109,14 @@ def _population(graph: WorkloadGraph, settings: Settings, rng: np.random.Generat
 _WORKERS: dict[tuple, Workers] = {}
 
 
+def _identity(graph: WorkloadGraph) -> tuple:
+    """What makes two workloads the same for a compiled learner or a set of workers: the name alone does not (two
+    user models of one class may differ in size)."""
+    w = graph.workload
+    return (w.name, w.size, hashlib.sha1(graph.features.tobytes() + w.edges.tobytes() + w.act_bytes.tobytes() +
+                                         w.weight_bytes.tobytes()).hexdigest())
+
+
 def _workers(graph: WorkloadGraph, population: Population | None, settings: Settings) -> Workers | None:
     """The Ray actors for ``population``'s evaluations (None: in this process). One set at a time, started for a
     workload and count and shared by its seeds and methods, as `learner_for` shares the learner: an actor's
@@ -115,7 +124,7 @@ def _workers(graph: WorkloadGraph, population: Population | None, settings: Sett
     session, is ended first (the actors hold a CPU each)."""
     if population is None or settings.workers == 0:
         return None
-    key = (graph.workload.name, settings.workers, settings.arch, settings.chip)
+    key = (_identity(graph), settings.workers, settings.arch, settings.chip)
     if key not in _WORKERS or not _WORKERS[key].alive:
         for stale in _WORKERS.values():
             stale.close()
@@ -203,7 +212,7 @@ def learner_for(graph: WorkloadGraph, settings: Settings) -> sac.Learner:
     ``egrl`` and ``pg``: it takes as many steps as PG alone needs to spend the budget (EGRL, which spends it in
     slightly fewer, takes its last step or so after the budget is gone: no evaluation, no effect on results)."""
     iterations = learner_iterations(settings)
-    key = (graph.workload.name, iterations, settings.sac, settings.arch, settings.backend, settings.optimize)
+    key = (_identity(graph), iterations, settings.sac, settings.arch, settings.backend, settings.optimize)
     if key not in _LEARNERS:
         hierarchy = coarsen(graph.workload.edges, graph.workload.size, settings.arch.depth)
         _LEARNERS[key] = sac.Learner(graph.normalized_features(), hierarchy, iterations, settings.sac, settings.arch,

@@ -9,12 +9,13 @@ seed, and the best map's noise-free latency) and the optimum as ``python -m algo
 from __future__ import annotations
 
 import argparse
-import json
 
 import numpy as np
 
 from algorithms.egrl.ceiling import gain_fraction
 from algorithms.egrl.chip import BASELINES
+from timerl.errors import FileFormatError
+from timerl.files import parse_json, read_bytes, read_json
 
 PAPER = {"egrl": (1.28, 1.78, 1.66), "ea": (1.06, 1.47, 1.64), "greedy": (0.72, 1.27, 0.67),
          "pg": (0.29, 0.23, 0.21)}
@@ -28,14 +29,22 @@ def read_runs(paths: list[str]) -> dict[tuple[str, str], dict[int, float]]:
     """``{(method, workload): {seed: latency}}``; a later file's run replaces an earlier one's."""
     runs: dict[tuple[str, str], dict[int, float]] = {}
     for path in paths:
-        with open(path) as handle:
-            for line in handle:
-                if line.strip():
-                    record = json.loads(line)
-                    if record.get("latency") is not None:
-                        runs.setdefault((record["method"], record["workload"]), {})[record["seed"]] = \
-                            record["latency"]
+        for number, line in enumerate(read_bytes(path, "runs file").decode("utf-8", "replace").splitlines(), 1):
+            if line.strip():
+                record = parse_json(line, f"{path}:{number}", "run record")
+                if not isinstance(record, dict) or not {"method", "workload", "seed"} <= set(record):
+                    raise FileFormatError(f"{path}:{number}: a run record has method, workload, seed and latency")
+                if record.get("latency") is not None:
+                    runs.setdefault((record["method"], record["workload"]), {})[record["seed"]] = record["latency"]
     return runs
+
+
+def method_name(method: str) -> str:
+    """``egrl`` -> ``EGRL``; a variant ``egrl@label`` (a run of the method under other settings) -> ``EGRL
+    (label)``."""
+    base, _, label = method.partition("@")
+    name = METHOD_NAMES.get(base, base)
+    return f"{name} ({label})" if label else name
 
 
 def _cell(values: list[float], digits: int = 2) -> str:
@@ -58,9 +67,9 @@ def workload_table(workload: str, runs: dict, optimum: dict, methods: list[str])
             base = baselines[name]["latency"]
             cells.append(_cell([base / latency for latency in latencies]))
             cells.append(_cell([gain_fraction(base, latency, best) for latency in latencies]))
-        paper = PAPER.get(method)
+        paper = PAPER.get(method)  # a variant ran under other settings than the paper's
         paper_cell = f"{paper[PAPER_WORKLOADS.index(workload)]:.2f}" if paper and workload in PAPER_WORKLOADS else ""
-        lines.append(f"| {METHOD_NAMES.get(method, method)} | {len(latencies)} | " + " | ".join(cells) +
+        lines.append(f"| {method_name(method)} | {len(latencies)} | " + " | ".join(cells) +
                      f" | {paper_cell} |")
     optimum_cells = []
     for name in BASELINES:
@@ -105,8 +114,11 @@ def targets(runs: dict, optima: dict) -> str:
 
 def report(run_paths: list[str], optimum_path: str, methods: list[str]) -> str:
     runs = read_runs(run_paths)
-    with open(optimum_path) as handle:
-        optima = json.load(handle)["workloads"]
+    optima = read_json(optimum_path, "ceiling file")
+    if not isinstance(optima, dict) or not isinstance(optima.get("workloads"), dict):
+        raise FileFormatError(f"{optimum_path}: a ceiling file (python -m algorithms.egrl ceiling --json) holds "
+                              "a 'workloads' object")
+    optima = optima["workloads"]
     sections = ["Targets (bold: not met)\n\n" + targets(runs, optima)]
     for workload, optimum in optima.items():
         if any(workload == w for _, w in runs):
@@ -119,7 +131,8 @@ def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(prog="python -m algorithms.egrl report", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="runs.jsonl files of `bench`")
     parser.add_argument("--optimum", required=True, help="the JSON of `ceiling --exact --json`")
-    parser.add_argument("--methods", nargs="+", default=["egrl", "ea", "pg", "greedy", "compiler"])
+    parser.add_argument("--methods", nargs="+", default=["egrl", "ea", "pg", "greedy", "compiler"],
+                        help="rows, in order; a variant METHOD@LABEL is a run recorded under that name")
     args = parser.parse_args(argv)
     text = report(args.runs, args.optimum, args.methods)
     print(text)

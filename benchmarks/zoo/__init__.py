@@ -4,7 +4,7 @@
 A module defines ``SIZES = [(envs, steps), ...]`` (small first), ``run_timerl(envs, steps, iterations, backend,
 seed)`` and ``run_eager(envs, steps, iterations, seed)``, each returning at least ``{"seconds": [...],
 "cpu_seconds": [...], "returns": [...]}``: per iteration, its wall seconds, CPU seconds and mean episode return.
-`modules` finds every such module; `timerl bench zoo` runs them side by side (`timerl.cli.bench_zoo`).
+`modules` finds every such module; `timerl bench zoo` runs them side by side (`benchmarks/zoo_bench.py`).
 """
 
 from __future__ import annotations

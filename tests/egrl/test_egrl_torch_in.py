@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from algorithms.egrl.chip import Chip, compiler_mapping
+from algorithms.egrl.learners import _identity
 from algorithms.egrl.mapping import map_network
 from algorithms.egrl.spec import LEVELS
 from algorithms.egrl.workloads import FEATURES, WorkloadError, workload_from_torch
@@ -117,3 +118,12 @@ def test_map_network_writes_the_map_as_json_and_picture(tmp_path):
     assert saved["latency_seconds"] == pytest.approx(latency)
     compiler = chip.latency(*compiler_mapping(chip), noisy=False)
     assert saved["speedup"]["liveness"] == pytest.approx(compiler / latency)
+
+
+def test_two_models_of_one_class_do_not_share_a_compiled_learner():
+    small, large = TinyResNet(10).eval(), TinyResNet(100).eval()
+    a = workload_from_torch(small, torch.zeros(1, 3, 64, 64))
+    b = workload_from_torch(large, torch.zeros(1, 3, 64, 64))
+    assert a.workload.name == b.workload.name == "TinyResNet"
+    assert _identity(a) != _identity(b)  # the learner and worker caches' key
+    assert _identity(a) == _identity(workload_from_torch(small, torch.zeros(1, 3, 64, 64)))

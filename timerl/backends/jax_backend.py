@@ -126,6 +126,11 @@ class JaxBackend:
         with jax.enable_x64(True):
             return jax.device_put(np.asarray(value), self.device)
 
+    def from_user(self, value: np.ndarray) -> jax.Array | np.ndarray:
+        """A value from user code (environments, sources, UDFs): like any host value on one device (split
+        across devices by `timerl.backends.jax_sharded`)."""
+        return self.from_numpy(value)
+
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.asarray(value)
 

@@ -28,6 +28,8 @@ class NumpyBackend:
     def from_numpy(self, value: np.ndarray) -> np.ndarray:
         return value
 
+    from_user = from_numpy  # values from user code (environments, sources, UDFs): like any host value here
+
     def to_numpy(self, value: Any) -> np.ndarray:
         return np.asarray(value)
 

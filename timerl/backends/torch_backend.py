@@ -7,6 +7,7 @@ import functools
 import warnings
 from typing import Any, Sequence
 
+import ml_dtypes
 import numpy as np
 import torch
 import torch.utils._pytree as pytree
@@ -18,6 +19,7 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.
            "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
            "bfloat16": torch.bfloat16}
 
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _FROM_NUMPY = {np.dtype(name) for name in ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8",
                                            "bool")}
 
@@ -103,6 +105,8 @@ class TorchBackend:
 
     def from_numpy(self, value: np.ndarray) -> torch.Tensor:
         array = value if type(value) is np.ndarray else np.asarray(value)
+        if array.dtype == _BFLOAT16:  # torch reads no NumPy bfloat16: through float32, which holds it exactly
+            return self.from_numpy(array.astype(np.float32)).to(torch.bfloat16)
         if self.on_cpu and array.dtype in _FROM_NUMPY and array.flags.writeable:
             return torch.from_numpy(array)  # zero-copy, and the cheapest way in (2 us against 7 through dlpack)
         if array.ndim and array.dtype != np.bool_:
@@ -111,7 +115,11 @@ class TorchBackend:
             tensor = torch.as_tensor(array)
         return tensor.to(self.device) if self.device.type != "cpu" else tensor
 
+    from_user = from_numpy  # values from user code (environments, sources, UDFs): like any host value here
+
     def to_numpy(self, value: Any) -> np.ndarray:
+        if isinstance(value, torch.Tensor) and value.dtype == torch.bfloat16:
+            return self.to_numpy(value.float()).astype(_BFLOAT16)
         if isinstance(value, torch.Tensor):
             try:
                 return value.numpy()  # a CPU tensor outside autograd: shares its memory

@@ -17,8 +17,9 @@ MERGE``, ``category.root``) instead of testing op names. The fields answer the q
   ``"rule"`` (the op's ``vectorize`` rule, or the array library's vmap of its kernel), ``"shared"`` (the same
   value at every point: a constant), ``"summed"`` (each point's contributions summed, stacked where they can
   be), ``"points"`` (called point by point once the batch is computed: sinks), ``"selected"`` (each point's
-  active input, gathered in runs of points that select the same one: merges), ``"never"`` (a statement holding
-  it runs point by point: sources, draws, UDFs).
+  active input, gathered in runs of points that select the same one: merges), ``"evaluated"`` (a value of the
+  point alone, computed on the host for every point of the batch and stacked: an integer expression as a tensor),
+  ``"never"`` (a statement holding it runs point by point: sources, draws, UDFs).
 
 An ``index`` op is an integer expression of the point and the bounds as a scalar tensor (``T - t``): the
 executor evaluates the expression at each point, with the bounds of the run.
@@ -51,7 +52,7 @@ CONTRACTION = Category("contraction", kernel=True)  # matmul
 CONST = Category("const", kernel=False, batched="shared")
 SOURCE = Category("source", kernel=False, pure=False, calls_user=True, batched="never")
 DRAW = Category("draw", kernel=False, pure=False, batched="never")
-INDEX = Category("index", kernel=False, batched="never")
+INDEX = Category("index", kernel=False, batched="evaluated")
 SINK = Category("sink", kernel=False, root=True, checked=False, pure=False, calls_user=True, batched="points")
 MERGE = Category("merge", kernel=False, checked=False, pure=False, batched="selected")
 UDF = Category("udf", kernel=False, root=True, checked=False, pure=False, calls_user=True, batched="never")

@@ -13,6 +13,7 @@ one row leave one of the two values (as torch.scatter).
 from __future__ import annotations
 
 from timerl.ops.batching import indexed
+from timerl.ops.movement import INDEX
 from timerl.ops.registry import INT_DTYPES, MOVEMENT, NOT_A_REDUCTION, ShapeError, register, same_dim
 
 
@@ -63,7 +64,7 @@ def _scatter_grad(F, ins, outs, g, a):
 
 
 register("scatter", MOVEMENT, vectorize=indexed, incrementalize=NOT_A_REDUCTION,
-         shape=_scatter_shape, dtype=lambda ins, a: [ins[0].dtype], impl=_scatter,
+         shape=_scatter_shape, dtype=lambda ins, a: [ins[0].dtype], impl=_scatter, promotion=INDEX,
          grad=_scatter_grad)
 
 
@@ -84,7 +85,7 @@ def _gather_fill(xp, x, index, dim, fill):
 
 
 register("gather_fill", MOVEMENT, vectorize=indexed, incrementalize=NOT_A_REDUCTION,
-         shape=_gather_fill_shape, dtype=lambda ins, a: [ins[0].dtype],
+         shape=_gather_fill_shape, dtype=lambda ins, a: [ins[0].dtype], promotion=INDEX,
          impl=_gather_fill,
          # reads outside give a constant: they pass no gradient, and scatter_add drops such indices
          grad=lambda F, ins, outs, g, a: [F.apply("scatter_add", g[0], ins[1], dim=a["dim"],

@@ -13,11 +13,21 @@ from timerl.ops.registry import (
     ShapeError,
     index_range,
     numel,
-    promote,
     register,
     same_dim,
 )
+from timerl.ops.dtypes import Promotion
 from timerl.symbolic import as_expr, minimum
+
+_JOINED = Promotion()  # cat and stack: their inputs in one dtype
+
+
+def _index_dtype(dtype: str) -> str:
+    """Integer indices are read as int64 (torch's gathers take no other); others stay, for the rule to refuse."""
+    return "int64" if dtype in INT_DTYPES else dtype
+
+
+INDEX = Promotion(positions=(1,), compute=_index_dtype)
 
 
 def _dtype0(inputs, attrs):
@@ -156,7 +166,7 @@ def _cat_grad(F, ins, outs, g, a):
 
 
 register("cat", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
-         shape=_cat_shape, dtype=lambda ins, a: [promote(*(t.dtype for t in ins))],
+         shape=_cat_shape, dtype=lambda ins, a: [_JOINED.dtype(ins, a)], promotion=_JOINED,
          impl=lambda xp, *xs, dim: xp.concat(xs, axis=dim), grad=_cat_grad)
 def _stack_shape(inputs, attrs):
     first = inputs[0].shape
@@ -168,7 +178,7 @@ def _stack_shape(inputs, attrs):
 
 register("stack", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
          shape=_stack_shape,
-         dtype=lambda ins, a: [promote(*(t.dtype for t in ins))],
+         dtype=lambda ins, a: [_JOINED.dtype(ins, a)], promotion=_JOINED,
          impl=lambda xp, *xs, dim: xp.stack(xs, axis=dim),
          grad=lambda F, ins, outs, g, a: [F.spatial(g[0], (slice(None),) * a["dim"] + (k,)) for k in range(len(ins))])
 
@@ -196,18 +206,40 @@ def _in_range(xp: Any) -> dict:
 
 
 def _gather_shape(inputs, attrs):
-    _integer_index("gather", inputs[1])
-    if len(inputs[0].shape) != len(inputs[1].shape):
+    x, index = inputs
+    _integer_index("gather", index)
+    if len(x.shape) != len(index.shape):
         raise ShapeError("gather needs index with as many dimensions as the input")
-    return [inputs[1].shape]
+    for axis, (size, length) in enumerate(zip(x.shape, index.shape)):
+        fits = size >= length if isinstance(size, int) and isinstance(length, int) else same_dim(size, length)
+        if axis != attrs["dim"] and not fits:
+            raise ShapeError(f"gather: index {tuple(index.shape)} is longer than input {tuple(x.shape)} on "
+                             f"axis {axis} (torch.gather reads the leading part of the other axes)")
+    return [index.shape]
+
+
+def _leading(index_shape, dim):
+    """The leading part of an input that an index of ``index_shape`` reads on the axes other than ``dim``."""
+    return tuple(slice(None) if axis == dim else slice(0, length) for axis, length in enumerate(index_shape))
+
+
+def _gather(xp, x, index, dim):
+    """torch.gather: out[i][j] = x[i][index[i][j]] (dim 1), the index no longer than x on the other axes."""
+    leading = x[_leading(index.shape, dim)] if x.shape != index.shape else x
+    return xp.take_along_axis(leading, index, axis=dim, **_in_range(xp))
+
+
+def _gather_grad(F, ins, outs, g, a):
+    x, index = ins
+    spread = F.apply("scatter_add", g[0], index, dim=a["dim"], size=x.shape[a["dim"]])
+    if all(same_dim(s, t) for s, t in zip(spread.shape, x.shape)):
+        return [spread, None]
+    return [F.apply("spatial_scatter", spread, key=_leading(index.shape, a["dim"]), shape=x.shape), None]
 
 
 register("gather", MOVEMENT, vectorize=indexed, incrementalize=NOT_A_REDUCTION,
-         shape=_gather_shape, dtype=_dtype0,
-         impl=lambda xp, x, index, dim: xp.take_along_axis(x, index, axis=dim, **_in_range(xp)),
-         check_values=index_range("gather", 1, "dim"),
-         grad=lambda F, ins, outs, g, a: [F.apply("scatter_add", g[0], ins[1], dim=a["dim"],
-                                                  size=ins[0].shape[a["dim"]]), None])
+         shape=_gather_shape, dtype=_dtype0, impl=_gather, promotion=INDEX,
+         check_values=index_range("gather", 1, "dim"), grad=_gather_grad)
 register("scatter_add", MOVEMENT, vectorize=indexed, incrementalize=NOT_A_REDUCTION,
          shape=lambda ins, a: [ins[0].shape[:a["dim"]] + (a["size"],) + ins[0].shape[a["dim"] + 1:]],
          dtype=_dtype0, impl=_scatter_add,
@@ -230,7 +262,7 @@ def _index_add(xp, g, index, dim, size):
 
 
 register("index_select", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
-         shape=_index_select_shape, dtype=_dtype0,
+         shape=_index_select_shape, dtype=_dtype0, promotion=INDEX,
          impl=lambda xp, x, index, dim: xp.take(x, index, axis=dim, **_in_range(xp)),
          check_values=index_range("index_select", 1, "dim"),
          grad=lambda F, ins, outs, g, a: [F.apply("index_add", g[0], ins[1], dim=a["dim"],
@@ -248,7 +280,7 @@ def _one_hot_shape(inputs, attrs):
 
 register("one_hot", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
          shape=_one_hot_shape,
-         dtype=lambda ins, a: ["int64"],
+         dtype=lambda ins, a: ["int64"], promotion=Promotion(positions=(0,), compute=_index_dtype),
          impl=lambda xp, x, num_classes: xp.astype(x[..., None] == xp.arange(num_classes), xp.int64),
          check_values=index_range("one_hot", 0),
          grad=NOT_DIFFERENTIABLE)

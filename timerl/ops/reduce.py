@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from timerl.ops.batching import VMAP, aligned, discounted, discounted_until, shifted_axes, shifted_axis
+from timerl.ops.dtypes import Promotion, accumulated, floating
 from timerl.ops.registry import (
     CONTRACTION,
     NOT_A_REDUCTION,
@@ -18,7 +19,6 @@ from timerl.ops.registry import (
     ShapeError,
     broadcast_shapes,
     is_float,
-    promote,
     register,
     same_dim,
     no_window,
@@ -40,13 +40,18 @@ def _dtype_of_input(inputs, attrs):
     return [inputs[0].dtype]
 
 
+# the input converted before the kernel: sums of bools and integers accumulate in int64 (as in torch), means,
+# softmaxes and discounted sums of them compute in the default float (torch refuses the first two for integers)
+ACCUMULATED = Promotion(positions=(0,), compute=accumulated)
+FLOATING = Promotion(positions=(0,), compute=floating)
+
+
 def _accumulated_dtype(inputs, attrs):
-    """Sums of bools and integers are int64, as in torch."""
-    return [inputs[0].dtype if is_float(inputs[0].dtype) else "int64"]
+    return [accumulated(inputs[0].dtype)]
 
 
 def _float_dtype(inputs, attrs):
-    return [inputs[0].dtype if is_float(inputs[0].dtype) else "float32"]
+    return [floating(inputs[0].dtype)]
 
 
 def reduction(name, impl, grad, incrementalize, dtype=_dtype_of_input, window=no_window, **rules):
@@ -138,11 +143,12 @@ def _floating(xp, x):
 
 # fmt: off
 reduction("sum", lambda xp, x, dims, keepdim: xp.sum(x, axis=dims, keepdims=keepdim), _sum_grad,
-          RunningSum(_over_the_range), dtype=_accumulated_dtype,
+          RunningSum(_over_the_range), dtype=_accumulated_dtype, promotion=ACCUMULATED,
           window=lambda a: WINDOW_REDUCED if tuple(a["dims"] or ()) == (0,) and not a["keepdim"] else None,
           window_scan=_SUM_OVER_THE_WINDOW)
 reduction("mean", lambda xp, x, dims, keepdim: xp.mean(_floating(xp, x), axis=dims, keepdims=keepdim), _mean_grad,
-          unsupported(_NO_RUNNING_FORM.format("sum divided by the count")), dtype=_float_dtype)
+          unsupported(_NO_RUNNING_FORM.format("sum divided by the count")), dtype=_float_dtype,
+          promotion=FLOATING)
 reduction("max", lambda xp, x, dims, keepdim: xp.max(x, axis=dims, keepdims=keepdim), _extreme_grad,
           unsupported(_NO_RUNNING_FORM.format("maximum")))
 reduction("min", lambda xp, x, dims, keepdim: xp.min(x, axis=dims, keepdims=keepdim), _extreme_grad,
@@ -165,7 +171,7 @@ register("cumsum", SCAN, vectorize=shifted_axis, incrementalize=NOT_A_REDUCTION,
          window=lambda a: WINDOW_CARRIED if a["dim"] == 0 else None,
          window_scan=unsupported("a running sum along a window restarts at the window's start: a position has a "
                                  "different value in each window holding it, so windows are padded"),
-         shape=_same, dtype=_accumulated_dtype, impl=_cumsum,
+         shape=_same, dtype=_accumulated_dtype, impl=_cumsum, promotion=ACCUMULATED,
          grad=lambda F, ins, outs, g, a: [_flip(F, F.cumsum(_flip(F, g[0], a["dim"]), a["dim"]), a["dim"])])
 
 
@@ -187,9 +193,11 @@ def _torch_kernel(name):
 
 register("softmax", SCAN, vectorize=shifted_axis, incrementalize=NOT_A_REDUCTION,
          lowering={"torch": _torch_kernel("softmax")}, shape=_same, dtype=_float_dtype, impl=_softmax,
+         promotion=FLOATING,
          grad=lambda F, ins, outs, g, a: [outs[0] * (g[0] - F.sum(g[0] * outs[0], dim=a["dim"], keepdim=True))])
 register("log_softmax", SCAN, vectorize=shifted_axis, incrementalize=NOT_A_REDUCTION,
          lowering={"torch": _torch_kernel("log_softmax")}, shape=_same, dtype=_float_dtype, impl=_log_softmax,
+         promotion=FLOATING,
          grad=lambda F, ins, outs, g, a: [g[0] - F.exp(outs[0]) * F.sum(g[0], dim=a["dim"], keepdim=True)])
 
 
@@ -229,7 +237,7 @@ register("discounted_sum", REDUCTION, vectorize=discounted, window=lambda a: WIN
          incrementalize=unsupported(
              "no running form written yet (r[t:T].discounted_sum as the backward recurrence g[t] = r[t] + "
              "gamma * g[t + 1], paper §5.3)"),
-         shape=lambda ins, a: [ins[0].shape[1:]], dtype=_float_dtype,
+         shape=lambda ins, a: [ins[0].shape[1:]], dtype=_float_dtype, promotion=FLOATING,
          impl=_discounted_sum,
          grad=lambda F, ins, outs, g, a: [F.apply("discounted_spread", g[0], ins[0], gamma=a["gamma"])])
 # ---- discounted sums up to the first episode end: ``x.discounted_sum(gamma, until=ends)`` --------------------
@@ -275,7 +283,7 @@ register("discounted_sum_until", REDUCTION, vectorize=discounted_until, window=l
          window_scan=WindowScan(_discounted_until_suffix_sums, _PREFIX_DISCOUNT),
          incrementalize=unsupported(
              "no running form written yet (the backward recurrence g[t] = x[t] + gamma * (1 - ends[t]) * g[t + 1])"),
-         shape=lambda ins, a: [ins[0].shape[1:]], dtype=_float_dtype,
+         shape=lambda ins, a: [ins[0].shape[1:]], dtype=_float_dtype, promotion=FLOATING,
          impl=_discounted_sum_until, grad=_until_grad)
 
 
@@ -284,7 +292,7 @@ register("discounted_spread", SCAN, vectorize=VMAP, incrementalize=NOT_A_REDUCTI
          impl=_discounted_spread,
          grad=lambda F, ins, outs, g, a: [F.apply("discounted_sum", g[0], gamma=a["gamma"]), None])
 register("discounted_cum_sum", SCAN, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
-         shape=_same, dtype=_float_dtype, impl=_discounted_cum_sum,
+         shape=_same, dtype=_float_dtype, impl=_discounted_cum_sum, promotion=FLOATING,
          grad=lambda F, ins, outs, g, a: [F.apply("discounted_cum_sum", g[0], gamma=a["gamma"],
                                                   reverse=not a["reverse"])])
 
@@ -307,7 +315,16 @@ def _matmul_grad(F, ins, outs, g, a):
     return [grad_left, grad_right]
 
 
+_OPERANDS = Promotion()
+
+
+def _matmul_dtype(inputs, attrs):
+    dtype = _OPERANDS.dtype(inputs, attrs)
+    if dtype == "bool":  # torch has no bool kernel for it
+        raise ShapeError("matmul of bool tensors: convert them first, e.g. .astype('int64')")
+    return [dtype]
+
+
 register("matmul", CONTRACTION, vectorize=aligned, incrementalize=NOT_A_REDUCTION,
-         shape=_matmul_shape,
-         dtype=lambda ins, a: [promote(ins[0].dtype, ins[1].dtype)],
+         shape=_matmul_shape, dtype=_matmul_dtype, promotion=_OPERANDS,
          impl=lambda xp, x, y: xp.matmul(x, y), grad=_matmul_grad)

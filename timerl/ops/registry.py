@@ -25,7 +25,9 @@ or a `WindowScan` (a reduction over the window as a suffix or prefix scan of the
 `ValueCheck` of concrete input values that no shape rule can see (an index out of range). The NumPy and torch
 executors call it like ``impl`` on the host before the kernel; jax computes its ``find`` inside the jitted
 computation, next to the kernel, and raises after the call (`timerl.runtime.evaluate.first_violation`).
-Either way it raises a `TimeRLError` that the executor completes with the op's line and point.
+Either way it raises a `TimeRLError` that the executor completes with the op's line and point. And
+``promotion``: a `timerl.ops.dtypes.Promotion`, the inputs that meet in one dtype as in PyTorch; the op is
+built with them converted to it (`timerl.rt.apply`), so its kernel sees operands of one dtype on every backend.
 A rule an op cannot have is `unsupported("why")`; ``tests/test_registry.py`` walks every op and rule kind.
 Ops whose evaluation the executors do themselves (sources, sinks, merges, UDFs) have ``impl=executor``; what
 the passes need to know of them is their category (`timerl.ops.categories`).
@@ -53,6 +55,14 @@ from timerl.ops.categories import (  # noqa: F401  (the op files register with t
     SOURCE,
     UDF,
     Category,
+)
+from timerl.ops.dtypes import (  # noqa: F401  (the op files take the dtype helpers from here)
+    DTYPE_ORDER,
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    Promotion,
+    is_float,
+    promote,
 )
 from timerl.ops.types import Attrs, Dim, TensorType
 from timerl.symbolic import as_expr
@@ -155,6 +165,7 @@ class OpDef:
     window: Callable[[Any], str | None] = no_window
     check_values: ValueCheck | None = None
     window_scan: WindowScan | str | Unsupported = NO_WINDOW_SCAN
+    promotion: Promotion | None = None
 
     def infer(self, inputs: Sequence[TensorType], attrs: Attrs) -> tuple[TensorType, ...]:
         shapes = self.shape(inputs, attrs)
@@ -169,11 +180,12 @@ OPS: dict[str, OpDef] = {}
 def register(name: str, category: Category, *, shape: Any, dtype: Any, impl: Any, grad: Any, vectorize: Any,
              incrementalize: Any, lowering: Mapping[str, Callable[..., Any]] | None = None,
              window: Callable[[Any], str | None] = no_window, check_values: ValueCheck | None = None,
-             window_scan: WindowScan | str | Unsupported = NO_WINDOW_SCAN) -> OpDef:
+             window_scan: WindowScan | str | Unsupported = NO_WINDOW_SCAN,
+             promotion: Promotion | None = None) -> OpDef:
     if name in OPS:
         raise ValueError(f"op {name} registered twice")
     op = OpDef(name, category, shape, dtype, impl, grad, vectorize, incrementalize,
-               MappingProxyType(dict(lowering or {})), window, check_values, window_scan)
+               MappingProxyType(dict(lowering or {})), window, check_values, window_scan, promotion)
     OPS[name] = op
     return op
 
@@ -230,20 +242,6 @@ def normalize_axes(axes: int | Sequence[int] | None, rank: int) -> tuple[int, ..
     if isinstance(axes, int):
         axes = (axes,)
     return tuple(sorted(normalize_axis(a, rank) for a in axes))
-
-
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
-INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
-DTYPE_ORDER = ("bool",) + INT_DTYPES + FLOAT_DTYPES
-
-
-def promote(*dtypes: str) -> str:
-    """Like torch's promotion of tensors: the widest kind wins, then the widest width."""
-    return max(dtypes, key=DTYPE_ORDER.index)
-
-
-def is_float(dtype: str) -> bool:
-    return dtype in FLOAT_DTYPES
 
 
 def index_range(op: str, index: int, dim: str | None = None) -> ValueCheck:

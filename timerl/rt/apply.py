@@ -55,13 +55,17 @@ def static_shape(shape: Any) -> tuple[int, ...]:
 
 
 def _scalar_dtype(value: Any, others: Sequence[RT]) -> str:
-    """Python scalars are 'weak' like in torch: they take the tensors' dtype when it can hold them."""
+    """A Python scalar outside an op's promotion (an operand it reads as is): weak like in torch, it takes
+    the tensors' dtype when that can hold it."""
     floats = [t.dtype for t in others if is_float(t.dtype)]
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
         return others[0].dtype if others and others[0].dtype != "bool" else "int64"
     return floats[0] if floats else "float32"
+
+
+_SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)
 
 
 def constant(ctx: Context, value: Any, dtype: str | None = None, domain: tuple[Symbol, ...] = (),
@@ -95,35 +99,54 @@ def index_tensor(ctx: Context, expr: Expr | Cond, dtype: str = "int64", location
 register_tensor_maker(lambda expr: index_tensor(current_context(), expr))
 
 
-def _as_tensors(args: Sequence[Any]) -> list[RT]:
+def _as_tensors(args: Sequence[Any], op: str | None = None, attrs: Attrs = Attrs()) -> list[RT]:
+    """The operands as tensors: Python scalars and arrays become constants, and the operands of ``op``'s
+    promotion (`timerl.ops.dtypes.Promotion`) are converted to the one dtype it computes in, as in torch."""
     tensors = [a for a in args if isinstance(a, RT)]
     if not tensors:
         raise TimeRLError(f"{user_location()}: an op needs at least one recurrent tensor input")
     ctx = check_same_context(*tensors)
+    promotion = OPS[op].promotion if op is not None else None
+    members = set(promotion.members(len(args))) if promotion is not None else set()
     out = []
     for arg in args:
         if isinstance(arg, RT):
             out.append(arg)
-        elif isinstance(arg, (int, float, bool, np.integer, np.floating)):
-            out.append(constant(ctx, arg, _scalar_dtype(arg, tensors)))
+        elif isinstance(arg, _SCALARS):
+            out.append(arg)  # made a constant below, once its dtype is known
         elif isinstance(arg, (np.ndarray, list, tuple)):
             out.append(constant(ctx, arg))
-        elif isinstance(arg, Expr):  # an int like any other: weak, it takes the tensors' dtype
-            out.append(index_tensor(ctx, arg, _scalar_dtype(1, tensors)))
+        elif isinstance(arg, Expr):  # an int like any other, weak: made a tensor below, once its dtype is known
+            out.append(arg)
         elif isinstance(arg, Cond):  # a symbolic condition: a bool tensor of its value at each point
             out.append(index_tensor(ctx, arg, "bool"))
         else:
             raise TimeRLError(f"{user_location()}: cannot use {type(arg).__name__} as a tensor")
+    common = None
+    if members:
+        weak = [1 if isinstance(out[k], Expr) else out[k] for k in sorted(members) if not isinstance(out[k], RT)]
+        try:
+            common = promotion.dtype([out[k].type if isinstance(out[k], RT) else None for k in range(len(out))],
+                                     attrs, weak)
+        except ShapeError as error:
+            raise ShapeError(f"{user_location()}: {op}: {error}") from None
+    for k, arg in enumerate(out):
+        if isinstance(arg, Expr):
+            out[k] = index_tensor(ctx, arg, common if k in members else _scalar_dtype(1, tensors))
+        elif not isinstance(arg, RT):
+            out[k] = constant(ctx, arg, common if k in members else _scalar_dtype(arg, tensors))
+        elif k in members and arg.dtype != common:
+            out[k] = apply("astype", arg, dtype=common)
     return out
 
 
 def apply(op: str, *args: Any, as_tuple: bool = False, **attrs: Any) -> Any:
     """Create a node of ``op`` over the union of the inputs' domains, reading each input through its view.
     Returns the output RT, or a tuple of them for ops with several outputs (or when ``as_tuple``)."""
-    inputs = _as_tensors(args)
+    frozen = Attrs.of(**attrs)
+    inputs = _as_tensors(args, op, frozen)
     ctx = inputs[0].ctx
     location = user_location()
-    frozen = Attrs.of(**attrs)
     try:
         types = OPS[op].infer([t.type for t in inputs], frozen)
     except ShapeError as error:

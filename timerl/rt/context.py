@@ -76,7 +76,7 @@ class Context:
         if len(set(names)) != len(names):
             raise TimeRLError(f"{user_location()}: dimension names repeat: {names}")
         self.dims: tuple[Symbol, ...] = tuple(Symbol(n) for n in names)
-        bound_names = [n.upper() if n.upper() != n else n + "_bound" for n in names]
+        bound_names = _bound_names(names)
         self.bounds: tuple[Symbol, ...] = tuple(Symbol(n, is_bound=True) for n in bound_names)
         self._dim_ids = frozenset(id(d) for d in self.dims)
         self.nodes: list[NodeDraft] = []
@@ -187,6 +187,20 @@ class Context:
     # ---- compiling ------------------------------------------------------------------------------------
     def compile(self, bounds: dict | None = None, backend: str = "torch", **options: Any):
         return compile_program(self, bounds or {}, backend, **options)
+
+
+def _bound_names(names: Sequence[str]) -> list[str]:
+    """Each dimension's bound is its name upper-cased (``t``: ``T``), or the name with ``_bound`` appended where that
+    is taken (``T``: ``T_bound``, and ``t`` beside a dimension ``T``: ``t_bound``): no two symbols of a context share a name,
+    which the schedule and the generated code identify them by."""
+    taken, bounds = set(names), []
+    for name in names:
+        bound = name.upper() if name.upper() not in taken else name + "_bound"
+        while bound in taken:
+            bound += "_"
+        taken.add(bound)
+        bounds.append(bound)
+    return bounds
 
 
 def current_context() -> Context:

@@ -142,7 +142,16 @@ def pow(x: Any, y: Any) -> RT:
 def clip(x: RT, min: float | None = None, max: float | None = None) -> RT:
     low = float_argument("min", min, optional=True)
     high = float_argument("max", max, optional=True)
-    return apply("clip", x, low=-np.inf if low is None else low, high=np.inf if high is None else high)
+    if low is None and high is None:
+        raise TimeRLError(f"{user_location()}: clip needs at least one of min= and max=")
+    return apply("clip", x, low=_bound_value(min, low), high=_bound_value(max, high))
+
+
+def _bound_value(given: Any, value: float | None) -> int | float | None:
+    """A bound as given (an int stays an int, so an integer tensor clipped by ints stays integer, as in torch)."""
+    if value is None:
+        return None
+    return int(given) if isinstance(given, (int, np.integer)) and not isinstance(given, bool) else value
 
 
 clamp = clip

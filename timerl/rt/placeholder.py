@@ -84,6 +84,9 @@ def assign(target: RT, key: Any, value: Any) -> None:
     ctx = target.ctx
     if not isinstance(value, RT):
         value = F.constant(ctx, value, node.outputs[0].dtype, location=location)
+    elif value.ctx is not ctx:
+        raise ShapeError(f"{location}: the right-hand side is a tensor of another context; a placeholder takes "
+                         "tensors of its own program (made inside the same `with ctx:`)")
     condition: Cond = TRUE
     source_point: dict[Symbol, Expr] = {}
     for dim, item in zip(node.domain, keys):

@@ -60,6 +60,8 @@ class RecurrentTensor(TensorView):
     __mul__, __rmul__ = _binary("mul"), _binary("mul", reverse=True)
     __truediv__, __rtruediv__ = _binary("div"), _binary("div", reverse=True)
     __pow__, __rpow__ = _binary("pow"), _binary("pow", reverse=True)
+    __mod__, __rmod__ = _binary("remainder"), _binary("remainder", reverse=True)
+    __floordiv__, __rfloordiv__ = _binary("floor_divide"), _binary("floor_divide", reverse=True)
     __lt__, __le__, __gt__, __ge__ = _binary("lt"), _binary("le"), _binary("gt"), _binary("ge")
     __eq__, __ne__ = _binary("eq"), _binary("ne")  # type: ignore[assignment]
     __hash__ = object.__hash__  # ``==`` builds an op, so hashing stays by identity
@@ -72,6 +74,9 @@ class RecurrentTensor(TensorView):
 
     def __neg__(self) -> RecurrentTensor:
         return F.apply("neg", self)
+
+    def __abs__(self) -> RecurrentTensor:
+        return F.apply("abs", self)
 
     def __matmul__(self, other: Any) -> RecurrentTensor:
         return F.matmul(self, other)

@@ -28,7 +28,8 @@ from timerl.ops.batching import batch_rule
 from timerl.ops.registry import ACCUMULATE, CONST, MERGE, SINK
 from timerl.runtime.batch_checks import batched_check
 from timerl.runtime.batch_inputs import accumulated, covered_run, gathered, padded_window, selected
-from timerl.runtime.evaluate import bound_kernel, evaluate, first_violation, host_array, op_kernel, raise_violation
+from timerl.runtime.evaluate import (bound_kernel, evaluate, first_violation, host_array, index_value, op_kernel,
+                                     raise_violation)
 from timerl.runtime.fusions import tanh_gradients
 from timerl.runtime.window_scans import scan_kernel, scan_rows, window_geometry, window_scan_rules
 from timerl.runtime.windows import masked_reduction, windowed_members
@@ -307,6 +308,11 @@ class BatchedGroup:
             if node.category is ACCUMULATE:
                 total = accumulated(pool, node, self.readers[node.id], points, self.backend)
                 refs[node.id] = (-1 - argument(total), True)
+                continue
+            if node.category.batched == "evaluated":  # the point's own value (`index_value`), every point's stacked
+                bounds = self.executable.bounds
+                values = np.stack([index_value(node, point, bounds) for point in points])
+                refs[node.id] = (-1 - argument(self.backend.from_numpy(values)), True)
                 continue
             if node.category is MERGE:
                 merged = selected(pool, node, self.readers[node.id], points, self.backend)

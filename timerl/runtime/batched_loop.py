@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 
 from timerl.errors import TimeRLError
 from timerl.runtime.batch import BatchedGroup
-from timerl.runtime.explain import BATCHED, POINTS, dependence_reason
+from timerl.runtime.explain import BATCHED, POINTS, dependence_reason, recurrence_of
 from timerl.runtime.statements import backward_dependence, flatten, freed_parts
 from timerl.runtime.windows import batch_refusal
 from timerl.sched import ast
@@ -42,9 +42,12 @@ def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[li
         return None
     statements = [leaf.node for _, leaf in leaves if isinstance(leaf, ast.Execute)]
 
-    def declined(reason: str, group: int | None = None) -> None:
+    def declined(reason: str, group: int | None = None, cycle: set[int] = frozenset()) -> None:
         for other in statements:
-            why = reason if other == group or group is None else f"in one loop with G{group}, where {reason}"
+            why = (reason if other == group or group is None else
+                   f"part of the recurrence of G{group}, where {reason}" if other in cycle else
+                   f"in one loop with G{group} (not part of its recurrence; the loop was not distributed), "
+                   f"where {reason}")
             executable.decisions.note(other, node.var, POINTS, why)
 
     if getattr(executable.backend, "vmap", None) is None or not executable.vectorize:
@@ -52,7 +55,8 @@ def batched_loop(interpreter: Any, node: ast.Loop, scope: tuple) -> Callable[[li
         return None
     backward = backward_dependence(leaves, *executable.dependences)
     if backward is not None:
-        declined(dependence_reason(executable.graph, executable.groups, *backward, node.var), backward[0][1])
+        declined(dependence_reason(executable.graph, executable.groups, *backward, node.var), backward[0][1],
+                 recurrence_of(backward[0][1], statements, executable.dependences[0]))
         return None
     inner = scope + (node.var,)
     limits = compile_function((node.start, node.stop), scope)

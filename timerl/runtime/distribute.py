@@ -43,10 +43,11 @@ POINTS, BATCHED = "points", "batched"  # how a distributed loop runs
 
 
 def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int], bool],
-               host_calls: Mapping[int, tuple[bool, bool]] = {}, split: bool = True,
+               host_calls: Mapping[int, tuple[bool, bool]] = {}, split: bool | Callable[[list[int]], bool] = True,
                chunk: Callable[[list[int]], int | None] = lambda groups: None) -> ast.AstNode:
     """``node`` with every loop that cannot run batched as it is (a statement recurs, or cannot be batched),
-    but whose body splits into loops of which one could, distributed (with ``split``); ``dependences`` as
+    but whose body splits into loops of which one could, distributed (with ``split``, or where ``split(groups)``
+    holds for the groups the loop executes); ``dependences`` as
     `statement_dependences` gives them, ``batchable(group)``: whether a group's statement runs batched;
     ``host_calls``: the groups that call the host, each with (hands it a value, takes one from it): coupled
     pairs keep their order (module docstring). ``chunk(groups)``: the most points of a loop
@@ -71,7 +72,8 @@ def distribute(node: ast.AstNode, dependences: tuple, batchable: Callable[[int],
     if statement_major(leaves, *dependences) and all(batchable(g) for g in executed):  # runs batched as it is
         points = chunk(executed)
         return node if points is None else _strip_mined(node, [node.body], points)
-    loops = _split(leaves, dependences, batchable, host_calls) if split else None
+    splits = split(executed) if callable(split) else split
+    loops = _split(leaves, dependences, batchable, host_calls) if splits else None
     if loops is None:
         return node
     bodies = []
@@ -104,7 +106,9 @@ def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool],
            host_calls: Mapping[int, tuple[bool, bool]] = {}) -> list[tuple[str, list[int]]] | None:
     """The loops the body distributes into, as (kind, leaf indices), or None where distributing makes no
     batched statement (or a batched loop would not run statement by statement: one split in pieces, say), or
-    where nothing recurs. A statement that does not
+    where nothing recurs and some statement cannot batch. A body without a recurrence whose statements all batch
+    but read each other against the body's order (a window reading a later step of a statement isl placed after
+    it) becomes one batched loop in the order the dependences give. A statement that does not
     recur but cannot run batched (it holds a merge, a draw, a UDF) runs point by point, in a loop of its own
     where that lets the others run batched."""
     keys = [leaf_key(leaf) for _, leaf in leaves]
@@ -132,7 +136,8 @@ def _split(leaves: list, dependences: tuple, batchable: Callable[[int], bool],
             loops.append((kind, []))
         loops[-1][1].extend(members)
         loop_of.update((k, len(loops) - 1) for k in members)
-    if not recurrent or len(loops) < 2 or all(kind == POINTS for kind, _ in loops):
+    reordered = not recurrent and all(kind == BATCHED for kind, _ in loops)  # one batched loop, dependences' order
+    if not reordered and (not recurrent or len(loops) < 2 or all(kind == POINTS for kind, _ in loops)):
         return None  # (without a recurrence, isl's order frees values sooner: a window's points, say)
     for k in sorted(frees):
         if k not in loop_of:

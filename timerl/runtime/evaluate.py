@@ -18,6 +18,7 @@ from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node
 from timerl.runtime import rng
 from timerl.runtime.access import point_dict
+from timerl.runtime.host_values import owned_array
 from timerl.runtime.runs import request_stop
 from timerl.symbolic import Expr, Symbol, compile_function
 
@@ -47,9 +48,10 @@ def _draw(node, point, inputs, seed, attrs, backend):
 
 
 def _source(node, point, inputs, seed, attrs, backend):
-    value = call_user(node, point, lambda: np.asarray(attrs["fn"](point_dict(node.domain, point)),
-                                                         dtype=attrs["dtype"]))
-    return (backend.from_numpy(_check_shape(node, value, attrs["shape"])),)
+    where = point_dict(node.domain, point)
+    value = call_user(node, point, lambda: attrs["fn"](where))
+    value = owned_array(value, attrs["dtype"], f"{node.label()}: the source function failed at {where}")
+    return (backend.from_user(_check_shape(node, value, attrs["shape"])),)
 
 
 def _merge(node, point, inputs, seed, attrs, backend):
@@ -69,8 +71,10 @@ def _sink(node, point, inputs, seed, attrs, backend):
 
 def _udf(node, point, inputs, seed, attrs, backend):
     arrays = [backend.to_numpy(v) for v in inputs]
-    results = call_user(node, point, lambda: attrs["fn"](point_dict(node.domain, point), *arrays))
-    return tuple(backend.from_numpy(np.asarray(v, dtype=t.dtype)) for v, t in zip(results, attrs["outputs"]))
+    where = point_dict(node.domain, point)
+    results = call_user(node, point, lambda: attrs["fn"](where, *arrays))
+    return tuple(backend.from_user(owned_array(v, t.dtype, f"{node.label()}: the udf function failed at {where}"))
+                 for v, t in zip(results, attrs["outputs"]))
 
 
 _BY_EXECUTOR = {CONST: _const, DRAW: _draw, SOURCE: _source, MERGE: _merge, SINK: _sink, UDF: _udf}
@@ -170,6 +174,8 @@ def sink_value(value: Any, native: bool = False) -> Any:
     if type(value).__module__.startswith("torch"):
         if native:
             return value.clone()
+        if str(value.dtype) == "torch.bfloat16":  # NumPy reads no torch bfloat16: through float32, exactly
+            return value.detach().to("cpu", copy=True).float().numpy().astype("bfloat16")
         return value.detach().to("cpu", copy=True).numpy()
     if native and not isinstance(value, np.ndarray):
         return value

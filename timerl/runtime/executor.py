@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from timerl.errors import DeviceOutOfMemoryError, TimeRLError
-from timerl.ops.registry import SINK, SOURCE, UDF
+from timerl.ops.registry import ACCUMULATE, SINK, SOURCE, UDF
 from timerl.options import CompileOptions
 from timerl.pdg.graph import Graph, Node, Range
 from timerl.runtime.access import EdgeReader, empty_stats, point_dict, stack_range
@@ -91,7 +91,14 @@ class Executable:
         # loop runs in chunks of points whose values stay within `CHUNK_BYTES`, as isl's order keeps only a few
         # points of them alive (not on jax, whose compiled statements want one shape; there `scan_loops` runs them)
         chunks = self.vectorize and options.memory_aware and backend.name != "jax"
-        if device_memory is None and (options.distributes(backend.name) or chunks):
+        split = options.distributes(backend.name)
+        if not split and self.scan_loops and options.distribute and self.vectorize:
+            # jax: a loop that becomes one lax.scan stays whole; one that cannot (it calls the host, or sums
+            # gradient contributions, which no scan computes) is distributed, so that what does not recur batches
+            unscannable = {g.id for g in groups if any(graph.nodes[m].category.calls_user
+                                                       or graph.nodes[m].category is ACCUMULATE for m in g.members)}
+            split = lambda executed: any(g in unscannable for g in executed)  # noqa: E731
+        if device_memory is None and (split or chunks):
             supported = {g.id: BatchedGroup.supported(graph, g) for g in groups}
             host_calls = {}  # group -> (hands the host a value: a sink or UDF, takes one: a source or UDF)
             for g in groups:
@@ -101,7 +108,7 @@ class Executable:
             sizes = {g.id: point_bytes(graph, g) for g in groups}
             chunk = (lambda batched: chunk_points([sizes[g] for g in batched])) if chunks else (lambda batched: None)
             self.schedule = schedule = ast.Schedule(distribute(
-                schedule.root, self.dependences, supported.get, host_calls, options.distributes(backend.name),
+                schedule.root, self.dependences, supported.get, host_calls, split,
                 chunk), schedule.labels)
         self.decisions = Decisions()  # how each statement runs and why (`explain`), noted as loops are built
         interpreter = _Interpreter(self)

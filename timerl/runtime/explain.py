@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from timerl.graphs import strongly_connected
 from timerl.ops.categories import CONST
 from timerl.pdg.graph import Graph, identity_read
 from timerl.sched import ast
@@ -72,6 +73,18 @@ def _read_between(graph: Graph, producer_group: Any, consumer_group: Any) -> str
                 return (f"{node.op} ({_short(node.location)}) reads {_named(producer)} ({_short(producer.location)})"
                         f" at [{index}]")
     return None
+
+
+def recurrence_of(group: int, statements: list[int], reads: dict[int, set[int]]) -> set[int]:
+    """The statements of a loop body that form one recurrence with ``group`` (its strongly connected component in
+    the graph of which statement reads which)."""
+    inside = set(statements)
+    readers: dict[int, list[int]] = {g: [] for g in inside}
+    for g in inside:
+        for source in reads.get(g, ()):
+            if source in inside:
+                readers[source].append(g)
+    return next((set(c) for c in strongly_connected(readers) if group in c), {group})
 
 
 def _self_read(graph: Graph, group: Any) -> str:

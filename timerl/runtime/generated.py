@@ -12,6 +12,7 @@ from timerl.errors import ShapeError, TimeRLError
 from timerl.pdg.graph import Graph, Node
 from timerl.runtime.access import point_dict
 from timerl.runtime.evaluate import call_user, evaluate
+from timerl.runtime.host_values import owned_array
 from timerl.symbolic import Symbol
 
 SKIP = object()  # what a reader returns where its edge's condition does not hold
@@ -26,21 +27,25 @@ def udf_call(node: Node, backend: Any) -> Callable[[tuple, list], tuple]:
     fn, names = attrs["fn"], [d.name for d in node.domain]
     declared = attrs["outputs"]
     dtypes = [np.dtype(t.dtype) for t in declared]
-    to_numpy, from_numpy, asarray = backend.to_numpy, backend.from_numpy, np.asarray
+    to_numpy, from_numpy = backend.to_numpy, backend.from_user
+
+    def asarray(value: Any, dtype: np.dtype, point: tuple) -> Any:
+        return owned_array(value, dtype.name, f"{node.label()}: the udf function failed at {dict(zip(names, point))}")
+
     empty = [backend.from_numpy(np.zeros(t.shape, d))
              if all(isinstance(n, int) for n in t.shape) and math.prod(t.shape) == 0 else None
              for t, d in zip(declared, dtypes)]
     if not any(e is not None for e in empty):
         def call(point: tuple, inputs: list) -> tuple:
             results = call_user(node, point, lambda: fn(dict(zip(names, point)), *[to_numpy(v) for v in inputs]))
-            return tuple(from_numpy(asarray(v, dtype=d)) for v, d in zip(results, dtypes))
+            return tuple(from_numpy(asarray(v, d, point)) for v, d in zip(results, dtypes))
 
         return call
     converted = [(d, e) for d, e in zip(dtypes, empty)]
 
     def call_with_empty(point: tuple, inputs: list) -> tuple:
         results = call_user(node, point, lambda: fn(dict(zip(names, point)), *[to_numpy(v) for v in inputs]))
-        return tuple(from_numpy(asarray(v, dtype=d)) if e is None else e for v, (d, e) in zip(results, converted))
+        return tuple(from_numpy(asarray(v, d, point)) if e is None else e for v, (d, e) in zip(results, converted))
 
     return call_with_empty
 

@@ -268,7 +268,7 @@ class GroupLowering:
     def _arguments(self, member: Node, inside: set[int]) -> str:
         """The member's inputs as one Python expression of a list: a local variable for a read inside the group,
         a pool key for a plain point read, a reader closure otherwise (those may be inactive at a point: their
-        input is left out, and a merge takes the first active one)."""
+        input is left out, a merge takes the first active one, an accumulation gets no contributions there)."""
         graph = self.graph
         items, optional = [], False
         conditioned: list[tuple[str, str] | None] = []  # (condition, read) of inline conditioned point reads
@@ -302,7 +302,7 @@ class GroupLowering:
                     chain = f"{read} if {condition} else ({chain})"
                 return f"[{chain}]"
             return f"[next(x for x in ({', '.join(items)},) if x is not SKIP)]"
-        if member.category is ACCUMULATE:  # an inactive read contributes nothing, in its slot (windows align)
+        if member.category is ACCUMULATE:  # in its slot, so that the windows stay aligned with the inputs
             return f"[[] if x is SKIP else x for x in {listed}]"
         return f"[x for x in {listed} if x is not SKIP]"
 

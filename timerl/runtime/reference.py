@@ -58,6 +58,14 @@ class ReferenceInterpreter:
                     work.append((tuple(full), node.id, point))
         for _, node_id, point in sorted(work):
             self.value(node_id, point)
+        # then every defined point of every placeholder the sinks use, read or not: the compiled backends compute
+        # a placeholder whole, so a branch that fails at a point nothing reads fails on every backend alike
+        done: set[int] = set()
+        while used := {n for n, _ in self.memo if self.graph.nodes[n].category is MERGE} - done:
+            for node_id in sorted(used):
+                for point in self.points(self.graph.nodes[node_id]):
+                    self.value(node_id, point)
+            done |= used
 
     def points(self, node: Node):
         check = self.defined[node.id]

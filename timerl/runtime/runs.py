@@ -19,7 +19,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from timerl.errors import Stop, TimeRLError, user_location
+from timerl.errors import FileFormatError, Stop, TimeRLError, user_location
+from timerl.files import parse_json, read_npz
 from timerl.ops.registry import UDF
 from timerl.pdg.graph import Graph
 
@@ -129,11 +130,13 @@ def save(path: str, graph: Graph, bounds: dict, seed: int, backend_name: str, ru
 def load(path: str, graph: Graph, bounds: dict, seed: int, run: RunState, pool: Any, backend: Any) -> None:
     """Fills a fresh ``pool`` from the checkpoint at ``path`` and sets ``run`` to continue from it."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
-    except (OSError, ValueError) as error:
-        raise TimeRLError(f"{user_location()}: cannot read checkpoint {path!r}: {error}") from None
-    header = json.loads(bytes(arrays.pop("header")).decode())
+        arrays = read_npz(path, "checkpoint")
+        if "header" not in arrays:
+            raise FileFormatError(f"{path}: the checkpoint has no header (not saved by timerl)")
+        header = parse_json(arrays.pop("header").tobytes(), path, "checkpoint's header")
+        _check_header(header, arrays, path)
+    except FileFormatError as error:
+        raise FileFormatError(f"{user_location()}: cannot read checkpoint: {error}") from error
     mismatch = [what for what, ours, theirs in (
         ("program", fingerprint(graph), header["program"]), ("seed", seed, header["seed"]),
         ("bounds", {s.name: v for s, v in bounds.items()}, header["bounds"])) if ours != theirs]
@@ -149,6 +152,20 @@ def load(path: str, graph: Graph, bounds: dict, seed: int, run: RunState, pool: 
         pool.freed_outputs[(node_id, tuple(point))] = tuple(outputs)
     run.run[0] = header["iteration"]
     run.started = True
+
+
+def _check_header(header: Any, arrays: dict, path: str) -> None:
+    """The fields `load` reads, of the types it reads them as, naming arrays the archive holds."""
+    fields = {"format": str, "program": str, "seed": int, "bounds": dict, "iteration": int, "values": list,
+              "freed_outputs": list}
+    if not isinstance(header, dict) or any(not isinstance(header.get(k), t) for k, t in fields.items()):
+        raise FileFormatError(f"{path}: the checkpoint's header lacks or mistypes one of {', '.join(fields)}")
+    for entry in header["values"]:
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], int) and isinstance(entry[1], list)
+                and isinstance(entry[2], list) and all(n is None or n in arrays for n in entry[2])):
+            raise FileFormatError(f"{path}: the checkpoint's header names a value the archive does not hold")
+    if not all(isinstance(e, list) and len(e) == 3 for e in header["freed_outputs"]):
+        raise FileFormatError(f"{path}: the checkpoint's header has malformed freed outputs")
 
 
 __all__ = ["RunState", "Stop", "load", "request_stop", "save", "stop_flag"]

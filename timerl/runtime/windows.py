@@ -50,7 +50,7 @@ def _windows(graph: Graph, group: Any) -> set[int] | str:
     for member_id in group.members:
         node = graph.nodes[member_id]
         category = node.category
-        if category is CONST:
+        if category is CONST or category.batched == "evaluated":
             continue
         if has_symbols(node.attrs.as_dict()):
             return f"{node.label()} has attributes that depend on the point (a size or index written with a dimension)"

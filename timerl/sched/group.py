@@ -217,7 +217,7 @@ def _recurrent_tail(graph: Graph, ids: list[int], advancing: set[tuple[int, int]
     anchors = [u for u, v in advancing if u in inside and v in inside]
     if not anchors:
         return set()
-    anchors += [n for n in ids if graph.nodes[n].category.batched not in ("rule", "shared")]
+    anchors += [n for n in ids if graph.nodes[n].category.batched not in ("rule", "shared", "evaluated")]
     needed = set(anchors)
     stack = list(anchors)
     while stack:

@@ -1,43 +1,27 @@
-"""`timerl bench` (and `make bench`): timerl against baselines measured in the same run, plus peak memory."""
+"""`python -m benchmarks bench` (`make bench`, and `timerl bench` through the engine's command registry): timerl
+against baselines measured in the same run, plus peak memory; `plot-memory` draws REINFORCE's memory timeline."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
+import importlib
 import io
-import os
 import pathlib
-import runpy
 import statistics
 import sys
 import time
 
 from timerl.options import CompileOptions
-from timerl.runtime.explain import EXPLAIN_VARIABLE
-
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """``benchmarks.NAME``, imported when its benchmark runs (each pulls in what it measures)."""
+    return importlib.import_module(f"benchmarks.{name}")
 
 
 def bench_program50() -> None:
-    program50 = _load("program50")
-    print("| backend | ops | compile s | execute s | peak device bytes |")
-    print("|---|---|---|---|---|")
-    for backend in ("reference", "torch", "jax"):
-        ctx = program50.build({})
-        started = time.perf_counter()
-        exe = ctx.compile({"B": 2, "I": 3, "T": 12}, backend=backend)
-        compiled = time.perf_counter() - started
-        exe.execute()
-        print(f"| {backend} | {len(ctx.nodes)} | {compiled:.2f} | {exe.stats['execute_seconds']:.3f} | "
-              f"{exe.stats['peak_device_bytes']} |")
+    _load("program50").table()
 
 
 def bench_long_recurrence(steps: int = 100_000) -> None:
@@ -247,15 +231,6 @@ def device_line() -> str:
     return f"{where}, jax on " + ("the CPU" if kind == "cpu" else f"{jax.devices()[0].device_kind} ({kind})")
 
 
-def run_explained(script: str, script_args: list[str]) -> None:
-    """`timerl explain script.py args...`: the script run as ``python script.py args...`` with `EXPLAIN_VARIABLE`
-    set, so that every program it executes prints `Executable.explain` to stderr after it runs."""
-    os.environ[EXPLAIN_VARIABLE] = "1"
-    sys.argv = [script, *script_args]
-    sys.path.insert(0, str(pathlib.Path(script).resolve().parent))
-    runpy.run_path(script, run_name="__main__")
-
-
 class _Tee(io.StringIO):
     """Collects what a benchmark prints and passes it on, so a long run still shows progress."""
 
@@ -286,7 +261,7 @@ DEVICE = [""]  # the device line of this run, set by `main` before the first sec
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="timerl")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
     commands = parser.add_subparsers(dest="command", required=True)
     bench = commands.add_parser("bench", help="benchmarks against baselines measured in the same run; the tables "
                                               "are written into docs/benchmarks.md")
@@ -300,9 +275,6 @@ def main(argv: list[str] | None = None) -> None:
                             "ppo: the PPO sweep (paper Fig. 9) against eager PyTorch, PNGs under ppo_sweep/; "
                             "passes: REINFORCE with each compile switch off; memory: the window program and the "
                             "large-observation experiment (paper Fig. 10, 11)")
-    explain = commands.add_parser("explain", help="run a script; print how each statement of its programs runs")
-    explain.add_argument("script")
-    explain.add_argument("script_args", nargs=argparse.REMAINDER)
     plot = commands.add_parser("plot-memory", help="draw REINFORCE's memory timeline next to its schedule (PNG)")
     plot.add_argument("--out", default="memory.png")
     plot.add_argument("--iterations", type=int, default=3)
@@ -312,9 +284,6 @@ def main(argv: list[str] | None = None) -> None:
     plot.add_argument("--pixels", type=int, default=None, help="image observations, 3 x PIXELS x PIXELS")
     plot.add_argument("--device-memory", type=int, default=None, help="a budget in bytes, with swap=True")
     args = parser.parse_args(argv)
-    if args.command == "explain":
-        run_explained(args.script, args.script_args)
-        return
     if args.command == "plot-memory":
         plot_reinforce_memory(args.out, args.iterations, args.steps, args.n_step, args.backend, args.pixels,
                               args.device_memory)
@@ -331,7 +300,6 @@ def main(argv: list[str] | None = None) -> None:
         section(name, title, command, function, *function_args, write=write)
 
     if args.suite == "zoo":
-        sys.path.insert(0, str(BENCHMARKS.parent))  # the zoo's modules import `algorithms` and `benchmarks`
         run("zoo", "The algorithm zoo against eager PyTorch twins", _load("zoo_bench").main, args.iterations,
             args.all_sizes)
         return

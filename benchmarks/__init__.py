@@ -1,0 +1,1 @@
+"""timerl's benchmarks: each module measures timerl against a baseline in the same run (`python -m benchmarks`)."""
