@@ -99,7 +99,8 @@ class EpisodeLogger:
         self.clock, self.cpu = time.perf_counter(), time.process_time()
 
     def iteration_end(self, point: dict, value: Any) -> None:
-        episodes = self.env.episodes[self.seen:]
+        # episodes come in step order; steps after this one may have run already (the executor's choice)
+        episodes = [e for e in self.env.episodes[self.seen:] if e.point["t"] <= point["t"]]
         self.seen += len(episodes)
         now, cpu = time.perf_counter(), time.process_time()
         returns = [e.total_return for e in episodes]
