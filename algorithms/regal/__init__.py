@@ -5,4 +5,4 @@ replace the uniform mutant sampling of BRKGA for joint device placement and sche
 `data` (synthetic graphs), `workloads` (MMapGame programs as graphs), `features` (what the networks see,
 what their actions mean), `policy` (the GNNs as recurrent tensors), `train` (REINFORCE, and proposals
 from a trained policy), `bench` (the paper's evaluation; ``python -m algorithms.regal bench``),
-`diagnose` (what known proposals gain; docs/REGAL.md)."""
+`diagnose` (what known proposals gain; docs/algorithms/regal.md)."""

@@ -17,7 +17,7 @@ BRKGA-budget, the same seed, common random numbers):
 - ``placement of a same-budget search``: the same, centred on the best solution of uniform BRKGA with the
   search's own budget (another seed) instead of ten times it. The two rows together say how good a
   placement must be to help: on the 12-28-op graphs at BRKGA-5K a BRKGA-50K placement gains +1.93% (97.5%
-  of cases), a BRKGA-5K one +0.01% (90.0%), a BRKGA-500 one -1.98% (docs/REGAL.md, twelfth pass).
+  of cases), a BRKGA-5K one +0.01% (90.0%), a BRKGA-500 one -1.98% (docs/algorithms/regal.md, twelfth pass).
 - ``priority by height`` / ``priority by depth``: a graph-general rule a GNN can express from its node
   features: op priority mean rising with the op's longest path to a sink (critical-path list scheduling)
   or with its longest path from a source, quantized to the 5 means, concentration 4; affinities uniform.
