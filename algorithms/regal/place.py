@@ -139,11 +139,12 @@ def solve(graph: CompGraph, kind: str, budget: int = 5000, seed: int = 0, policy
 
 
 def report(graph: CompGraph, names: list[str], schedule: Trace) -> str:
+    limit = ""
+    if np.isfinite(graph.memory_limit):
+        fits = schedule.peak <= graph.memory_limit * (1 + LIMIT_TOLERANCE)
+        limit = f" (limit {graph.memory_limit:g}: {'fits' if fits else 'exceeds'})"
     lines = [f"graph {graph.name!r}: {graph.num_ops} ops; makespan {schedule.makespan:g}, peak memory "
-             f"{schedule.peak:g}" + ("" if not np.isfinite(graph.memory_limit) else
-                                     f" (limit {graph.memory_limit:g}: "
-                                     f"{'fits' if schedule.peak <= graph.memory_limit * (1 + LIMIT_TOLERANCE) else 'exceeds'})"),
-             "", "| op | device | start | finish |", "| --- | ---: | ---: | ---: |"]
+             f"{schedule.peak:g}{limit}", "", "| op | device | start | finish |", "| --- | ---: | ---: | ---: |"]
     lines += [f"| {names[v]} | {schedule.device[v]} | {schedule.start[v]:g} | {schedule.finish[v]:g} |"
               for v in range(graph.num_ops)]
     lines.append("")

@@ -57,7 +57,7 @@ def init_weights(sizes: Sizes = Sizes(), seed: int = 0, head_scale: float = 0.01
     Beta(1, 1), + 5 gives 91%): REINFORCE starts from BRKGA, not from a random mix of skewed proposals,
     which searches worse. The small scale also divides every gradient reaching the GNN by 100: imitation
     (`train.imitate`) starts at ``head_scale`` 1, because from 0.01 it stalled on 2 training seeds of 3 at
-    the marginal of the targets, the GNN's features unused (docs/algorithms/regal.md). The baseline's output bias
+    the marginal of the targets, the GNN's features unused. The baseline's output bias
     starts at -1, the reward of proposals as good as standard BRKGA, so its first predictions do not swamp
     the advantage."""
     rng = np.random.default_rng(seed)

@@ -8,7 +8,7 @@ with the same budget and the same BRKGA seeds, fresh for every graph of every it
 graph's samples, averaged over ``seeds`` runs. Both runs draw the same random numbers (`brkga.Proposal`
 samples by inversion), so the ratio measures the proposal more than the luck of the search (a policy that
 proposes Beta(1, 1) everywhere gets exactly -1); the luck left is still 2-7% per run once a proposal
-changes many genes (docs/algorithms/regal.md), hence the averaging. The loss is the REINFORCE
+changes many genes, hence the averaging. The loss is the REINFORCE
 term with the baseline GNN's prediction subtracted, plus the baseline's squared error. With ``samples`` >
 1, each graph of a batch gets several sampled actions and the advantage subtracts the mean reward of that
 graph's samples instead (a Monte Carlo estimate of the same scalar baseline b(G), with far less variance
@@ -185,12 +185,12 @@ def distillation_data(graphs: list[CompGraph], kind: str, budget: int, seeds: in
     (graph, target) example per run, for `imitate`: with several seeds the policy learns the distribution
     of the searches' solutions per op, and its most likely action is their mode.
 
-    The defaults were chosen on the validation split (docs/algorithms/regal.md, eighth pass): priorities respaced by
+    The defaults were chosen on the validation split: priorities respaced by
     the decoded order (the raw keys of a solution are arbitrary wherever no two nodes compete, and a
     policy learns them badly), and the placement left to the search (imitated placements follow the list
     schedule's devices, break the memory limit and lose). With ``anchor`` (and without ``placement``) the
     affinities are anchored on the graph's two longest paths instead of uniform (`features.anchored_actions`;
-    the bench's runtime default: the critical path alone since the eleventh pass, both since the twelfth)."""
+    the bench's runtime default)."""
     examples = [graph for _ in range(seeds) for graph in graphs]
     jobs = [(graph, kind, budget, None, DISTIL_SEED + 1000 * s + g) for s in range(seeds)
             for g, graph in enumerate(graphs)]

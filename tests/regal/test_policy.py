@@ -229,7 +229,7 @@ def test_the_path_anchor_lets_brkga_find_an_unsplit_chain():
     split over the two devices waits on the side ops there (transfers stall both devices). With the chain
     anchored (one side pair, the second path, anchored to the other device; the other side ops and heads
     uniform) BRKGA-400 reaches 100 on most of 8 seeds; uniform BRKGA with the same seeds never does
-    (measured: 100.0 on all 8 at mean 0.9, 101.375 at the eleventh pass's 0.7, against 121.75)."""
+    (measured: 100.0 on all 8 at mean 0.9, 101.375 at mean 0.7, against 121.75)."""
     edges = [(k, k + 1) for k in range(9)] + [(j, j + 1) for j in range(10, 20, 2)]
     graph = from_edges([10.0] * 10 + [9.0] * 10, edges, [1.0] * 20)
     np.testing.assert_array_equal(features.critical_path(graph), [True] * 10 + [False] * 10)
