@@ -41,7 +41,7 @@ def train(env_name: str = "CartPole-v1", iterations: int = 20, num_envs: int = 4
     n, actions = num_envs, env.num_actions
     window = max(1, capacity // num_envs)  # steps the buffer holds
     total = iterations * steps
-    log = _Logger(env, steps)
+    log = EpisodeLogger(env, steps)
 
     with ctx:
         q = trl.nn.MLP([int(np.prod(env.observation_shape)), *hidden, actions], activation="relu", domain=(t,),
@@ -87,7 +87,7 @@ def train(env_name: str = "CartPole-v1", iterations: int = 20, num_envs: int = 4
     return log.curve
 
 
-class _Logger:
+class EpisodeLogger:
     """One row per iteration, at its last step: the episodes that ended in it and the seconds it took."""
 
     def __init__(self, env: Any, steps: int) -> None:
@@ -99,7 +99,8 @@ class _Logger:
         self.clock, self.cpu = time.perf_counter(), time.process_time()
 
     def iteration_end(self, point: dict, value: Any) -> None:
-        episodes = self.env.episodes[self.seen:]
+        # episodes come in step order; steps after this one may have run already (the executor's choice)
+        episodes = [e for e in self.env.episodes[self.seen:] if e.point["t"] <= point["t"]]
         self.seen += len(episodes)
         now, cpu = time.perf_counter(), time.process_time()
         returns = [e.total_return for e in episodes]

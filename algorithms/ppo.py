@@ -258,6 +258,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--reward-scale", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--backend", default="torch", choices=("reference", "torch", "jax"))
+    parser.add_argument("--devices", type=int, default=1,
+                        help="jax: split the environments across this many devices (docs/scale-out.md)")
     parser.add_argument("--logdir", default=None, help="write progress.csv and TensorBoard events under it")
     parser.add_argument("--print-schedule", action="store_true", help="print the loop program (torch/jax)")
     parser.add_argument("--plot", default=None, help="draw the learning curve into this PNG")
@@ -265,7 +267,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     curve = train(args.env, args.iterations, args.num_envs, args.steps, args.epochs, args.minibatches,
                   gamma=args.gamma, gae_lambda=args.gae_lambda, lr=args.lr, ent_coef=args.ent_coef, hidden=args.hidden, seed=args.seed, backend=args.backend,
                   logdir=args.logdir, progress=True, print_schedule=args.print_schedule,
-                  reward_scale=args.reward_scale)
+                  reward_scale=args.reward_scale,
+                  compile_options={"devices": args.devices} if args.devices != 1 else None)
     print(f"\nPPO on {args.env}, {args.num_envs} envs x {args.steps} steps, {args.epochs} epochs x "
           f"{args.minibatches} minibatches, backend {args.backend}")
     print("iteration  env steps  episodes  mean length  mean return  s/iteration")

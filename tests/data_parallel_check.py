@@ -29,6 +29,7 @@ def regression(backend: str, **options) -> dict:
     (i,), (I,) = ctx.dims, ctx.bounds
     weights: dict = {}
     grads: dict = {}
+    placement: dict = {}
     with ctx:
         w = trl.param(np.array([0.5, -0.25, 1.0]), dtype="float64")
         features = trl.source(lambda p: x[p["i"]], (BATCH, FEATURES), "float64", (i,))
@@ -37,11 +38,20 @@ def regression(backend: str, **options) -> dict:
         (residual * residual).mean().backward()
         w.sink(lambda p, v: weights.__setitem__(p["i"], np.asarray(v).tolist()))
         w.grad.sink(lambda p, v: grads.__setitem__(p["i"], np.asarray(v).tolist()))
+        # where the values live: the backend's own arrays (native sinks)
+        residual.sink(lambda p, v: placement.__setitem__("residual", _placement(v)), native=True)
+        w.grad.sink(lambda p, v: placement.__setitem__("grad", _placement(v)), native=True)
         trl.optim.SGD([w], 0.1).step()
     executable = ctx.compile({I: ITERATIONS}, backend=backend, **options)
     executable.execute()
     return {"weights": [weights[k] for k in range(ITERATIONS)], "grads": [grads[k] for k in range(ITERATIONS)],
-            "devices": executable.stats.get("devices")}
+            "devices": executable.stats.get("devices"), "placement": placement}
+
+
+def _placement(value) -> list:
+    """[number of devices holding ``value``, whether each holds all of it] (a NumPy array: [0, True])."""
+    sharding = getattr(value, "sharding", None)
+    return [0, True] if sharding is None else [len(sharding.device_set), bool(sharding.is_fully_replicated)]
 
 
 def ppo_run(devices: int) -> dict:

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def split_runs() -> dict:
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "data_parallel_check.py")], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
@@ -40,6 +40,9 @@ def test_a_gradient_reduced_across_devices_equals_the_reference(split_runs):
         placed = split_runs["regression"][str(devices)]["devices"]
         assert placed["devices"] == devices and placed["batch"] == BATCH
         assert placed["placed"]["split"] == 2 * ITERATIONS  # features and targets
+        where = split_runs["regression"][str(devices)]["placement"]
+        assert where["residual"] == [devices, False]  # a per-sample value: each device holds its share
+        assert where["grad"] == [devices, True]  # the gradient, summed across them: every device holds it all
 
 
 def test_ppo_on_two_devices_equals_one_device(split_runs):
@@ -69,9 +72,10 @@ def test_devices_run_on_jax_only(backend):
     ({"devices": 4, "split": 6}, "cannot share evenly"),
     ({"devices": 2}, "steps no gymnasium environments"),
     ({"devices": 2, "split": "batch"}, "split= is"),
+    ({"devices": 2, "split": 5}, "no source or UDF output of this program has an axis of length 5"),
     ({"devices": 0, "split": 6}, "devices= is a positive int"),
     ({"devices": 2, "split": 6, "device_memory": 1 << 20}, "budget of one device"),
-    ({"devices": 64, "split": 64}, "devices=64, but jax has"),
+    ({"devices": 6, "split": 6}, "devices=6, but jax has"),
 ])
 def test_bad_device_requests_are_refused(options, message):
     ctx, I = small_program()

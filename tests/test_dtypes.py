@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import itertools
 import operator
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -189,3 +194,44 @@ def test_bfloat16_runs_everywhere(backend):
     assert doubled[(1,)].dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(doubled[(1,)].astype(np.float32), [4.0, 5.5, -5.0])
     assert float(total[(0,)]) == pytest.approx(1.5**2 + 2.25**2 + 9.0, rel=1e-2)
+
+
+def test_bfloat16_needs_no_particular_import_order():
+    """In a fresh interpreter that imports timerl first and never jax (which would register NumPy's bfloat16
+    as a side effect), a bfloat16 program still runs on the reference and torch."""
+    program = textwrap.dedent("""
+        import sys
+        import timerl as trl
+        ctx = trl.Context("t")
+        (T,) = ctx.bounds
+        seen = []
+        with ctx:
+            x = trl.source(lambda p: [1.5, -2.0], shape=(2,), dtype="bfloat16", domain=ctx.dims)
+            (x * 2).sum().sink(lambda p, v: seen.append(float(v)))
+        for backend in ("reference", "torch"):
+            ctx.compile(bounds={T: 1}, backend=backend).execute()
+        assert seen == [-1.0, -1.0], seen
+        assert "jax" not in sys.modules
+    """)
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", program], check=True, cwd=root,
+                   env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+
+
+def test_integer_expressions_promote_like_python_ints(backend):
+    """``x + t`` is ``x + 3`` at t = 3: weak, so an int8 tensor stays int8 and a float16 one float16."""
+    ctx = trl.Context("t")
+    (t,), (T,) = ctx.dims, ctx.bounds
+    with ctx:
+        small = trl.source(lambda p: np.array([1, -2], np.int8), shape=(2,), dtype="int8", domain=(t,))
+        half = trl.source(lambda p: np.array([0.5, 1.5], np.float16), shape=(2,), dtype="float16", domain=(t,))
+        results = {"int8": small + t, "float16": half * (T - t), "float32": 0.5 ** (T - t)}
+        stores = {name: collect(r) for name, r in results.items()}
+    run(ctx, {T: 3}, backend)
+    for k in range(3):
+        expected = {"int8": torch.tensor([1, -2], dtype=torch.int8) + k,
+                    "float16": torch.tensor([0.5, 1.5], dtype=torch.float16) * (3 - k),
+                    "float32": torch.tensor(0.5) ** (3 - k)}
+        for name, want in expected.items():
+            assert results[name].dtype == name == str(want.dtype).removeprefix("torch.")
+            np.testing.assert_array_equal(stores[name][(k,)], want.numpy())

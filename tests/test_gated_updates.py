@@ -99,3 +99,13 @@ def test_modules_run_with_other_weights(compiled_backend):
         if step + 1 < steps:
             expected_target = tau * online_weights[(step + 1,)] + (1 - tau) * expected_target
     assert not np.allclose(target_weights[(steps - 1,)], online_weights[(steps - 1,)])
+
+
+def test_gate_on_an_inner_dimension_is_refused():
+    ctx = trl.Context("i m")
+    i, m = ctx.dims
+    with ctx:
+        w = trl.param(INITIAL, domain=(i, m))
+        (w * w).sum().backward()
+        with ctx.when(m >= 1), pytest.raises(trl.TimeRLError, match="outermost one"):
+            trl.optim.SGD([w], lr=0.1).step()

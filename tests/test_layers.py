@@ -33,6 +33,7 @@ TOP = len(LAYERS) - 1  # `timerl` itself, the user-facing package, sits on top
 LATE_IMPORTS = {
     "timerl.backends.base": ({"timerl.backends.torch_backend", "timerl.backends.jax_backend"},
                              "torch and jax load when a program first asks for them, not with timerl"),
+    "timerl.runtime.devices": ({"timerl.backends.jax_sharded"}, "jax loads when a program asks for devices"),
 }
 
 # modules that are one module split in files, and import one another (re-exports at the bottom of symbolic)

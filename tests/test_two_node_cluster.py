@@ -41,7 +41,7 @@ def _node(*arguments: str, env: dict) -> subprocess.Popen:
 def _stop(node: subprocess.Popen) -> None:
     try:
         os.killpg(node.pid, signal.SIGTERM)
-        node.wait(timeout=30)
+        node.wait(timeout=5)
     except (ProcessLookupError, subprocess.TimeoutExpired):
         os.killpg(node.pid, signal.SIGKILL)
 

@@ -86,7 +86,7 @@ class Linear(Module):
         seed = None if seed is None else int_argument("seed", seed)
         bias, dtype = bool_argument("bias", bias), F.check_dtype(dtype)
         ctx = current_context()
-        weight, offset = _initial(np.random.default_rng(len(ctx.nodes) if seed is None else seed), n_in, n_out,
+        weight, offset = _initial(np.random.default_rng(ctx.draw_stream() if seed is None else seed), n_in, n_out,
                                   gain)
         self.n_in, self.n_out = n_in, n_out
         self.weight = param(weight, domain=domain, dtype=dtype)
@@ -146,7 +146,7 @@ class MLP(Module):
             self.layers = [Linear(n_in, n_out, domain, None if seed is None else seed + k, dtype=dtype,
                                   gain=layer_gains[k]) for k, (n_in, n_out) in enumerate(pairs)]
             return
-        first_seed = len(current_context().nodes) if seed is None else seed
+        first_seed = current_context().draw_stream() if seed is None else seed
         initial = [_initial(np.random.default_rng(first_seed + k), n_in, n_out, layer_gains[k])
                    for k, (n_in, n_out) in enumerate(pairs)]
         self.flat = param(np.concatenate([a.ravel() for pair in initial for a in pair]), domain=domain, dtype=dtype)

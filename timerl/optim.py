@@ -66,6 +66,13 @@ class Optimizer:
         dims = set(self.params[0].domain)
         self._gate = conjunction(TRUE, *(c for c in conjuncts(ctx.current_condition())
                                          if {s for s in c.symbols() if not s.is_bound} <= dims))
+        inner = {s for s in self._gate.symbols() if not s.is_bound} - {self.params[0].domain[0]}
+        if inner:
+            # a step carried across an inner dimension's end reads the update at its last point, where
+            # the branch's condition would be taken at its first: refused rather than wrong
+            raise TimeRLError(f"{user_location()}: step() under a condition on "
+                              f"{', '.join(sorted(d.name for d in inner))}: parameters over several dimensions "
+                              f"take gated steps on their outermost one ({self.params[0].domain[0].name}) only")
         with ctx:
             grads = [F.detach(param.grad) for param in self.params]
             if self.max_grad_norm is not None:

@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from algorithms import local_ray
+from algorithms.egrl import report
 from algorithms.egrl.chip import Chip, compiler_mapping
 from algorithms.egrl.learners import METHODS, Result, Settings, run
 from algorithms.egrl.mapping import mapping_record
@@ -111,6 +112,8 @@ def main(argv: list[str] | None = None) -> str:
                         help="gradient steps of the RT learner per generation (20: about one per evaluation, the "
                              "paper's rate; needs --generations-per-step 1)")
     parser.add_argument("--chip", default=DEFAULT_PATH, help="the chip's JSON file (default: the NNP-I's)")
+    parser.add_argument("--optimum", help="the JSON of `ceiling --exact --json` for this chip: the run ends with "
+                                          "`report`'s tables (every baseline, fraction of the optimum's gain)")
     parser.add_argument("--backend", default="torch", choices=("reference", "torch", "jax"))
     parser.add_argument("--workers", type=int, default=0,
                         help="local Ray actors for the population's evaluations (0: in this process; same results)")
@@ -126,4 +129,9 @@ def main(argv: list[str] | None = None) -> str:
     text = bench(args.methods, args.workloads, args.seeds, settings, args.out)
     print(f"\nSpeedup over the compiler, mean ± std over {args.seeds} seeds, {args.budget} evaluations each")
     print(text)
+    if args.optimum:
+        tables = report.report([os.path.join(args.out, "runs.jsonl")], args.optimum, args.methods)
+        print("\nEvery baseline and the fraction of the optimum's gain:\n" + tables)
+        with open(os.path.join(args.out, "report.md"), "w") as handle:
+            handle.write(tables + "\n")
     return text

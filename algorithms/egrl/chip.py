@@ -4,7 +4,7 @@ compiler's own mapping heuristic (the baseline every speedup is measured against
 Constants (`spec`: the chip is a JSON file a user can edit, ``chips/nnpi.json`` by default; the paper gives
 capacities and the ratios ~1 : 10 : 100 only; the absolute figures are the chip's published ones, Wechsler et
 al., "Spring Hill (NNP-I 1000)", Hot Chips 31, 2019, as tabulated by WikiChip's Spring Hill page;
-`algorithms/egrl/README.md` says why they matter):
+`docs/algorithms/egrl.md` says why they matter):
 - capacities: DRAM 32 GiB, LLC 24 MiB, SRAM 4 MiB (the paper's; the chip has 4 MiB of deep SRAM per compute
   engine);
 - bandwidths: DRAM 67.2 GB/s (four 32-bit channels of LPDDR4x-4200), LLC 672 GB/s and SRAM 6.72 TB/s (the

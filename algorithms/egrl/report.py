@@ -119,7 +119,8 @@ def report(run_paths: list[str], optimum_path: str, methods: list[str]) -> str:
         raise FileFormatError(f"{optimum_path}: a ceiling file (python -m algorithms.egrl ceiling --json) holds "
                               "a 'workloads' object")
     optima = optima["workloads"]
-    sections = ["Targets (bold: not met)\n\n" + targets(runs, optima)]
+    goals = targets(runs, optima)
+    sections = ["Targets (bold: not met)\n\n" + goals] if goals.count("\n") > 1 else []
     for workload, optimum in optima.items():
         if any(workload == w for _, w in runs):
             sections.append(f"### {TITLES.get(workload, workload)}\n\n" + workload_table(workload, runs, optimum,

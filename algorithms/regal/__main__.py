@@ -10,7 +10,7 @@ on the two longest paths (``--distil-anchor``: the critical path's ops on one de
 through the other ops on the other, the rest left to the search), and 600 iterations of behaviour cloning
 of these actions, nothing else (chosen on the validation split against the heuristic-imitating policy,
 REINFORCE fine-tunes of it, two solutions per graph, more training graphs, uniform affinities and the
-critical path alone: docs/REGAL.md, eighth to twelfth passes). The peak-memory policy imitates its heuristic
+critical path alone). The peak-memory policy imitates its heuristic
 (`features.imitation_target`: a depth-first order on wide graphs; ``--distil-objectives`` chooses which
 objectives distil; a distilled peak-memory policy lost on validation). ``--distil 0`` gives the runtime
 policy the heuristic too (the list schedule where it fits), then 60 REINFORCE iterations at lr 1e-3
@@ -24,12 +24,16 @@ defaults' (training seeds `TRAIN_SEED`: 4 for runtime, 0 for peak memory), which
 as a second test set, never trained on. ``--ops LO HI`` sets the synthetic graphs' sizes, ``--test-ops LO HI``
 the test graphs' alone (drawn separately; train and valid unchanged, so a policy trained on small graphs
 is tested on larger ones), ``--more-train N`` adds separately drawn training topologies (``--more-train-ops
-LO HI``), ``--more-valid N`` validation ones (``--on valid --more-valid 30``: 80 graphs, the eleventh
-pass's), and ``--fresh-test N`` replaces the test split by N separately drawn topologies (``--fresh-test 30
---eval-seeds 2``: the eleventh pass's second test split, 120 cases). ``--uniform-share S`` hedges REGAL's
+LO HI``), ``--more-valid N`` validation ones (``--on valid --more-valid 30``: 80 graphs), and
+``--fresh-test N`` replaces the test split by N separately drawn topologies (``--fresh-test 30
+--eval-seeds 2``: a second test split, 120 cases). ``--uniform-share S`` hedges REGAL's
 proposal at evaluation: a share S of the chromosomes BRKGA samples (initial population, mutants) stays
 uniform (`brkga.Proposal`; default `UNIFORM_SHARE`, per objective).
-``diagnose`` prints what known proposals gain (`diagnose.py`)."""
+``diagnose`` prints what known proposals gain (`diagnose.py`).
+
+At the paper's size: ``paper`` trains by REINFORCE and evaluates on the 100-300-op and real-program splits
+(`paper.py`), ``place graph.json`` places and schedules a user's graph (`place.py`), ``datasets`` rebuilds
+the committed 100-300-op splits (`datasets.py`), ``speed`` times the compiled decoder (`speed.py`)."""
 
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from algorithms import local_ray
-from algorithms.regal import bench, data, diagnose, features, train
+from algorithms.regal import bench, data, datasets, diagnose, features, paper, place, speed, train
 from algorithms.regal.policy import Sizes
 from algorithms.regal.perfmodel import OBJECTIVES
 from algorithms.regal.workloads import SMALL, from_workload
@@ -129,7 +133,11 @@ def main(argv: list[str] | None = None) -> None:
     check.add_argument("--budget", type=int, default=500)
     check.add_argument("--seeds", type=int, default=3)
     check.add_argument("--seed", type=int, default=0)
+    _paper_commands(commands)
     args = parser.parse_args(argv)
+    if args.command in PAPER_COMMANDS:
+        PAPER_COMMANDS[args.command](args)
+        return
     local_ray.use_address(getattr(args, "ray_address", None))
     for flag in ("ops", "test_ops", "more_train_ops"):
         low_high = getattr(args, flag, None)
@@ -174,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
         # each op's most likely action: the imitating policies reproduce their heuristic's actions, and on
         # the validation graphs the argmax beat one draw per case for both objectives (runtime 95.0% / +1.52%
         # against 90.0% / +1.37%, peak memory 88.3% / +1.09% against 81.7% / +1.25%); policies trained by
-        # REINFORCE alone did better sampled (--no-greedy), their argmax often an action rarely drawn (docs/REGAL.md)
+        # REINFORCE alone did better sampled (--no-greedy), their argmax often an action rarely drawn
         actions = train.propose(trained, held_out * args.eval_seeds, greedy=args.greedy, seed=args.seed)
         share = UNIFORM_SHARE[kind] if args.uniform_share is None else args.uniform_share
         start = time.perf_counter()
@@ -206,19 +214,19 @@ COUNTS = {"train_topologies": 1, "valid_topologies": 1, "test_topologies": 1, "v
 # REINFORCE iterations after imitation, per objective. Peak memory: none; on the validation split the
 # imitating policy reproduces its heuristic (88.3% / +1.75% and 90.0% / +1.75%, training seeds 0 / 1) and 60
 # fine-tuning iterations at lr 1e-3 moved priorities one bin lower on some graphs (88.3% / +1.31% and
-# 88.3% / +1.73%; docs/REGAL.md, sixth pass)
+# 88.3% / +1.73%)
 FINE_TUNE = {"runtime": 60, "peak_memory": 0}
 
 # the share of REGAL's sampled chromosomes (initial population, mutants) drawn uniform at evaluation
 # (`brkga.Proposal.uniform_share`; training's reward uses the plain proposal). Off: on 80 validation cases
 # shares 0 / 0.1 / 0.25 / 0.5 gained +1.59% / +1.25% / +1.10% / +0.70% on runtime and +0.46% / +0.19% /
-# -0.01% / -0.02% on peak memory (docs/REGAL.md, tenth pass)
+# -0.01% / -0.02% on peak memory
 UNIFORM_SHARE = {"runtime": 0.0, "peak_memory": 0.0}
 
 
 # the training seed per objective, added to --seed: with the defaults the bench trains what
 # algorithms/regal/weights holds. Runtime: training seed 4, the best of seeds 0-4 on 200 validation cases
-# (`--on valid --more-valid 30`'s graphs, docs/REGAL.md, twelfth pass: with the affinities anchored on the two
+# (`--on valid --more-valid 30`'s graphs: with the affinities anchored on the two
 # longest paths seeds 0-4 gain +2.09%, +2.17%, +2.05%, +2.32%, +2.34% over BRKGA-5K and match or beat it on
 # 88.0%, 91.5%, 91.5%, 92.5%, 92.5%; BRKGA-50K gains +1.67%); peak memory: 0 (its imitation reproduces the
 # heuristic on 97.5% of the validation graphs, seeds 1 and 2 on 95.0% and 96.2%)
@@ -254,7 +262,7 @@ def fit(kind: str, graphs: list, args: argparse.Namespace, sizes: Sizes) -> trai
         print(f"{kind}: imitated {what} in {time.perf_counter() - start:.0f} s; mean "
               f"log-likelihood of its actions {cloned.curve[-1]['reward']:+.4f}", flush=True)
         # the distilled policy is used as it is: 40 REINFORCE iterations at BRKGA-5K from it lost 0.4 points
-        # on the validation split (docs/REGAL.md, ninth pass); --fine-tune N adds them
+        # on the validation split; --fine-tune N adds them
         fine_tune = (0 if distilled else FINE_TUNE[kind]) if args.fine_tune is None else args.fine_tune
         if fine_tune == 0:
             return cloned
@@ -267,6 +275,67 @@ def fit(kind: str, graphs: list, args: argparse.Namespace, sizes: Sizes) -> trai
           f"mean reward first {window} iterations {np.mean(rewards[:window]):+.4f}, last {window} "
           f"{np.mean(rewards[-window:]):+.4f}", flush=True)
     return trained
+
+
+def _paper_commands(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser("paper", help="REINFORCE at the paper's size; evaluate on the synthetic and real splits")
+    run.add_argument("--objectives", nargs="*", default=list(OBJECTIVES), choices=OBJECTIVES)
+    recipe = paper.Recipe("runtime")
+    for field in ("iterations", "batch", "samples", "train_budget", "warm_start", "max_train_ops", "seed"):
+        run.add_argument(f"--{field.replace('_', '-')}", type=int, default=None,
+                         help=f"default: the objective's recipe (`paper.RECIPES`; {getattr(recipe, field)} for "
+                              "runtime)")
+    run.add_argument("--lr", type=float, default=None)
+    run.add_argument("--warm-target", default=None, choices=sorted(paper.WARM_TARGETS),
+                     help="what the warm start imitates (default: the objective's recipe)")
+    run.add_argument("--reuse", action="store_true", help="evaluate the saved weights instead of training")
+    run.add_argument("--weights", default=str(paper.WEIGHTS), help="folder of paper_<objective>.npy")
+    run.add_argument("--budget", type=int, default=5000)
+    run.add_argument("--big-budget", type=int, default=50000)
+    run.add_argument("--eval-seeds", type=int, default=1)
+    run.add_argument("--big-cases", type=int, default=None, metavar="N",
+                     help="run the large budget on the first N test cases only (default: all)")
+    run.add_argument("--splits", nargs="*", default=["synthetic", "real"], choices=("synthetic", "real"))
+    run.add_argument("--out", default="regal_paper", help="prefix of the Fig. 2 and Fig. 3 PNGs")
+    run.add_argument("--fig3", type=int, default=0, metavar="N",
+                     help="also the paper's Fig. 3 (evaluation limits 1K-10K) on the first N synthetic test graphs")
+    user = commands.add_parser("place", help="place and schedule a graph.json on two devices")
+    user.add_argument("graph")
+    user.add_argument("--objective", default="runtime", choices=OBJECTIVES)
+    user.add_argument("--budget", type=int, default=5000)
+    user.add_argument("--seed", type=int, default=0)
+    user.add_argument("--policy", action=argparse.BooleanOptionalAction, default=True,
+                      help="use the trained policy's proposal (--no-policy: uniform BRKGA)")
+    user.add_argument("--out", default=None, help="prefix of the PNGs (default: the graph file's path)")
+    commands.add_parser("datasets", help="rebuild the committed 100-300-op splits (a few CPU-minutes each)")
+    commands.add_parser("speed", help="the compiled decoder against the NumPy one")
+
+
+def _paper(args: argparse.Namespace) -> None:
+    recipes = {}
+    for kind in args.objectives:
+        changes = {field: getattr(args, field) for field in ("iterations", "batch", "samples", "train_budget",
+                                                               "warm_start", "max_train_ops", "seed", "lr",
+                                                               "warm_target")
+                   if getattr(args, field) is not None}
+        recipes[kind] = dataclasses.replace(paper.RECIPES[kind], **changes)
+    paper.run(args.objectives, recipes, args.reuse, Path(args.weights), args.budget, args.big_budget,
+              args.eval_seeds, args.splits, args.out, args.fig3, big_cases=args.big_cases)
+
+
+def _datasets(args: argparse.Namespace) -> None:
+    for kind in OBJECTIVES:
+        splits = datasets.build(kind, progress=True)
+        datasets.save(splits, datasets.DATA_DIR / f"{kind}.npz")
+        print(kind, *(f"{name}: {datasets.describe(getattr(splits, name))}" for name in ("train", "valid", "test")))
+
+
+def _speed(args: argparse.Namespace) -> None:
+    train.single_threaded()
+    print(speed.markdown(speed.measure()))
+
+
+PAPER_COMMANDS = {"paper": _paper, "place": place.main, "datasets": _datasets, "speed": _speed}
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ def splits(train: int = 48, valid: int = 8, test: int = 20, variants: int = 2, o
     drawn separately too, from a third seed and numbered after all others, and appended to train; valid
     and test stay the same graphs. With ``more_valid``, that many more validation topologies (of ``ops`` ops)
     are drawn the same way, from a fourth seed, numbered from `MORE_VALID_FIRST`, and appended to valid: a
-    larger validation split with train and test unchanged (docs/REGAL.md, eleventh pass). With ``fresh_test``,
+    larger validation split with train and test unchanged. With ``fresh_test``,
     the test split is replaced by that many test topologies of ``test_ops`` (default ``ops``) ops drawn
     separately, from a fifth seed, numbered from `FRESH_TEST_FIRST`: a second, larger held-out split, train
     and valid unchanged."""

@@ -10,14 +10,13 @@ BRKGA-budget, the same seed, common random numbers):
 - ``oracle, quantized``: the same, restricted to REGAL's action space (`features.solution_actions`):
   the solution's placement as affinity means 0.9 / 0.1, its op priorities and the transfer keys it reads
   rounded to the nearest of the 5 quantized means, concentration 10. What a perfect policy over our 16
-  actions per head could reach if it knew the solution (before the eighth pass: affinities and op
-  priorities only, the raw keys rounded, transfers uniform).
+  actions per head could reach if it knew the solution.
 - ``oracle placement``: the quantized oracle's affinities alone (mean 0.9 for the solution's device,
   concentration 4), priorities and transfers uniform: what knowing only where each op runs buys.
 - ``placement of a same-budget search``: the same, centred on the best solution of uniform BRKGA with the
   search's own budget (another seed) instead of ten times it. The two rows together say how good a
   placement must be to help: on the 12-28-op graphs at BRKGA-5K a BRKGA-50K placement gains +1.93% (97.5%
-  of cases), a BRKGA-5K one +0.01% (90.0%), a BRKGA-500 one -1.98% (docs/REGAL.md, twelfth pass).
+  of cases), a BRKGA-5K one +0.01% (90.0%), a BRKGA-500 one -1.98%.
 - ``priority by height`` / ``priority by depth``: a graph-general rule a GNN can express from its node
   features: op priority mean rising with the op's longest path to a sink (critical-path list scheduling)
   or with its longest path from a source, quantized to the 5 means, concentration 4; affinities uniform.

@@ -10,7 +10,7 @@ makespan, and its upward rank over the largest; and whether that schedule fits t
 model). Without the list schedule's features nothing in a node's attributes tells two devices apart, so
 two structurally alike ops (the branches of a fork) get the same proposal and the policy can only learn a
 placement preference shared by all ops; the list schedule breaks that symmetry with a deterministic
-function of the graph, which the policy may follow, soften or ignore (docs/REGAL.md). The list schedule
+function of the graph, which the policy may follow, soften or ignore. The list schedule
 ignores memory: on the validation graphs it breaks the runtime objective's memory limit on 60% of them,
 where a proposal centred on it loses badly; the fits feature says which. Last, whether the graph is wide
 (1 or 0, the same for every op: `is_wide`, some level of ops at equal depth holds 4 or more), which is
@@ -19,15 +19,17 @@ where the peak-memory heuristic is used (`imitation_target`). Last, the op's dep
 the 5 equal bins of the peak-memory heuristic's priorities, as 0, 1/4, ..., 1). With depth over the
 longest path alone (the 5th feature) the bins' boundaries move with the graph's longest path, and with
 the unbinned rank they fall on the rank's own values (a graph of 6 depths has ranks 0, 0.2, ..., 1): the
-policies trained on either missed priority bins by one on wide graphs (docs/REGAL.md). Last, whether the
+policies trained on either missed priority bins by one on wide graphs. Last, whether the
 op lies on a critical path (`critical_path`: a longest path by runtime, 1 or 0), and whether it lies on
 the longest path through the other ops (`second_path`, 1 or 0): the ops the runtime policy's affinities
 anchor to one device and to the other (`anchored_actions`).
 Edge attributes (2) of edge u -> v (v reads tensor k of u): the size of k over the mean size, and
 1 / (number of readers of k).
 
-Graphs are batched densely and padded to ``nodes`` ops: ``adjacency[b, v, u]`` counts the edges u -> v
-(a multigraph), ``edges[b, v, u]`` holds their attributes, ``mask[b, v]`` marks real ops.
+Graphs are batched as edge lists, padded to ``nodes`` ops and ``edge_slots`` edges: edge e of graph b runs
+``source[b, e] -> target[b, e]`` (one per tensor and reader: a multigraph) with attributes ``edges[b, e]``;
+``edge_mask[b, e]`` marks real edges (padding edges join op 0 to itself and carry nothing), ``mask[b, v]``
+real ops.
 
 Actions: for each op, d + 2 = 4 independent Beta distributions (affinity for device 0, for device 1, the
 op's priority, and the transfer priority of its output tensors), each chosen among 16 quantized (mean,
@@ -38,9 +40,8 @@ variance), and, as action 15, the uniform Beta(1, 1) of standard BRKGA.
 The transfer action is one Beta per op, shared by the d transfer keys (k, j) of each of its output
 tensors k, not one per destination device: with d = 2 a tensor is only ever copied to the device its
 producer is not on, so for any placement one key per tensor is read and a shared Beta sets exactly that
-key (d + 2 heads instead of 2d + 1, the same expressiveness at d = 2). Before the eighth pass (docs/REGAL.md)
-the transfer keys stayed uniform; the seventh pass found that a proposal centred on a BRKGA-50K solution
-reaches BRKGA-50K only when it sets them too.
+key (d + 2 heads instead of 2d + 1, the same expressiveness at d = 2).
+A proposal centred on a BRKGA-50K solution reaches BRKGA-50K only when it sets the transfer keys too.
 """
 
 from __future__ import annotations
@@ -67,8 +68,10 @@ HEADS = DEVICES + 2  # Beta distributions per op
 @dataclasses.dataclass(frozen=True)
 class Batch:
     nodes: np.ndarray  # (B, N, NODE_FEATURES)
-    edges: np.ndarray  # (B, N, N, EDGE_FEATURES)
-    adjacency: np.ndarray  # (B, N, N)
+    edges: np.ndarray  # (B, E, EDGE_FEATURES)
+    source: np.ndarray  # (B, E) int64
+    target: np.ndarray  # (B, E) int64
+    edge_mask: np.ndarray  # (B, E)
     mask: np.ndarray  # (B, N)
 
 
@@ -156,9 +159,9 @@ def anchored_actions(graph: CompGraph, actions: np.ndarray, affinity: float = 0.
     `second_path`'s the other way round, every other op's uniform. Devices are interchangeable, so this
     only says that each path's ops share a device and that the two paths run side by side, which the search
     is nudged towards and free to leave: a transfer is synchronous and stalls both devices, so one on the
-    longest path delays the makespan. The runtime policy's affinity targets (docs/REGAL.md: on 200
-    validation cases at BRKGA-5K the critical path alone at mean 0.7 +1.78%, eleventh pass; both paths at
-    0.9 +2.19%, twelfth pass; uniform affinities +1.41%)."""
+    longest path delays the makespan. The runtime policy's affinity targets (on 200
+    small-graph validation cases at BRKGA-5K: the critical path alone at mean 0.7 +1.78%, both paths at
+    0.9 +2.19%, uniform affinities +1.41%)."""
     actions = np.array(actions)
     high = int(np.abs(MEANS - affinity).argmin())
     near, far = (grid_actions(np.full(graph.num_ops, mean), concentration) for mean in (high, MEANS.size - 1 - high))
@@ -206,26 +209,34 @@ def node_features(graph: CompGraph) -> np.ndarray:
 
 
 def edge_features(graph: CompGraph) -> np.ndarray:
-    """(ops, ops, EDGE_FEATURES), indexed [v, u] for the edge u -> v (attributes of parallel edges add)."""
-    features = np.zeros((graph.num_ops, graph.num_ops, EDGE_FEATURES))
+    """(edges, EDGE_FEATURES), one row per edge of `CompGraph.edges`."""
+    edges = graph.edges()
     readers = graph.uses.sum(axis=0)
-    for u, v, tensor in graph.edges():
-        features[v, u] += [graph.sizes[tensor] / graph.sizes.mean(), 1.0 / readers[tensor]]
-    return features
+    tensor = edges[:, 2]
+    return np.stack([graph.sizes[tensor] / graph.sizes.mean(), 1.0 / readers[tensor]], axis=1)
 
 
-def batch(graphs: list[CompGraph], nodes: int) -> Batch:
+def edge_count(graph: CompGraph) -> int:
+    return int(graph.uses.sum())
+
+
+def batch(graphs: list[CompGraph], nodes: int, edge_slots: int | None = None) -> Batch:
     count = len(graphs)
+    edge_slots = max([1] + [edge_count(graph) for graph in graphs]) if edge_slots is None else edge_slots
     result = Batch(np.zeros((count, nodes, NODE_FEATURES), np.float32),
-                   np.zeros((count, nodes, nodes, EDGE_FEATURES), np.float32),
-                   np.zeros((count, nodes, nodes), np.float32), np.zeros((count, nodes), np.float32))
+                   np.zeros((count, edge_slots, EDGE_FEATURES), np.float32), np.zeros((count, edge_slots), np.int64),
+                   np.zeros((count, edge_slots), np.int64), np.zeros((count, edge_slots), np.float32),
+                   np.zeros((count, nodes), np.float32))
     for b, graph in enumerate(graphs):
-        ops = graph.num_ops
-        if ops > nodes:
-            raise ValueError(f"graph {graph.name!r} has {ops} ops; the batch is padded to {nodes}")
+        ops, edges = graph.num_ops, graph.edges()
+        if ops > nodes or len(edges) > edge_slots:
+            raise ValueError(f"graph {graph.name!r} has {ops} ops and {len(edges)} edges; the batch is padded to "
+                             f"{nodes} and {edge_slots}")
         result.nodes[b, :ops] = node_features(graph)
-        result.edges[b, :ops, :ops] = edge_features(graph)
-        result.adjacency[b, :ops, :ops] = graph.op_adjacency().T
+        result.edges[b, :len(edges)] = edge_features(graph)
+        result.source[b, :len(edges)] = edges[:, 0]
+        result.target[b, :len(edges)] = edges[:, 1]
+        result.edge_mask[b, :len(edges)] = 1.0
         result.mask[b, :ops] = 1.0
     return result
 
@@ -345,7 +356,7 @@ def list_schedule_actions(graph: CompGraph, concentration: float = 4.0) -> np.nd
     return actions
 
 
-WIDE_LEVEL = 4  # ops at one depth that make a graph "wide" (chosen on the training graphs, docs/REGAL.md)
+WIDE_LEVEL = 4  # ops at one depth that make a graph "wide" (chosen on the training graphs)
 
 
 def is_wide(graph: CompGraph, depth: np.ndarray | None = None) -> bool:
@@ -355,9 +366,9 @@ def is_wide(graph: CompGraph, depth: np.ndarray | None = None) -> bool:
 
 
 # the depth order's concentration: 10 at the paper's budgets (on 200 validation cases at BRKGA-5K, where wide,
-# +0.72% against concentration 30's +0.40% and 4's -0.09%, worst case -5.51% against -12.85%; at BRKGA-500 the
-# fourth pass chose 30: +1.00% against 10's +0.60%; docs/REGAL.md, eleventh pass, where the two test splits
-# measured 10 against 30 at +0.05 and -0.17 points: no difference there)
+# +0.72% against concentration 30's +0.40% and 4's -0.09%, worst case -5.51% against -12.85%; at BRKGA-500
+# 30 gains +1.00% against 10's +0.60%; two small-graph test splits measured 10 against 30 at +0.05 and -0.17
+# points: no difference there)
 DEPTH_CONCENTRATION = 10.0
 
 
@@ -369,20 +380,28 @@ def depth_order_actions(graph: CompGraph, concentration: float = DEPTH_CONCENTRA
     return rank_actions(graph, path_lengths(graph)[0], concentration)
 
 
+def level_order_actions(graph: CompGraph, concentration: float = 4.0) -> np.ndarray:
+    """Uniform affinities; op priorities falling with depth (5 equal bins of the depth rank, the shallowest
+    ops the highest mean): of the ready ops the shallowest runs first, a breadth-first (level) order that
+    keeps both devices fed; the placement and the transfers are left to the search. The warm start of the
+    REINFORCE-trained runtime policy at 100-300 ops (`paper.RECIPES`)."""
+    return rank_actions(graph, -path_lengths(graph)[0], concentration)
+
+
 def imitation_target(graph: CompGraph, kind: str) -> np.ndarray:
     """(ops, HEADS) actions of the heuristic proposal the policy is pretrained to imitate (behaviour cloning
     before REINFORCE). Where the heuristic does not apply the target is uniform Beta(1, 1), standard BRKGA.
 
     Runtime: the list schedule where it fits the memory limit: on the validation graphs this matches or
     beats BRKGA-500 on 96.7% of (graph, seed) cases, +1.52% on average, where the list schedule everywhere
-    reaches 63.3%, -4.04% (docs/REGAL.md).
+    reaches 63.3%, -4.04%.
 
     Peak memory: the depth order (`depth_order_actions`) on wide graphs (`is_wide`). Everywhere it measured
     80.2% / +0.80% on the training graphs (2 seeds) and 80.0% / +1.00% on the validation graphs (3 seeds);
     it loses most on chain-like graphs (levels of 1-3 ops), where it fixes nearly the whole order; on wide
     graphs only (the threshold 4 chosen on the training graphs): training 89.1% / +0.83%, validation 85.0% /
-    +0.83% (docs/REGAL.md; these at BRKGA-500 and concentration 30, the fourth pass's; the concentration is 10
-    since the eleventh pass, at the paper's budgets)."""
+    +0.83% (these at BRKGA-500 and concentration 30; the concentration is 10 at the paper's
+    budgets)."""
     uniform = np.full((graph.num_ops, HEADS), UNIFORM)
     if kind == "runtime":
         return list_schedule_actions(graph) if list_schedule_fits(graph) else uniform

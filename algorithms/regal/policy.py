@@ -7,11 +7,12 @@ policy head with per-op categorical distributions over quantized Beta parameters
     h_v^{t+1}   = h_v^t + MLP_node([h_v^t, m_v, m_u])          (T rounds, weights shared across rounds)
     logits_v    = MLP_a(h_v^T)  -> (d + 2) x 16   (affinities, op priority, output transfer priority)
 
-Messages use a dense adjacency (graphs of tens of ops, padded): the message of every (v, u) pair is
-computed and weighted by the count of edges u -> v, then summed over u (forward) or v (reverse). A
-message MLP on the concatenation ``[h_u, e_uv]`` is applied as ``h_u W_h + e_uv W_e + b`` so the node part
-is computed once per node, not once per pair. The baseline is a second GNN whose node states are averaged
-over the real ops and mapped to a scalar, as the paper's.
+Messages run over an edge list (`features.Batch`): each edge gathers its source's (forward) or target's
+(reverse) state, and the messages are summed into the other end by a scatter-add (``bincount``), so a
+round costs O(edges), not O(ops^2), and a graph of a thousand ops trains. A message MLP on the
+concatenation ``[h_u, e_uv]`` is applied as ``h_u W_h + e_uv W_e + b``: the node part is computed once per
+node and then gathered. The baseline is a second GNN whose node states are averaged over the real ops and
+mapped to a scalar, as the paper's.
 
 All weights live in one flat vector (a ``trl.param`` while training, a ``trl.tensor`` constant at
 inference, so one forward function serves both) and each layer reads its slice of it: one parameter
@@ -26,6 +27,7 @@ import dataclasses
 import numpy as np
 
 import timerl as trl
+from timerl.rt import functional as F
 from algorithms.regal.features import CHOICES, EDGE_FEATURES, HEADS, NODE_FEATURES, UNIFORM
 
 RT = trl.RecurrentTensor
@@ -55,7 +57,7 @@ def init_weights(sizes: Sizes = Sizes(), seed: int = 0, head_scale: float = 0.01
     Beta(1, 1), + 5 gives 91%): REINFORCE starts from BRKGA, not from a random mix of skewed proposals,
     which searches worse. The small scale also divides every gradient reaching the GNN by 100: imitation
     (`train.imitate`) starts at ``head_scale`` 1, because from 0.01 it stalled on 2 training seeds of 3 at
-    the marginal of the targets, the GNN's features unused (docs/REGAL.md). The baseline's output bias
+    the marginal of the targets, the GNN's features unused. The baseline's output bias
     starts at -1, the reward of proposals as good as standard BRKGA, so its first predictions do not swamp
     the advantage."""
     rng = np.random.default_rng(seed)
@@ -112,35 +114,52 @@ class Weights:
         return self.affine(second, self.affine(first, x).tanh())
 
 
-def gnn(weights: Weights, nodes: RT, edges: RT, adjacency: RT, rounds: int) -> RT:
+@dataclasses.dataclass(frozen=True)
+class GraphInputs:
+    """A batch of graphs as RTs (`features.Batch`'s fields)."""
+
+    nodes: RT  # (B, N, NODE_FEATURES)
+    edges: RT  # (B, E, EDGE_FEATURES)
+    source: RT  # (B, E) int64
+    target: RT  # (B, E) int64
+    edge_mask: RT  # (B, E)
+    mask: RT  # (B, N)
+
+
+def gnn(weights: Weights, graph: GraphInputs, rounds: int) -> RT:
     """Node states (B, N, hidden) after ``rounds`` of forward and reverse message passing."""
-    h = weights.mlp("node_in", "node_out", nodes)  # (B, N, H)
-    e = weights.mlp("edge_in", "edge_out", edges)  # (B, N, N, E), [b, v, u] for edge u -> v
-    pair_weight = adjacency.unsqueeze(-1)  # (B, N, N, 1)
+    batch, count = int(graph.nodes.shape[0]), int(graph.nodes.shape[1])
+    slots, hidden = int(graph.edges.shape[1]), weights.layout.slots[f"{weights.net}.node_out.w"][1][1]
+    h = weights.mlp("node_in", "node_out", graph.nodes)  # (B, N, H)
+    e = weights.mlp("edge_in", "edge_out", graph.edges)  # (B, E, E_hidden)
+    real = graph.edge_mask.unsqueeze(-1)  # (B, E, 1)
     fwd_edge = weights.affine("fwd_edge", e)  # edge parts do not change across rounds
     rev_edge = weights.affine("rev_edge", e)
+    at_source = graph.source.unsqueeze(-1).expand((batch, slots, hidden))
+    at_target = graph.target.unsqueeze(-1).expand((batch, slots, hidden))
     for _ in range(rounds):
-        # forward: v gathers from its producers u (axis 2 of the pair); reverse: u from its consumers v (axis 1)
-        fwd = (weights.affine("fwd_node", h, bias=False).unsqueeze(1) + fwd_edge).tanh()
-        to_target = (weights.affine("fwd_out", fwd) * pair_weight).sum(dim=2)
-        rev = (weights.affine("rev_node", h, bias=False).unsqueeze(2) + rev_edge).tanh()
-        to_source = (weights.affine("rev_out", rev) * pair_weight).sum(dim=1)
+        # forward: each edge u -> v carries u's state to v; reverse: v's state to u
+        fwd = (trl.gather(weights.affine("fwd_node", h, bias=False), 1, at_source) + fwd_edge).tanh()
+        to_target = F.apply("bincount", graph.target, weights.affine("fwd_out", fwd) * real, size=count)
+        rev = (trl.gather(weights.affine("rev_node", h, bias=False), 1, at_target) + rev_edge).tanh()
+        to_source = F.apply("bincount", graph.source, weights.affine("rev_out", rev) * real, size=count)
         h = h + weights.mlp("update_in", "update_out", trl.cat([h, to_target, to_source], dim=-1))
     return h
 
 
-def policy_logits(flat: RT, layout: Layout, nodes: RT, edges: RT, adjacency: RT, sizes: Sizes) -> RT:
+def policy_logits(flat: RT, layout: Layout, graph: GraphInputs, sizes: Sizes) -> RT:
     """(B, N, HEADS, CHOICES) logits of each op's quantized Beta choices."""
     weights = Weights(flat, layout, "policy")
-    h = gnn(weights, nodes, edges, adjacency, sizes.rounds)
+    h = gnn(weights, graph, sizes.rounds)
     logits = weights.mlp("head_hidden", "head_out", h)
-    batch, count = int(nodes.shape[0]), int(nodes.shape[1])
+    batch, count = int(graph.nodes.shape[0]), int(graph.nodes.shape[1])
     return logits.reshape((batch, count, HEADS, CHOICES))
 
 
-def baseline(flat: RT, layout: Layout, nodes: RT, edges: RT, adjacency: RT, mask: RT, sizes: Sizes) -> RT:
+def baseline(flat: RT, layout: Layout, graph: GraphInputs, sizes: Sizes) -> RT:
     """(B,) predicted reward: the mean node state over real ops, through an MLP."""
     weights = Weights(flat, layout, "baseline")
-    h = gnn(weights, nodes, edges, adjacency, sizes.rounds)
+    h = gnn(weights, graph, sizes.rounds)
+    mask = graph.mask
     pooled = (h * mask.unsqueeze(-1)).sum(dim=1) / mask.sum(dim=1, keepdim=True)
     return weights.mlp("head_hidden", "head_out", pooled).squeeze(-1)

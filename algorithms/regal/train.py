@@ -8,7 +8,7 @@ with the same budget and the same BRKGA seeds, fresh for every graph of every it
 graph's samples, averaged over ``seeds`` runs. Both runs draw the same random numbers (`brkga.Proposal`
 samples by inversion), so the ratio measures the proposal more than the luck of the search (a policy that
 proposes Beta(1, 1) everywhere gets exactly -1); the luck left is still 2-7% per run once a proposal
-changes many genes (docs/REGAL.md), hence the averaging. The loss is the REINFORCE
+changes many genes, hence the averaging. The loss is the REINFORCE
 term with the baseline GNN's prediction subtracted, plus the baseline's squared error. With ``samples`` >
 1, each graph of a batch gets several sampled actions and the advantage subtracts the mean reward of that
 graph's samples instead (a Monte Carlo estimate of the same scalar baseline b(G), with far less variance
@@ -33,7 +33,7 @@ import timerl as trl
 from algorithms.regal import features
 from algorithms.regal.parallel import best_solutions, run_jobs
 from algorithms.regal.graph import CompGraph
-from algorithms.regal.policy import Layout, Sizes, baseline, init_weights, policy_logits
+from algorithms.regal.policy import GraphInputs, Layout, Sizes, baseline, init_weights, policy_logits
 from timerl.errors import FileFormatError, TimeRLError
 from timerl.files import read_npy
 from timerl.pdg.graph import TensorType
@@ -153,11 +153,11 @@ def imitate(graphs: list[CompGraph], targets: list[np.ndarray], config: Config =
     (i,), (I,) = ctx.dims, ctx.bounds
     with ctx:
         weights = trl.param(layout.pack(initial), domain=(i,))
-        x, e, adjacency, mask = (trl.source(inputs.field(name), shape, "float32", (i,))
-                                 for name, shape in inputs.shapes(config.batch).items())
+        graph = inputs.sources(config.batch, (i,))
+        mask = graph.mask
         target = trl.source(lambda point: padded[batches[point["i"]]], (config.batch, nodes, features.HEADS),
                             "int64", (i,))
-        policy = trl.distributions.Categorical(logits=policy_logits(weights, layout, x, e, adjacency, config.sizes))
+        policy = trl.distributions.Categorical(logits=policy_logits(weights, layout, graph, config.sizes))
         per_op = (policy.log_prob(target) * mask.unsqueeze(-1)).sum() / (mask.sum() * features.HEADS)
         (-per_op).backward()
         trl.optim.Adam([weights], lr=config.lr).step()
@@ -185,12 +185,12 @@ def distillation_data(graphs: list[CompGraph], kind: str, budget: int, seeds: in
     (graph, target) example per run, for `imitate`: with several seeds the policy learns the distribution
     of the searches' solutions per op, and its most likely action is their mode.
 
-    The defaults were chosen on the validation split (docs/REGAL.md, eighth pass): priorities respaced by
+    The defaults were chosen on the validation split: priorities respaced by
     the decoded order (the raw keys of a solution are arbitrary wherever no two nodes compete, and a
     policy learns them badly), and the placement left to the search (imitated placements follow the list
     schedule's devices, break the memory limit and lose). With ``anchor`` (and without ``placement``) the
     affinities are anchored on the graph's two longest paths instead of uniform (`features.anchored_actions`;
-    the bench's runtime default: the critical path alone since the eleventh pass, both since the twelfth)."""
+    the bench's runtime default)."""
     examples = [graph for _ in range(seeds) for graph in graphs]
     jobs = [(graph, kind, budget, None, DISTIL_SEED + 1000 * s + g) for s in range(seeds)
             for g, graph in enumerate(graphs)]
@@ -226,13 +226,13 @@ def train(graphs: list[CompGraph], config: Config = Config(), progress: bool = F
     (i,), (I,) = ctx.dims, ctx.bounds
     with ctx:
         weights = trl.param(packed, domain=(i,))
-        x, e, adjacency, mask = (trl.source(inputs.field(name), shape, "float32", (i,))
-                                 for name, shape in inputs.shapes(config.batch).items())
-        policy = trl.distributions.Categorical(logits=policy_logits(weights, layout, x, e, adjacency, config.sizes))
+        graph = inputs.sources(config.batch, (i,))
+        mask = graph.mask
+        policy = trl.distributions.Categorical(logits=policy_logits(weights, layout, graph, config.sizes))
         action = policy.sample()  # (B, N, HEADS)
         (reward,) = F.apply("udf", action, fn=reward_fn or _Reward(graphs, batches, config),
                             outputs=(TensorType((config.batch,), "float32"),), as_tuple=True)
-        value = baseline(weights, layout, x, e, adjacency, mask, config.sizes)
+        value = baseline(weights, layout, graph, config.sizes)
         if config.samples > 1:  # the other samples of the same graph are a lower-variance baseline
             per_graph = reward.reshape((distinct, config.samples))
             advantage = (per_graph - per_graph.mean(dim=1, keepdim=True)).reshape((config.batch,)).detach()
@@ -274,25 +274,39 @@ def _run(ctx: trl.Context, I: Any, config: Config, final: list, layout: Any, nod
 
 
 class _BatchInputs:
-    """Padded features of each iteration's batch, built once per iteration and shared by the four sources."""
+    """Padded features of each iteration's batch, built once per iteration and shared by the six sources:
+    ``nodes`` ops and as many edge slots as the largest graph has edges."""
 
     def __init__(self, graphs: list[CompGraph], batches: np.ndarray, nodes: int) -> None:
         self.graphs, self.batches, self.nodes = graphs, batches, nodes
+        self.edge_slots = max([1] + [features.edge_count(graph) for graph in graphs])
         self._cache: dict[int, features.Batch] = {}
+        self._rows: dict[int, features.Batch] = {}
 
-    def shapes(self, batch: int) -> dict[str, tuple[int, ...]]:
-        n = self.nodes
-        return {"nodes": (batch, n, features.NODE_FEATURES), "edges": (batch, n, n, features.EDGE_FEATURES),
-                "adjacency": (batch, n, n), "mask": (batch, n)}
+    def sources(self, batch: int, domain: tuple) -> GraphInputs:
+        n, e = self.nodes, self.edge_slots
+        shapes = {"nodes": ((batch, n, features.NODE_FEATURES), "float32"),
+                  "edges": ((batch, e, features.EDGE_FEATURES), "float32"), "source": ((batch, e), "int64"),
+                  "target": ((batch, e), "int64"), "edge_mask": ((batch, e), "float32"),
+                  "mask": ((batch, n), "float32")}
+        return GraphInputs(**{name: trl.source(self.field(name), shape, dtype, domain)
+                              for name, (shape, dtype) in shapes.items()})
 
     def field(self, name: str):
         def read(point: dict) -> np.ndarray:
             iteration = point["i"]
             if iteration not in self._cache:
-                self._cache = {iteration: features.batch([self.graphs[g] for g in self.batches[iteration]],
-                                                         self.nodes)}
+                rows = [self._graph(g) for g in self.batches[iteration]]
+                self._cache = {iteration: features.Batch(*(np.concatenate([getattr(row, field.name) for row in rows])
+                                                           for field in dataclasses.fields(features.Batch)))}
             return getattr(self._cache[iteration], name)
         return read
+
+    def _graph(self, g: int) -> features.Batch:
+        """Graph g's padded features (computed once: the list schedule costs more than the GNN)."""
+        if g not in self._rows:
+            self._rows[g] = features.batch([self.graphs[g]], self.nodes, self.edge_slots)
+        return self._rows[g]
 
 
 def propose(trained: Trained, graphs: list[CompGraph], batch: int = 8, backend: str = "torch",
@@ -310,9 +324,7 @@ def propose(trained: Trained, graphs: list[CompGraph], batch: int = 8, backend: 
     (I,) = ctx.bounds
     with ctx:
         weights = trl.tensor(trained.weights)
-        x, e, adjacency, _ = (trl.source(inputs.field(name), shape, "float32", ctx.dims)
-                              for name, shape in inputs.shapes(batch).items())
-        logits = policy_logits(weights, trained.layout, x, e, adjacency, trained.sizes)
+        logits = policy_logits(weights, trained.layout, inputs.sources(batch, ctx.dims), trained.sizes)
         action = logits.argmax(dim=-1) if greedy else trl.distributions.Categorical(logits=logits).sample()
         action.sink(lambda point, value: chosen.__setitem__(point["i"], np.asarray(value).copy()))
     ctx.compile(bounds={I: count}, backend=backend, seed=seed).execute()

@@ -15,7 +15,7 @@ def test_ea_on_two_workers_matches_serial(local_ray):
     try:
         parallel = run("ea", graph, seed=3, settings=Settings(budget=260, workers=2))
     finally:
-        close_workers()  # the session's Ray stays up for the other tests
+        close_workers()  # the shared Ray stays up for the other tests
     # 260 is not a multiple of the population (20): the last generation stops mid-way in both
     assert parallel.curve == serial.curve
     assert parallel.speedup == serial.speedup

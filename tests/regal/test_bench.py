@@ -121,7 +121,7 @@ def test_counts_below_their_least_value_are_refused_by_name(flag, value, least, 
 
 def test_default_training_seeds_are_the_shipped_ones(tmp_path):
     """Without --train-seed each policy trains with seed --seed + `TRAIN_SEED` (4 for runtime and 0 for peak
-    memory since the twelfth pass; what algorithms/regal/weights holds): the same weights as naming that
+    memory; what algorithms/regal/weights holds): the same weights as naming that
     seed, others than seed 1's."""
     common = ["bench", "--distil", "0", "--train-topologies", "3", "--valid-topologies", "1", "--test-topologies", "1",
               "--variants", "1", "--imitate", "3", "--fine-tune", "0", "--budget", "40", "--big-budget", "80",

@@ -10,10 +10,11 @@ from algorithms.regal import brkga, features, train
 from algorithms.regal.data import generate
 from algorithms.regal.graph import CompGraph, from_edges
 from algorithms.regal.perfmodel import DEVICES, chromosome_length, evaluate
-from algorithms.regal.policy import Layout, Sizes, baseline, init_weights, policy_logits
+from algorithms.regal.policy import GraphInputs, Layout, Sizes, baseline, init_weights, policy_logits
 
 
-def numpy_gnn(w, net, x, e, adjacency, rounds):
+def numpy_gnn(w, net, data, rounds):
+    """The GNN's equations, one edge at a time over each graph's edge list."""
     def affine(name, v, bias=True):
         y = v @ w[f"{net}.{name}.w"]
         return y + w[f"{net}.{name}.b"] if bias else y
@@ -21,24 +22,33 @@ def numpy_gnn(w, net, x, e, adjacency, rounds):
     def mlp(first, second, v):
         return affine(second, np.tanh(affine(first, v)))
 
-    h, edge = mlp("node_in", "node_out", x), mlp("edge_in", "edge_out", e)
+    h, edge = mlp("node_in", "node_out", data.nodes), mlp("edge_in", "edge_out", data.edges)
     for _ in range(rounds):
         fwd = np.zeros_like(h)
         rev = np.zeros_like(h)
-        for b in range(x.shape[0]):
-            for v, u in zip(*np.nonzero(adjacency[b])):
-                count = adjacency[b, v, u]
-                fwd[b, v] += count * affine("fwd_out", np.tanh(affine("fwd_node", h[b, u], False)
-                                                               + affine("fwd_edge", edge[b, v, u])))
-                rev[b, u] += count * affine("rev_out", np.tanh(affine("rev_node", h[b, v], False)
-                                                               + affine("rev_edge", edge[b, v, u])))
+        for b in range(h.shape[0]):
+            for k in np.flatnonzero(data.edge_mask[b]):
+                u, v = data.source[b, k], data.target[b, k]
+                forward = np.tanh(affine("fwd_node", h[b, u], False) + affine("fwd_edge", edge[b, k]))
+                reverse = np.tanh(affine("rev_node", h[b, v], False) + affine("rev_edge", edge[b, k]))
+                fwd[b, v] += affine("fwd_out", forward)
+                rev[b, u] += affine("rev_out", reverse)
         h = h + mlp("update_in", "update_out", np.concatenate([h, fwd, rev], axis=-1))
     return h, mlp
 
 
+def multigraph():
+    """Ops with several outputs, read by the same op twice (parallel edges u -> v)."""
+    uses = np.zeros((5, 7), bool)
+    for v, k in ((1, 0), (2, 0), (2, 5), (3, 1), (3, 6), (4, 2), (4, 3), (4, 1)):
+        uses[v, k] = True
+    return CompGraph(np.array([1.0, 2.0, 1.5, 3.0, 1.0]), np.arange(1.0, 8.0), np.array([0, 1, 2, 3, 4, 0, 1]),
+                     uses, name="multigraph", memory_limit=20.0)
+
+
 @pytest.fixture(scope="module")
 def setting():
-    graphs = generate(3, 1, ops=(5, 8), seed=4)
+    graphs = generate(3, 1, ops=(5, 8), seed=4) + [multigraph()]
     data = features.batch(graphs, 8)
     sizes = Sizes(hidden=8, edge_hidden=4, rounds=2)
     weights = init_weights(sizes, seed=3, head_scale=1.0)  # not the near-zero init, so the comparison has signal
@@ -52,17 +62,17 @@ def test_networks_match_numpy(setting):
     ctx = trl.Context("i")
     with ctx:
         flat = trl.tensor(layout.pack(weights))
-        x, e, a, m = (trl.tensor(v) for v in (data.nodes, data.edges, data.adjacency, data.mask))
+        graph = GraphInputs(*(trl.tensor(getattr(data, field.name)) for field in dataclasses.fields(GraphInputs)))
         keep = lambda name: lambda point, value: got.__setitem__(name, np.asarray(value).copy())  # noqa: E731
-        policy_logits(flat, layout, x, e, a, sizes).sink(keep("logits"))
-        baseline(flat, layout, x, e, a, m, sizes).sink(keep("value"))
+        policy_logits(flat, layout, graph, sizes).sink(keep("logits"))
+        baseline(flat, layout, graph, sizes).sink(keep("value"))
     ctx.compile(bounds={ctx.bounds[0]: 1}, backend="torch").execute()
 
     w = {k: v.astype(np.float64) for k, v in weights.items()}
-    h, mlp = numpy_gnn(w, "policy", data.nodes, data.edges, data.adjacency, sizes.rounds)
-    logits = mlp("head_hidden", "head_out", h).reshape(3, 8, features.HEADS, features.CHOICES)
+    h, mlp = numpy_gnn(w, "policy", data, sizes.rounds)
+    logits = mlp("head_hidden", "head_out", h).reshape(len(graphs), 8, features.HEADS, features.CHOICES)
     np.testing.assert_allclose(got["logits"], logits, rtol=1e-4, atol=1e-5)
-    h, mlp = numpy_gnn(w, "baseline", data.nodes, data.edges, data.adjacency, sizes.rounds)
+    h, mlp = numpy_gnn(w, "baseline", data, sizes.rounds)
     pooled = (h * data.mask[..., None]).sum(1) / data.mask.sum(1, keepdims=True)
     np.testing.assert_allclose(got["value"], mlp("head_hidden", "head_out", pooled)[:, 0], rtol=1e-4, atol=1e-5)
 
@@ -71,7 +81,10 @@ def test_padding_and_features(setting):
     graphs, data, _, _ = setting
     for b, graph in enumerate(graphs):
         assert data.mask[b].sum() == graph.num_ops and not data.nodes[b, graph.num_ops:].any()
-        assert data.adjacency[b].sum() == len(graph.edges())
+        edges = graph.edges()
+        assert data.edge_mask[b].sum() == len(edges) == graph.uses.sum()
+        np.testing.assert_array_equal(np.stack([data.source[b], data.target[b]], 1)[:len(edges)], edges[:, :2])
+        assert not data.edges[b, len(edges):].any()
         depth, height = features.path_lengths(graph)
         assert depth.max() == height.max()  # both are the longest path's op count
 
@@ -216,7 +229,7 @@ def test_the_path_anchor_lets_brkga_find_an_unsplit_chain():
     split over the two devices waits on the side ops there (transfers stall both devices). With the chain
     anchored (one side pair, the second path, anchored to the other device; the other side ops and heads
     uniform) BRKGA-400 reaches 100 on most of 8 seeds; uniform BRKGA with the same seeds never does
-    (measured: 100.0 on all 8 at mean 0.9, 101.375 at the eleventh pass's 0.7, against 121.75)."""
+    (measured: 100.0 on all 8 at mean 0.9, 101.375 at mean 0.7, against 121.75)."""
     edges = [(k, k + 1) for k in range(9)] + [(j, j + 1) for j in range(10, 20, 2)]
     graph = from_edges([10.0] * 10 + [9.0] * 10, edges, [1.0] * 20)
     np.testing.assert_array_equal(features.critical_path(graph), [True] * 10 + [False] * 10)

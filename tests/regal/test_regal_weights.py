@@ -27,7 +27,7 @@ def test_shipped_policies_propose_what_they_learned():
     (mean 0.9), every other op's affinity uniform (241 of the 388 ops of the validation graphs anchored),
     concentration 4 on the priority and transfer heads, and op priorities that fall with depth (measured for
     training seed 4 on every validation graph: Spearman 0.90 on average against shallow-first, 0.77 at least;
-    a level order; the eleventh pass's seed 0: 0.95 and 0.90)."""
+    a level order; training seed 0: 0.95 and 0.90)."""
     splits = data.splits(48, 10, 10, variants=2, seed=0)
     graphs = splits.valid[::4]
     memory = train.propose(_policy("peak_memory", splits), graphs)

@@ -184,7 +184,16 @@ register("stack", MOVEMENT, vectorize=VMAP, incrementalize=NOT_A_REDUCTION,
 
 
 def _scatter_add(xp, g, index, dim, size):
-    """zeros with ``size`` along ``dim``, adding ``g`` at ``index`` (the transpose of take_along_axis)."""
+    """zeros with ``size`` along ``dim``, adding ``g`` at ``index`` (the transpose of take_along_axis); indices
+    outside ``[0, size)`` add nothing. torch scatters in O(elements), into a buffer one longer along ``dim``
+    whose last slot takes the outside indices; elsewhere every element is compared with every class,
+    O(elements x size)."""
+    if hasattr(g, "scatter_add_"):
+        at = index.long()
+        at = at.masked_fill((at < 0) | (at >= size), size)
+        shape = list(g.shape)
+        shape[dim] = size + 1
+        return g.new_zeros(shape).scatter_add_(dim, at, g).narrow(dim, 0, size)
     classes = xp.arange(size)
     shape = [1] * (index.ndim + 1)
     shape[dim + 1 if dim >= 0 else dim] = size
@@ -212,7 +221,7 @@ def _gather_shape(inputs, attrs):
         raise ShapeError("gather needs index with as many dimensions as the input")
     for axis, (size, length) in enumerate(zip(x.shape, index.shape)):
         fits = size >= length if isinstance(size, int) and isinstance(length, int) else same_dim(size, length)
-        if axis != attrs["dim"] and not fits:
+        if axis != attrs["dim"] % len(x.shape) and not fits:
             raise ShapeError(f"gather: index {tuple(index.shape)} is longer than input {tuple(x.shape)} on "
                              f"axis {axis} (torch.gather reads the leading part of the other axes)")
     return [index.shape]
@@ -220,6 +229,7 @@ def _gather_shape(inputs, attrs):
 
 def _leading(index_shape, dim):
     """The leading part of an input that an index of ``index_shape`` reads on the axes other than ``dim``."""
+    dim = dim % max(len(index_shape), 1)  # a batched kernel's dim counts from the end
     return tuple(slice(None) if axis == dim else slice(0, length) for axis, length in enumerate(index_shape))
 
 

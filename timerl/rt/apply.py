@@ -137,6 +137,7 @@ def _as_tensors(args: Sequence[Any], op: str | None = None, attrs: Attrs = Attrs
             out[k] = constant(ctx, arg, common if k in members else _scalar_dtype(arg, tensors))
         elif k in members and arg.dtype != common:
             out[k] = apply("astype", arg, dtype=common)
+            ctx.conversions += 1
     return out
 
 

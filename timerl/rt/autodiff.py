@@ -105,14 +105,18 @@ def _recording(ctx: Context) -> Iterator[None]:
 
 
 def _relevant(ctx: Context, root: NodeDraft) -> set[int]:
-    """Nodes that feed ``root`` and depend, through differentiable reads, on a ``requires_grad`` tensor."""
+    """Nodes that feed ``root`` and depend, through differentiable reads, on a ``requires_grad`` tensor.
+    The walk up from ``root`` stops at what passes no gradient (a detach, an earlier backward's gradients
+    behind it): what lies beyond cannot carry one to ``root``."""
     ancestors: set[int] = set()
     stack = [root.id]
     while stack:
         node_id = stack.pop()
         if node_id not in ancestors:
             ancestors.add(node_id)
-            stack.extend(e.producer for e in ctx.nodes[node_id].inputs)
+            node = ctx.nodes[node_id]
+            if node_id == root.id or node.category is ACCUMULATE or _passes_gradient(node):
+                stack.extend(e.producer for e in node.inputs)
     consumers: dict[int, list[int]] = {}
     for node_id in ancestors:
         for edge in ctx.nodes[node_id].inputs:

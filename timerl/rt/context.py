@@ -80,6 +80,7 @@ class Context:
         self.bounds: tuple[Symbol, ...] = tuple(Symbol(n, is_bound=True) for n in bound_names)
         self._dim_ids = frozenset(id(d) for d in self.dims)
         self.nodes: list[NodeDraft] = []
+        self.conversions = 0  # dtype conversions `timerl.rt.apply` inserted for promotion (see `draw_stream`)
         self._when: list[Cond] = []
         self.objectives: list[Any] = []
 
@@ -144,6 +145,11 @@ class Context:
         node = NodeDraft(len(self.nodes), op, attrs, domain, condition, inputs, outputs, location)
         self.nodes.append(node)
         return node
+
+    def draw_stream(self) -> int:
+        """The random stream of a draw made now: its position among the nodes the program wrote, not counting
+        the conversions promotion inserted, so that how operands are converted never changes what is drawn."""
+        return len(self.nodes) - self.conversions
 
     def check_domain(self, domain: Any, location: str) -> tuple[Symbol, ...]:
         """A user's ``domain=``: dimensions of this context, each once, returned in the context's order."""

@@ -74,12 +74,12 @@ def grad_flag(requires_grad: bool, dtype: str) -> bool:
 def rand(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = (),
          requires_grad: bool = False) -> RT:
     """Uniform [0, 1): a fresh, independent draw at every point of the domain, fixed by the seed."""
-    return _leaf("rand", shape, dtype, domain, requires_grad, stream=len(current_context().nodes))
+    return _leaf("rand", shape, dtype, domain, requires_grad, stream=current_context().draw_stream())
 
 
 def randn(shape: Sequence[int] = (), dtype: str = "float32", domain: Sequence[Symbol] = (),
           requires_grad: bool = False) -> RT:
-    return _leaf("randn", shape, dtype, domain, requires_grad, stream=len(current_context().nodes))
+    return _leaf("randn", shape, dtype, domain, requires_grad, stream=current_context().draw_stream())
 
 
 def source(fn: Callable[[dict], Any], shape: Sequence[int] = (), dtype: str = "float32",

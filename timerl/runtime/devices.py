@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from timerl.errors import ArgumentError, TimeRLError, user_location
-from timerl.ops.registry import UDF
+from timerl.ops.registry import SOURCE, UDF
 from timerl.pdg.graph import Graph
 
 
@@ -27,6 +27,10 @@ def check_devices(graph: Graph, backend: str, devices: Any, split: Any, device_m
         raise TimeRLError(f"{user_location()}: device_memory= is a budget of one device; it cannot be combined "
                           f"with devices={devices}")
     batch = _batch_length(graph, split)
+    if not any(batch in tuple(t.shape) for node in graph.nodes if node.category in (SOURCE, UDF)
+               for t in node.outputs):
+        raise TimeRLError(f"{user_location()}: split={split!r}: no source or UDF output of this program has an "
+                          f"axis of length {batch}, so nothing would be split across the devices")
     if batch % devices:
         raise TimeRLError(f"{user_location()}: the batch axis to split has length {batch}, which {devices} "
                           f"devices cannot share evenly (choose a count that divides {batch})")

@@ -30,7 +30,7 @@ from timerl.backends.jax_keys import Unhashable, freeze, shared
 from timerl.ops.registry import CONST, DRAW
 from timerl.ops.special import draws_normal
 from timerl.pdg.graph import Node, identity_read
-from timerl.pdg.sizes import static_bytes
+from timerl.pdg.sizes import output_bytes, static_bytes
 from timerl.runtime import jax_rng
 from timerl.ops.registry import OPS
 from timerl.runtime.evaluate import bound_kernel, find_violation, first_violation, raise_violation
@@ -64,6 +64,11 @@ class JaxGroupLowering(GroupLowering):
     def _pure(self, node: Node) -> bool:
         if node.category is DRAW:
             return jax_rng.on_device(node.op, node.attrs["dtype"]) and static_bytes(node) is not None
+        # an input whose shape changes from point to point (a window that grows: a replay buffer filling up)
+        # would recompile the whole jitted part at every new shape; such a member runs outside it, on its own
+        nodes = self.graph.nodes
+        if any(output_bytes(nodes[e.producer], e.output) is None for e in node.inputs):
+            return False
         return super()._pure(node)
 
     def _checked_on_host(self, node: Node) -> bool:
