@@ -50,7 +50,7 @@ def _draw(node, point, inputs, seed, attrs, backend):
 def _source(node, point, inputs, seed, attrs, backend):
     where = point_dict(node.domain, point)
     value = call_user(node, point, lambda: attrs["fn"](where))
-    value = owned_array(value, attrs["dtype"], f"{node.label()}: the source function failed at {where}")
+    value = owned_array(value, attrs["dtype"], lambda: f"{node.label()}: the source function failed at {where}")
     return (backend.from_user(_check_shape(node, value, attrs["shape"])),)
 
 
@@ -73,8 +73,11 @@ def _udf(node, point, inputs, seed, attrs, backend):
     arrays = [backend.to_numpy(v) for v in inputs]
     where = point_dict(node.domain, point)
     results = call_user(node, point, lambda: attrs["fn"](where, *arrays))
-    return tuple(backend.from_user(owned_array(v, t.dtype, f"{node.label()}: the udf function failed at {where}"))
-                 for v, t in zip(results, attrs["outputs"]))
+
+    def failed() -> str:  # the error's text, built only on an error
+        return f"{node.label()}: the udf function failed at {where}"
+
+    return tuple(backend.from_user(owned_array(v, t.dtype, failed)) for v, t in zip(results, attrs["outputs"]))
 
 
 _BY_EXECUTOR = {CONST: _const, DRAW: _draw, SOURCE: _source, MERGE: _merge, SINK: _sink, UDF: _udf}

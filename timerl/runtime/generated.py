@@ -30,7 +30,8 @@ def udf_call(node: Node, backend: Any) -> Callable[[tuple, list], tuple]:
     to_numpy, from_numpy = backend.to_numpy, backend.from_user
 
     def asarray(value: Any, dtype: np.dtype, point: tuple) -> Any:
-        return owned_array(value, dtype.name, f"{node.label()}: the udf function failed at {dict(zip(names, point))}")
+        return owned_array(value, dtype.name,
+                           lambda: f"{node.label()}: the udf function failed at {dict(zip(names, point))}")
 
     empty = [backend.from_numpy(np.zeros(t.shape, d))
              if all(isinstance(n, int) for n in t.shape) and math.prod(t.shape) == 0 else None
