@@ -21,16 +21,18 @@ venv: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(PY) -m algorithms.demo
 
+# Tests run on every core (pytest-xdist), but those marked `serial` (CPU-clock budgets) run alone afterwards.
+PYTEST := $(PY) -m pytest tests -p no:cacheprovider
 test: $(VENV)/.installed
-	$(PY) -m pytest tests -p no:cacheprovider -n auto
+	$(PYTEST) -n auto -m "not serial" && $(PYTEST) -m serial
 
 test-passes: $(VENV)/.installed
 	@failed=""; for pass in $(PASSES); do \
 		echo "== TIMERL_PASS_OFF=$$pass"; \
-		TIMERL_PASS_OFF=$$pass $(PY) -m pytest tests -p no:cacheprovider -n auto -q || failed="$$failed $$pass"; \
+		(TIMERL_PASS_OFF=$$pass $(PYTEST) -n auto -q -m "not serial" && TIMERL_PASS_OFF=$$pass $(PYTEST) -q -m serial) || failed="$$failed $$pass"; \
 	done; for pass in $(PASSES_ON); do \
 		echo "== TIMERL_PASS_ON=$$pass"; \
-		TIMERL_PASS_ON=$$pass $(PY) -m pytest tests -p no:cacheprovider -n auto -q || failed="$$failed $$pass(on)"; \
+		(TIMERL_PASS_ON=$$pass $(PYTEST) -n auto -q -m "not serial" && TIMERL_PASS_ON=$$pass $(PYTEST) -q -m serial) || failed="$$failed $$pass(on)"; \
 	done; if [ -n "$$failed" ]; then echo "failed with these switches off (or on):$$failed"; exit 1; fi
 
 bench: $(VENV)/.installed  # rewrites the tables of docs/benchmarks.md

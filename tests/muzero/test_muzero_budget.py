@@ -97,6 +97,7 @@ def test_deadline_stops_a_call_once_enough_games_ended(setting):
     assert not wall.passed(0) and Deadline(past, at_least=2).passed(1) is False
 
 
+@pytest.mark.serial  # CPU-clock budgets: measured alone, not beside another test process on the same cores
 @pytest.mark.parametrize("persistent_rows", [False, True])
 def test_a_run_stays_inside_a_tiny_budget(persistent_rows):
     """`muzero_play` on a small workload at a budget of a few rounds: the budget's clock never passes it (the
@@ -134,6 +135,7 @@ def test_rows_persist_by_size():
     assert MuZeroConfig(games=16, rows=32).round_shape(large) == (32, 16)
 
 
+@pytest.mark.serial  # CPU-clock budgets: measured alone, not beside another test process on the same cores
 def test_extra_rounds_fill_the_budget_and_stay_inside_it():
     """Rounds come one per `steps_per_round` learner steps, so with few steps (10, a round every 5: 3 rounds and
     the final one) a run ends well short of a budget of 30 first rounds; `extra_rounds` (the default) plays more
