@@ -11,13 +11,12 @@ gradient through the hidden state over the whole iteration (backpropagation thro
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 import numpy as np
 
 import timerl as trl
-from algorithms.reinforce import iteration_summary
+from algorithms.reinforce import compile_and_run, iteration_summary
 from timerl.runlog import IterationClock
 
 
@@ -94,12 +93,7 @@ def train(env_name: str = "CartPole-v1", iterations: int = 100, num_envs: int = 
 
         trl.stack([r[i, 0:T], done[i, 0:T].astype("float32")]).sink(log)
 
-    started = time.perf_counter()
-    executable = ctx.compile(bounds={I: iterations, T: steps}, backend=backend, seed=seed, **(compile_options or {}))
-    clock.start(time.perf_counter() - started)
-    executable.execute()
-    if stats is not None:
-        stats.update(executable.stats, executable=executable)
+    compile_and_run(ctx, {I: iterations, T: steps}, clock, backend, seed, compile_options, stats)
     return curve
 
 

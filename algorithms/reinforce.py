@@ -127,6 +127,18 @@ def iteration_summary(iteration: int, rewards: np.ndarray, ends: np.ndarray) -> 
             "mean_return": float(all_returns.mean())}
 
 
+def compile_and_run(ctx: trl.Context, bounds: dict, clock: IterationClock, backend: str, seed: int,
+                    compile_options: dict | None, stats: dict | None) -> None:
+    """Compile ``ctx`` and execute it, ``clock`` started after the compile (its first iteration's seconds exclude
+    it); ``stats``, when given, receives the executable's stats and the executable itself."""
+    started = time.perf_counter()
+    executable = ctx.compile(bounds=bounds, backend=backend, seed=seed, **(compile_options or {}))
+    clock.start(time.perf_counter() - started)
+    executable.execute()
+    if stats is not None:
+        stats.update(executable.stats, executable=executable)
+
+
 def continuing_summary(iteration: int, counted: trl.rl.RunningEpisodes, rewards: np.ndarray,
                        ends: np.ndarray) -> dict[str, Any]:
     """`iteration_summary` where episodes continue across iterations: the episodes that end within the
