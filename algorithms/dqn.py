@@ -110,12 +110,14 @@ class EpisodeLogger:
         self.clock, self.cpu = now, cpu
 
 
-def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--num-envs", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=250, help="environment steps per iteration")
+def command_line(description: str, train, env: str, iterations: int, num_envs: int, steps: int,
+                 argv: list[str] | None) -> list[dict[str, Any]]:
+    """The off-policy learners' command line (DQN, TD3): train with the flags' values, print the curve."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--env", default=env)
+    parser.add_argument("--iterations", type=int, default=iterations)
+    parser.add_argument("--num-envs", type=int, default=num_envs)
+    parser.add_argument("--steps", type=int, default=steps, help="environment steps per iteration")
     parser.add_argument("--capacity", type=int, default=10_000, help="replay buffer size in transitions")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--backend", default="torch", choices=("reference", "torch", "jax"))
@@ -126,6 +128,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     for row in curve:
         print(f"{row['iteration']:9d}  {row['episodes']:8d}  {row['mean_return']:11.1f}  {row['seconds']:7.3f}")
     return curve
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    return command_line(__doc__.split("\n\n")[0], train, "CartPole-v1", 20, 4, 250, argv)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Before ``learning_starts`` the actions are uniform; time-limit ends bootstrap fr
 
 from __future__ import annotations
 
-import argparse
 import time
 from typing import Any
 
@@ -22,7 +21,7 @@ import gymnasium
 import numpy as np
 
 import timerl as trl
-from algorithms.dqn import EpisodeLogger
+from algorithms.dqn import EpisodeLogger, command_line
 
 
 def train(env_name: str = "Pendulum-v1", iterations: int = 10, num_envs: int = 1, steps: int = 1000,
@@ -118,21 +117,7 @@ def polyak(network: trl.nn.MLP, tau: float, update: trl.Cond) -> trl.nn.MLP:
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="Pendulum-v1")
-    parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--num-envs", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=1000, help="environment steps per iteration")
-    parser.add_argument("--capacity", type=int, default=10_000, help="replay buffer size in transitions")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--backend", default="torch", choices=("reference", "torch", "jax"))
-    args = parser.parse_args(argv)
-    curve = train(args.env, args.iterations, args.num_envs, args.steps, args.capacity, seed=args.seed,
-                  backend=args.backend)
-    print("iteration  episodes  mean return  seconds")
-    for row in curve:
-        print(f"{row['iteration']:9d}  {row['episodes']:8d}  {row['mean_return']:11.1f}  {row['seconds']:7.3f}")
-    return curve
+    return command_line(__doc__.split("\n\n")[0], train, "Pendulum-v1", 10, 1, 1000, argv)
 
 
 if __name__ == "__main__":
